@@ -1,0 +1,65 @@
+# machine-controller-manager in Rust: developer entry points.
+# The two commands of the README: `make run` (runs the system) and `make test` (runs the tests).
+
+SHELL := /bin/bash
+CARGO ?= cargo
+CRD_DIR := charts/machine-controller-manager/crds
+
+.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check crds crds-check run bench clean
+
+all: build
+
+## build: compile every crate and binary (dev profile)
+build:
+	$(CARGO) build --workspace --all-targets
+
+## test: the whole test suite (unit, property, integration against the in-process sandbox)
+test: test-unit test-doc
+
+test-unit:
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		$(CARGO) nextest run --workspace --no-fail-fast --no-tests=warn; \
+	else \
+		echo "cargo-nextest not found: falling back to cargo test"; \
+		$(CARGO) test --workspace --no-fail-fast; \
+	fi
+
+test-doc:
+	$(CARGO) test --workspace --doc
+
+## lint: formatting, clippy -D warnings, plan.rs purity, dependency rules, generated CRDs up to date
+lint: fmt-check clippy purity deps-check crds-check
+
+fmt:
+	$(CARGO) fmt --all
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+purity:
+	@scripts/check-plan-purity.sh
+
+deps-check:
+	@scripts/check-deps.sh
+
+## crds: regenerate the CRDs of the chart from the Rust types
+crds:
+	$(CARGO) run --quiet -p mcm-api --bin crdgen -- $(CRD_DIR)
+
+## crds-check: fail when the committed CRDs differ from freshly generated ones
+crds-check:
+	@scripts/check-crds.sh $(CRD_DIR)
+
+## run: start the system locally (see README for what it does today)
+run:
+	@scripts/run.sh
+
+## bench: print scale, latency and memory figures (medians and ratios, no assertions)
+bench:
+	@scripts/bench.sh
+
+clean:
+	$(CARGO) clean

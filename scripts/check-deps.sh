@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Dependency rules (reference/rust-stack.md §1.3, §6.1): TLS through ring only, and exactly one
+# version each of kube and k8s-openapi in the graph.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+status=0
+if cargo tree --workspace -e normal,build -i aws-lc-rs >/dev/null 2>&1; then
+	echo "error: aws-lc-rs is in the dependency graph; use ring only:" >&2
+	cargo tree --workspace -e normal,build -i aws-lc-rs >&2 || true
+	status=1
+fi
+for crate in kube k8s-openapi; do
+	versions=$(cargo tree --workspace -e normal,build --prefix none --format '{p}' 2>/dev/null \
+		| awk -v c="$crate" '$1 == c { print $2 }' | sort -u)
+	n=$(printf '%s\n' "$versions" | grep -c . || true)
+	if [ "$n" -gt 1 ]; then
+		echo "error: $crate appears in $n versions: $(echo $versions)" >&2
+		status=1
+	fi
+done
+[ $status -eq 0 ] && echo "dependency rules: ring only, one kube and one k8s-openapi"
+exit $status
