@@ -1,0 +1,12 @@
+//! CRD types of the `machine.sapcloud.io` API group.
+//!
+//! - [`v1alpha1`]: the upstream API, wire-compatible with the upstream CRDs (the storage version).
+//! - [`keys`]: well-known finalizers, labels, annotations, taints, condition types and reasons,
+//!   and the load-bearing `lastOperation` texts.
+//! - [`duration`]: Go `time.Duration` strings as used by every timeout field.
+//! - [`crd`]: the CustomResourceDefinitions generated from the types (written by `crdgen`).
+
+pub mod crd;
+pub mod duration;
+pub mod keys;
+pub mod v1alpha1;
