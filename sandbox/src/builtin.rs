@@ -1,0 +1,363 @@
+//! Defaulting and validation of built-in kinds, the small part of kube-apiserver's per-type
+//! strategies that our components and the conformance suite rely on. Pure functions.
+
+use crate::error::Cause;
+use base64::Engine;
+use serde_json::{Value, json};
+
+/// Largest ConfigMap/Secret payload kube-apiserver accepts.
+pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
+
+fn cause(reason: &str, field: &str, detail: &str, value: Option<String>) -> Cause {
+    Cause {
+        reason: reason.into(),
+        field: field.into(),
+        detail: detail.into(),
+        value,
+    }
+}
+
+fn payload_size(obj: &Value, keys: &[&str]) -> usize {
+    keys.iter()
+        .filter_map(|k| obj.get(*k).and_then(Value::as_object))
+        .flat_map(|m| m.iter())
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum()
+}
+
+fn default_pod(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (k, v) in [
+        ("restartPolicy", json!("Always")),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("schedulerName", json!("default-scheduler")),
+        ("securityContext", json!({})),
+        ("enableServiceLinks", json!(true)),
+    ] {
+        spec.entry(k).or_insert(v);
+    }
+    for list in ["containers", "initContainers"] {
+        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+            for c in cs.iter_mut().filter_map(Value::as_object_mut) {
+                let image = c
+                    .get("image")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let tag = image
+                    .rsplit('/')
+                    .next()
+                    .and_then(|last| last.split_once(':'))
+                    .map(|(_, t)| t.to_string());
+                let policy = if image.contains('@') || tag.as_deref().is_some_and(|t| t != "latest")
+                {
+                    "IfNotPresent"
+                } else {
+                    "Always"
+                };
+                c.entry("imagePullPolicy").or_insert(json!(policy));
+                c.entry("terminationMessagePolicy").or_insert(json!("File"));
+                c.entry("terminationMessagePath")
+                    .or_insert(json!("/dev/termination-log"));
+                c.entry("resources").or_insert(json!({}));
+            }
+        }
+    }
+}
+
+fn default_template(spec: &mut serde_json::Map<String, Value>) {
+    if let Some(tpl) = spec.get_mut("template") {
+        default_pod(tpl);
+    }
+}
+
+/// kube's defaults for apps/v1 workloads (the fields our tests and kubectl show).
+fn default_apps(plural: &str, obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    match plural {
+        "deployments" => {
+            spec.entry("replicas").or_insert(json!(1));
+            spec.entry("revisionHistoryLimit").or_insert(json!(10));
+            spec.entry("progressDeadlineSeconds").or_insert(json!(600));
+            let strategy = spec.entry("strategy").or_insert(json!({}));
+            if strategy.get("type").is_none() {
+                strategy["type"] = json!("RollingUpdate");
+            }
+            if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                if strategy.get("rollingUpdate").is_none() {
+                    strategy["rollingUpdate"] = json!({});
+                }
+                let ru = &mut strategy["rollingUpdate"];
+                if ru.get("maxUnavailable").is_none() {
+                    ru["maxUnavailable"] = json!("25%");
+                }
+                if ru.get("maxSurge").is_none() {
+                    ru["maxSurge"] = json!("25%");
+                }
+            }
+        }
+        "replicasets" => {
+            spec.entry("replicas").or_insert(json!(1));
+        }
+        "statefulsets" => {
+            spec.entry("replicas").or_insert(json!(1));
+            spec.entry("revisionHistoryLimit").or_insert(json!(10));
+            spec.entry("podManagementPolicy")
+                .or_insert(json!("OrderedReady"));
+            spec.entry("updateStrategy")
+                .or_insert(json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}));
+        }
+        "daemonsets" => {
+            spec.entry("revisionHistoryLimit").or_insert(json!(10));
+            spec.entry("updateStrategy").or_insert(json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}));
+        }
+        _ => return,
+    }
+    default_template(spec);
+}
+
+fn secret_string_data(obj: &mut Value) {
+    if let Some(Value::Object(sd)) = obj.as_object_mut().and_then(|m| m.remove("stringData")) {
+        for (k, v) in sd {
+            let text = v.as_str().unwrap_or_default();
+            obj["data"][k.as_str()] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+        }
+    }
+    if obj
+        .get("type")
+        .is_none_or(|t| t.as_str().is_none_or(str::is_empty))
+    {
+        obj["type"] = json!("Opaque");
+    }
+}
+
+fn validate_config_payload(kind: &str, obj: &Value) -> Vec<Cause> {
+    let keys: &[&str] = if kind == "secrets" {
+        &["data"]
+    } else {
+        &["data", "binaryData"]
+    };
+    let size = if kind == "secrets" {
+        obj.get("data")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.values()
+                    .map(|v| v.as_str().map_or(0, |s| s.len() * 3 / 4))
+                    .sum()
+            })
+            .unwrap_or(0)
+    } else {
+        payload_size(obj, keys)
+    };
+    if size > MAX_CONFIG_BYTES {
+        return vec![cause(
+            "FieldValueTooLong",
+            if kind == "secrets" { "data" } else { "[]" },
+            &format!("must have at most {MAX_CONFIG_BYTES} bytes"),
+            None,
+        )];
+    }
+    Vec::new()
+}
+
+/// Applies create-time defaults and validation for built-in kinds.
+pub fn prepare_create(group: &str, plural: &str, obj: &mut Value) -> Vec<Cause> {
+    match (group, plural) {
+        ("", "pods") => {
+            default_pod(obj);
+            obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+            Vec::new()
+        }
+        ("", "secrets") => {
+            secret_string_data(obj);
+            validate_config_payload(plural, obj)
+        }
+        ("", "configmaps") => validate_config_payload(plural, obj),
+        ("apps", _) => {
+            default_apps(plural, obj);
+            Vec::new()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Applies update-time rules (immutability, finalizers on terminating objects, defaults).
+pub fn prepare_update(group: &str, plural: &str, old: &Value, obj: &mut Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if old.pointer("/metadata/deletionTimestamp").is_some() {
+        let before: Vec<&Value> = old
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().collect())
+            .unwrap_or_default();
+        let added: Vec<String> = obj
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter(|f| !before.contains(f))
+                    .filter_map(|f| f.as_str().map(|s| format!("{s:?}")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !added.is_empty() {
+            causes.push(cause(
+                "FieldValueForbidden",
+                "metadata.finalizers",
+                &format!("no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}", added.join(", ")),
+                None,
+            ));
+        }
+    }
+    match (group, plural) {
+        ("", "pods") => default_pod(obj),
+        ("", "secrets") => secret_string_data(obj),
+        ("apps", _) => default_apps(plural, obj),
+        _ => {}
+    }
+    if group.is_empty() && matches!(plural, "configmaps" | "secrets") {
+        if old.get("immutable").and_then(Value::as_bool) == Some(true) {
+            for f in ["data", "binaryData"] {
+                if old.get(f) != obj.get(f) {
+                    causes.push(cause(
+                        "FieldValueForbidden",
+                        f,
+                        "field is immutable when `immutable` is set",
+                        None,
+                    ));
+                }
+            }
+            if obj.get("immutable").and_then(Value::as_bool) != Some(true) {
+                causes.push(cause(
+                    "FieldValueForbidden",
+                    "immutable",
+                    "field is immutable when `immutable` is set",
+                    None,
+                ));
+            }
+        }
+        causes.extend(validate_config_payload(plural, obj));
+    }
+    causes
+}
+
+/// Field renames between core/v1 and events.k8s.io/v1 Events (core name, events.k8s.io name).
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+    ("reportingComponent", "reportingController"),
+];
+
+fn rename_event(obj: &Value, to_new: bool, api_version: &str) -> Value {
+    let mut out = obj.clone();
+    if let Some(m) = out.as_object_mut() {
+        for (core, new) in EVENT_FIELDS {
+            let (from, to) = if to_new { (core, new) } else { (new, core) };
+            if let Some(v) = m.remove(*from) {
+                m.insert(to.to_string(), v);
+            }
+        }
+        m.insert("apiVersion".into(), json!(api_version));
+        m.insert("kind".into(), json!("Event"));
+    }
+    out
+}
+
+/// A stored core/v1 Event as events.k8s.io/v1.
+pub fn event_core_to_new(core: &Value) -> Value {
+    rename_event(core, true, "events.k8s.io/v1")
+}
+
+/// An events.k8s.io/v1 Event as core/v1 (the storage form).
+pub fn event_new_to_core(new: &Value) -> Value {
+    rename_event(new, false, "v1")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pods_get_defaults_and_pending() {
+        let mut p = json!({"spec": {"containers": [{"name": "a", "image": "busybox:1.36"}, {"name": "b", "image": "nginx"}]}, "status": {"phase": "Running"}});
+        assert!(prepare_create("", "pods", &mut p).is_empty());
+        assert_eq!(p["spec"]["restartPolicy"], "Always");
+        assert_eq!(p["spec"]["terminationGracePeriodSeconds"], 30);
+        assert_eq!(
+            p["spec"]["containers"][0]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+        assert_eq!(p["spec"]["containers"][1]["imagePullPolicy"], "Always");
+        assert_eq!(p["status"]["phase"], "Pending");
+    }
+
+    #[test]
+    fn deployments_get_defaults() {
+        let mut d = json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x:1"}]}}}});
+        prepare_create("apps", "deployments", &mut d);
+        assert_eq!(d["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(d["spec"]["progressDeadlineSeconds"], 600);
+        assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
+        assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+        assert_eq!(d["spec"]["template"]["spec"]["restartPolicy"], "Always");
+        let mut keep = json!({"spec": {"replicas": 0, "strategy": {"type": "Recreate"}}});
+        prepare_create("apps", "deployments", &mut keep);
+        assert_eq!(keep["spec"]["replicas"], 0);
+        assert!(keep["spec"]["strategy"].get("rollingUpdate").is_none());
+    }
+
+    #[test]
+    fn secrets_and_configmaps() {
+        let mut s = json!({"stringData": {"b": "bee"}, "data": {"a": "YQ=="}});
+        assert!(prepare_create("", "secrets", &mut s).is_empty());
+        assert_eq!(s["data"]["b"], "YmVl");
+        assert_eq!(s["type"], "Opaque");
+        assert!(s.get("stringData").is_none());
+        let mut big = json!({"data": {"k": "x".repeat(MAX_CONFIG_BYTES + 1)}});
+        let c = prepare_create("", "configmaps", &mut big);
+        assert_eq!(
+            c[0].render(),
+            "[]: Too long: must have at most 1048576 bytes"
+        );
+        let old = json!({"immutable": true, "data": {"a": "1"}});
+        let mut new = json!({"immutable": true, "data": {"a": "2"}});
+        assert_eq!(
+            prepare_update("", "configmaps", &old, &mut new)[0].field,
+            "data"
+        );
+    }
+
+    #[test]
+    fn events_convert_both_ways() {
+        let new = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"}, "regarding": {"name": "x"}, "note": "n", "reportingController": "c", "series": {"count": 2}});
+        let core = event_new_to_core(&new);
+        assert_eq!(core["apiVersion"], "v1");
+        assert_eq!(core["involvedObject"]["name"], "x");
+        assert_eq!(core["message"], "n");
+        assert_eq!(core["reportingComponent"], "c");
+        assert_eq!(event_core_to_new(&core), new);
+    }
+
+    #[test]
+    fn no_new_finalizers_while_deleting() {
+        let old = json!({"metadata": {"deletionTimestamp": "x", "finalizers": ["a"]}});
+        let mut new = json!({"metadata": {"deletionTimestamp": "x", "finalizers": ["a", "b"]}});
+        let c = prepare_update("x", "y", &old, &mut new);
+        assert!(
+            c[0].render()
+                .contains("no new finalizers can be added if the object is being deleted")
+        );
+        let mut fewer = json!({"metadata": {"finalizers": []}});
+        assert!(prepare_update("x", "y", &old, &mut fewer).is_empty());
+    }
+}

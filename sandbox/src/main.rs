@@ -1,0 +1,75 @@
+//! `mcm-sandbox`: runs the sandbox API server until Ctrl-C.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "mcm-sandbox",
+    about = "An embedded Kubernetes-compatible API server for local runs and tests"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve until Ctrl-C.
+    Serve {
+        /// Port on 127.0.0.1 (0 = pick a free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Where to write the kubeconfig.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Serve plain HTTP instead of HTTPS.
+        #[arg(long)]
+        insecure_http: bool,
+        /// Cluster/context name.
+        #[arg(long, default_value = "mcm-sandbox")]
+        name: String,
+        /// Events kept per resource type for watch replay.
+        #[arg(long, default_value_t = 10_000)]
+        watch_history: usize,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve {
+            port,
+            kubeconfig,
+            insecure_http,
+            name,
+            watch_history,
+        } => {
+            let config = mcm_sandbox::SandboxConfig {
+                port,
+                tls: !insecure_http,
+                kubeconfig_path: kubeconfig,
+                name,
+                watch_history,
+                ..Default::default()
+            };
+            let sb = mcm_sandbox::Sandbox::start(config)
+                .await
+                .context("starting the sandbox")?;
+            println!("URL: {}", sb.url());
+            println!("KUBECONFIG: {}", sb.kubeconfig_path().display());
+            tokio::signal::ctrl_c()
+                .await
+                .context("waiting for Ctrl-C")?;
+            sb.shutdown().await;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,330 @@
+//! Decoding of the Kubernetes protobuf envelope for the few built-in kinds that kubectl's typed
+//! clients send as protobuf (ConfigMap, Secret, Namespace, ServiceAccount, DeleteOptions,
+//! Eviction, Binding). Responses are always JSON, which clients accept. Pure functions.
+
+use base64::Engine;
+use serde_json::{Map, Value, json};
+
+/// The protobuf envelope prefix.
+pub const MAGIC: &[u8] = b"k8s\x00";
+
+#[derive(Clone, Copy)]
+enum F {
+    Str,
+    Int,
+    Bool,
+    Msg(&'static str),
+    MapStr,
+    MapBytes,
+    RepStr,
+    RepMsg(&'static str),
+    Time,
+}
+
+fn schema(msg: &str) -> Option<&'static [(u64, &'static str, F)]> {
+    use F::*;
+    Some(match msg {
+        "ObjectMeta" => &[
+            (1, "name", Str),
+            (2, "generateName", Str),
+            (3, "namespace", Str),
+            (5, "uid", Str),
+            (6, "resourceVersion", Str),
+            (7, "generation", Int),
+            (8, "creationTimestamp", Time),
+            (9, "deletionTimestamp", Time),
+            (10, "deletionGracePeriodSeconds", Int),
+            (11, "labels", MapStr),
+            (12, "annotations", MapStr),
+            (13, "ownerReferences", RepMsg("OwnerReference")),
+            (14, "finalizers", RepStr),
+        ],
+        "OwnerReference" => &[
+            (1, "kind", Str),
+            (3, "name", Str),
+            (4, "uid", Str),
+            (5, "apiVersion", Str),
+            (6, "controller", Bool),
+            (7, "blockOwnerDeletion", Bool),
+        ],
+        "ConfigMap" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "data", MapStr),
+            (3, "binaryData", MapBytes),
+            (4, "immutable", Bool),
+        ],
+        "Secret" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "data", MapBytes),
+            (3, "type", Str),
+            (4, "stringData", MapStr),
+            (5, "immutable", Bool),
+        ],
+        "Namespace" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "spec", Msg("NamespaceSpec")),
+            (3, "status", Msg("NamespaceStatus")),
+        ],
+        "NamespaceSpec" => &[(1, "finalizers", RepStr)],
+        "NamespaceStatus" => &[(1, "phase", Str)],
+        "ServiceAccount" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "secrets", RepMsg("ObjectReference")),
+            (3, "imagePullSecrets", RepMsg("LocalObjectReference")),
+            (4, "automountServiceAccountToken", Bool),
+        ],
+        "ObjectReference" => &[
+            (1, "kind", Str),
+            (2, "namespace", Str),
+            (3, "name", Str),
+            (4, "uid", Str),
+            (5, "apiVersion", Str),
+            (6, "resourceVersion", Str),
+            (7, "fieldPath", Str),
+        ],
+        "LocalObjectReference" => &[(1, "name", Str)],
+        "DeleteOptions" => &[
+            (1, "gracePeriodSeconds", Int),
+            (2, "preconditions", Msg("Preconditions")),
+            (3, "orphanDependents", Bool),
+            (4, "propagationPolicy", Str),
+            (5, "dryRun", RepStr),
+        ],
+        "Preconditions" => &[(1, "uid", Str), (2, "resourceVersion", Str)],
+        "Eviction" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "deleteOptions", Msg("DeleteOptions")),
+        ],
+        "Binding" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "target", Msg("ObjectReference")),
+        ],
+        _ => return None,
+    })
+}
+
+enum Wire<'a> {
+    Varint(u64),
+    Len(&'a [u8]),
+    Fixed,
+}
+
+fn varint(buf: &[u8], pos: &mut usize) -> Result<u64, String> {
+    let mut v: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let b = *buf.get(*pos).ok_or("truncated varint")?;
+        *pos += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err("varint too long".into())
+}
+
+fn fields(buf: &[u8]) -> Result<Vec<(u64, Wire<'_>)>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < buf.len() {
+        let tag = varint(buf, &mut pos)?;
+        let (num, wt) = (tag >> 3, tag & 7);
+        let w = match wt {
+            0 => Wire::Varint(varint(buf, &mut pos)?),
+            1 => {
+                pos += 8;
+                Wire::Fixed
+            }
+            5 => {
+                pos += 4;
+                Wire::Fixed
+            }
+            2 => {
+                let len = usize::try_from(varint(buf, &mut pos)?).map_err(|_| "length overflow")?;
+                let end = pos
+                    .checked_add(len)
+                    .filter(|e| *e <= buf.len())
+                    .ok_or("truncated field")?;
+                let s = &buf[pos..end];
+                pos = end;
+                Wire::Len(s)
+            }
+            other => return Err(format!("unsupported wire type {other}")),
+        };
+        if pos > buf.len() {
+            return Err("truncated message".into());
+        }
+        out.push((num, w));
+    }
+    Ok(out)
+}
+
+fn text(b: &[u8]) -> Result<String, String> {
+    String::from_utf8(b.to_vec()).map_err(|e| format!("invalid UTF-8: {e}"))
+}
+
+fn decode_msg(msg: &str, buf: &[u8]) -> Result<Value, String> {
+    let sch = schema(msg).ok_or_else(|| format!("no protobuf schema for {msg}"))?;
+    let mut out = Map::new();
+    for (num, w) in fields(buf)? {
+        let Some((_, name, kind)) = sch.iter().find(|(n, _, _)| *n == num) else {
+            continue;
+        };
+        let name = name.to_string();
+        match (kind, w) {
+            (F::Str, Wire::Len(b)) => {
+                out.insert(name, json!(text(b)?));
+            }
+            (F::Int, Wire::Varint(v)) => {
+                out.insert(name, json!(v as i64));
+            }
+            (F::Bool, Wire::Varint(v)) => {
+                out.insert(name, json!(v != 0));
+            }
+            (F::Msg(m), Wire::Len(b)) => {
+                out.insert(name, decode_msg(m, b)?);
+            }
+            (F::RepStr, Wire::Len(b)) => {
+                let e = out.entry(name).or_insert_with(|| json!([]));
+                if let Some(a) = e.as_array_mut() {
+                    a.push(json!(text(b)?));
+                }
+            }
+            (F::RepMsg(m), Wire::Len(b)) => {
+                let v = decode_msg(m, b)?;
+                let e = out.entry(name).or_insert_with(|| json!([]));
+                if let Some(a) = e.as_array_mut() {
+                    a.push(v);
+                }
+            }
+            (F::MapStr | F::MapBytes, Wire::Len(b)) => {
+                let mut key = String::new();
+                let mut val = Value::String(String::new());
+                for (n, w) in fields(b)? {
+                    match (n, w) {
+                        (1, Wire::Len(k)) => key = text(k)?,
+                        (2, Wire::Len(v)) => {
+                            val = if matches!(kind, F::MapBytes) {
+                                json!(base64::engine::general_purpose::STANDARD.encode(v))
+                            } else {
+                                json!(text(v)?)
+                            };
+                        }
+                        _ => {}
+                    }
+                }
+                let e = out.entry(name).or_insert_with(|| json!({}));
+                if let Some(m) = e.as_object_mut() {
+                    m.insert(key, val);
+                }
+            }
+            (F::Time, Wire::Len(b)) => {
+                let mut secs = 0i64;
+                for (n, w) in fields(b)? {
+                    if let (1, Wire::Varint(v)) = (n, w) {
+                        secs = v as i64;
+                    }
+                }
+                let ts = jiff::Timestamp::from_second(secs).map_err(|e| e.to_string())?;
+                out.insert(name, json!(ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()));
+            }
+            _ => return Err(format!("field {num} of {msg} has an unexpected wire type")),
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// Why a protobuf body could not be decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProtoError {
+    /// Not a protobuf envelope or malformed.
+    Malformed(String),
+    /// A kind the sandbox has no schema for.
+    Unsupported(String),
+}
+
+/// Decodes a `k8s\0`-prefixed `runtime.Unknown` envelope into the JSON object.
+pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
+    let rest = body
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| ProtoError::Malformed("missing the k8s protobuf prefix".into()))?;
+    let mut api_version = String::new();
+    let mut kind = String::new();
+    let mut raw: &[u8] = &[];
+    for (n, w) in fields(rest).map_err(ProtoError::Malformed)? {
+        match (n, w) {
+            (1, Wire::Len(tm)) => {
+                for (tn, tw) in fields(tm).map_err(ProtoError::Malformed)? {
+                    match (tn, tw) {
+                        (1, Wire::Len(v)) => {
+                            api_version = text(v).map_err(ProtoError::Malformed)?
+                        }
+                        (2, Wire::Len(v)) => kind = text(v).map_err(ProtoError::Malformed)?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, Wire::Len(r)) => raw = r,
+            _ => {}
+        }
+    }
+    if schema(&kind).is_none()
+        || kind.ends_with("Meta")
+        || kind.ends_with("Spec")
+        || kind.ends_with("Status")
+    {
+        return Err(ProtoError::Unsupported(kind));
+    }
+    let mut obj = decode_msg(&kind, raw).map_err(ProtoError::Malformed)?;
+    obj["apiVersion"] = json!(api_version);
+    obj["kind"] = json!(kind);
+    Ok(obj)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn field(num: u64, payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![((num << 3) | 2) as u8, payload.len() as u8];
+        out.extend_from_slice(payload);
+        out
+    }
+
+    #[test]
+    fn decodes_a_configmap_envelope() {
+        let meta = [
+            field(1, b"kc"),
+            field(3, b"ns"),
+            field(11, &[field(1, b"a"), field(2, b"b")].concat()),
+        ]
+        .concat();
+        let cm = [
+            field(1, &meta),
+            field(2, &[field(1, b"k"), field(2, b"v")].concat()),
+            vec![(4 << 3), 1],
+        ]
+        .concat();
+        let tm = [field(1, b"v1"), field(2, b"ConfigMap")].concat();
+        let env = [MAGIC.to_vec(), field(1, &tm), field(2, &cm)].concat();
+        let v = decode(&env).unwrap();
+        assert_eq!(
+            v,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kc", "namespace": "ns", "labels": {"a": "b"}}, "data": {"k": "v"}, "immutable": true})
+        );
+    }
+
+    #[test]
+    fn rejects_garbage_and_unknown_kinds() {
+        assert!(matches!(decode(b"nope"), Err(ProtoError::Malformed(_))));
+        assert!(matches!(
+            decode(&[MAGIC, &[0x0a, 0x50]].concat()),
+            Err(ProtoError::Malformed(_))
+        ));
+        let tm = [field(1, b"apps/v1"), field(2, b"Deployment")].concat();
+        assert_eq!(
+            decode(&[MAGIC.to_vec(), field(1, &tm)].concat()),
+            Err(ProtoError::Unsupported("Deployment".into()))
+        );
+    }
+}

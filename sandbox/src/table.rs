@@ -1,0 +1,271 @@
+//! `meta.k8s.io/v1` Table output for `kubectl get`: printer columns evaluated with a small JSONPath
+//! subset (`.a.b`, `[n]`, `[*]`, `[?(@.k=="v")]`). Pure functions; the current time is a parameter.
+
+use serde_json::{Value, json};
+
+/// Evaluates a printer-column JSONPath against an object, returning all matches.
+pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
+    let path = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim();
+    let path = path.strip_prefix('$').unwrap_or(path);
+    let mut cur = vec![obj.clone()];
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let key = &r[..end];
+            rest = &r[end..];
+            if key.is_empty() {
+                continue;
+            }
+            cur = cur.iter().filter_map(|v| v.get(key).cloned()).collect();
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let Some(end) = find_close(r) else {
+                return Vec::new();
+            };
+            let inner = r[..end].trim();
+            rest = &r[end + 1..];
+            cur = cur.iter().flat_map(|v| index(v, inner)).collect();
+        } else {
+            return Vec::new();
+        }
+    }
+    cur
+}
+
+fn find_close(s: &str) -> Option<usize> {
+    let mut depth = 0;
+    let mut in_str = None;
+    for (i, c) in s.char_indices() {
+        match (c, in_str) {
+            ('"' | '\'', None) => in_str = Some(c),
+            (q, Some(open)) if q == open => in_str = None,
+            ('[', None) => depth += 1,
+            (']', None) if depth == 0 => return Some(i),
+            (']', None) => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+fn index(v: &Value, inner: &str) -> Vec<Value> {
+    let Some(arr) = v.as_array() else {
+        if let Some(key) = inner.strip_prefix('\'').and_then(|k| k.strip_suffix('\'')) {
+            return v.get(key).cloned().into_iter().collect();
+        }
+        return Vec::new();
+    };
+    if inner == "*" {
+        return arr.clone();
+    }
+    if let Ok(i) = inner.parse::<i64>() {
+        let idx = if i < 0 { arr.len() as i64 + i } else { i };
+        return usize::try_from(idx)
+            .ok()
+            .and_then(|i| arr.get(i))
+            .cloned()
+            .into_iter()
+            .collect();
+    }
+    if let Some(filter) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')')) {
+        let (lhs, rhs, negate) = if let Some((l, r)) = filter.split_once("!=") {
+            (l, r, true)
+        } else if let Some((l, r)) = filter.split_once("==") {
+            (l, r, false)
+        } else {
+            return Vec::new();
+        };
+        let lhs = lhs.trim().strip_prefix('@').unwrap_or(lhs.trim());
+        let want = rhs.trim().trim_matches('"').trim_matches('\'');
+        return arr
+            .iter()
+            .filter(|el| {
+                let got = jsonpath(el, lhs);
+                let eq = got.first().is_some_and(|g| match g {
+                    Value::String(s) => s == want,
+                    other => *other == want,
+                });
+                eq != negate
+            })
+            .cloned()
+            .collect();
+    }
+    Vec::new()
+}
+
+/// kube's `HumanDuration` for ages.
+pub fn human_duration(seconds: i64) -> String {
+    if seconds < -1 {
+        return "<invalid>".into();
+    }
+    let s = seconds.max(0);
+    let (m, h, d) = (s / 60, s / 3600, s / 86400);
+    if s < 120 {
+        format!("{s}s")
+    } else if m < 10 {
+        if s % 60 == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{}s", s % 60)
+        }
+    } else if h < 3 {
+        format!("{m}m")
+    } else if h < 8 {
+        if m % 60 == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{}m", m % 60)
+        }
+    } else if h < 48 {
+        format!("{h}h")
+    } else if d < 8 {
+        if h % 24 == 0 {
+            format!("{d}d")
+        } else {
+            format!("{d}d{}h", h % 24)
+        }
+    } else if d < 365 * 2 {
+        format!("{d}d")
+    } else if d < 365 * 8 {
+        let y = d / 365;
+        if d % 365 == 0 {
+            format!("{y}y")
+        } else {
+            format!("{y}y{}d", d % 365)
+        }
+    } else {
+        format!("{}y", d / 365)
+    }
+}
+
+fn age(ts: &Value, now: jiff::Timestamp) -> Value {
+    match ts.as_str().and_then(|s| s.parse::<jiff::Timestamp>().ok()) {
+        Some(t) => Value::String(human_duration(now.as_second() - t.as_second())),
+        None => Value::String("<unknown>".into()),
+    }
+}
+
+/// How rows carry the object (`includeObject` query parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// No object.
+    None,
+    /// `PartialObjectMetadata` (default).
+    Metadata,
+    /// The full object.
+    Object,
+}
+
+/// Builds a Table from objects. `columns` are CRD printer columns (empty = Name and Age only).
+pub fn build_table(
+    columns: &[Value],
+    objects: &[Value],
+    list_meta: Value,
+    include: IncludeObject,
+    now: jiff::Timestamp,
+) -> Value {
+    let mut defs = vec![
+        json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names", "priority": 0}),
+    ];
+    let cols: Vec<Value> = if columns.is_empty() {
+        vec![json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})]
+    } else {
+        columns.to_vec()
+    };
+    for c in &cols {
+        defs.push(json!({
+            "name": c.get("name").cloned().unwrap_or(Value::Null),
+            "type": c.get("type").cloned().unwrap_or(json!("string")),
+            "format": c.get("format").cloned().unwrap_or(json!("")),
+            "description": c.get("description").cloned().unwrap_or(json!("")),
+            "priority": c.get("priority").cloned().unwrap_or(json!(0)),
+        }));
+    }
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let mut cells = vec![o.pointer("/metadata/name").cloned().unwrap_or(Value::Null)];
+            for c in &cols {
+                let path = c.get("jsonPath").and_then(Value::as_str).unwrap_or_default();
+                let ty = c.get("type").and_then(Value::as_str).unwrap_or("string");
+                if let Some(paths) = c.get("x-count").and_then(Value::as_array) {
+                    let n: usize = paths.iter().filter_map(Value::as_str).flat_map(|p| jsonpath(o, p)).map(|v| v.as_object().map_or(0, |m| m.len())).sum();
+                    cells.push(json!(n));
+                    continue;
+                }
+                let found = jsonpath(o, path).into_iter().next();
+                cells.push(match (found, ty) {
+                    (Some(v), "date") => age(&v, now),
+                    (Some(Value::Object(_) | Value::Array(_)), _) => Value::String(found_to_string(o, path)),
+                    (Some(v), _) => v,
+                    (None, _) => Value::Null,
+                });
+            }
+            let mut row = json!({"cells": cells});
+            match include {
+                IncludeObject::None => {}
+                IncludeObject::Metadata => {
+                    row["object"] = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o.get("metadata").cloned().unwrap_or(json!({}))});
+                }
+                IncludeObject::Object => row["object"] = o.clone(),
+            }
+            row
+        })
+        .collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "columnDefinitions": defs, "rows": rows})
+}
+
+fn found_to_string(o: &Value, path: &str) -> String {
+    jsonpath(o, path)
+        .first()
+        .map(|v| v.to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonpath_subset() {
+        let o = json!({"spec": {"replicas": 3}, "status": {"conditions": [{"type": "A", "status": "False"}, {"type": "Ready", "status": "True"}]}, "metadata": {"labels": {"a.b/c": "x"}}});
+        assert_eq!(jsonpath(&o, ".spec.replicas"), vec![json!(3)]);
+        assert_eq!(
+            jsonpath(&o, ".status.conditions[?(@.type==\"Ready\")].status"),
+            vec![json!("True")]
+        );
+        assert_eq!(jsonpath(&o, ".status.conditions[0].type"), vec![json!("A")]);
+        assert_eq!(jsonpath(&o, ".status.conditions[*].type").len(), 2);
+        assert_eq!(jsonpath(&o, ".metadata.labels['a.b/c']"), vec![json!("x")]);
+        assert!(jsonpath(&o, ".spec.missing").is_empty());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(150), "2m30s");
+        assert_eq!(human_duration(3600 * 5 + 60), "5h1m");
+        assert_eq!(human_duration(86400 * 3), "3d");
+    }
+
+    #[test]
+    fn table_rows_follow_columns() {
+        let now: jiff::Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        let objs = vec![
+            json!({"metadata": {"name": "m1", "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": {"phase": "Running"}}),
+        ];
+        let cols = vec![
+            json!({"name": "Status", "type": "string", "jsonPath": ".status.phase"}),
+            json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}),
+        ];
+        let t = build_table(&cols, &objs, json!({}), IncludeObject::Metadata, now);
+        assert_eq!(t["rows"][0]["cells"], json!(["m1", "Running", "10m"]));
+        assert_eq!(t["columnDefinitions"][1]["name"], "Status");
+        assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+}

@@ -1,0 +1,365 @@
+//! Sandbox-only fault injection: unavailability, latency, injected error codes, counters.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{ListParams, PostParams};
+use mcm_sandbox::{ErrorRule, UnavailableMode, Verb};
+
+use crate::common::{EVENTUALLY, Target, api_error, configmap, wait_for};
+
+fn secret(name: &str) -> Secret {
+    serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("secret literal")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unavailable_503_then_recovery() {
+    let t = Target::sandbox_or_env().await;
+    let Some(sb) = t.sandbox_only(
+        "unavailable_503_then_recovery",
+        "fault injection is sandbox-only",
+    ) else {
+        return t.finish().await;
+    };
+    let cms = t.api::<ConfigMap>();
+    sb.faults()
+        .set_unavailable(Duration::from_secs(2), UnavailableMode::ServiceUnavailable);
+    let err = api_error(
+        cms.list(&ListParams::default()).await,
+        "list while unavailable",
+    );
+    assert_eq!(
+        err.code, 503,
+        "ServiceUnavailable mode answers 503: {err:?}"
+    );
+    wait_for(
+        "API answers again after the unavailability window",
+        EVENTUALLY,
+        || {
+            let cms = cms.clone();
+            async move { cms.list(&ListParams::default()).await.ok().map(|_| ()) }
+        },
+    )
+    .await;
+    sb.faults().set_unavailable(
+        Duration::from_secs(600),
+        UnavailableMode::ServiceUnavailable,
+    );
+    assert_eq!(
+        api_error(cms.get("x").await, "get while unavailable").code,
+        503
+    );
+    sb.faults().clear_unavailable();
+    cms.create(&PostParams::default(), &configmap("after", &[], &[]))
+        .await
+        .expect("clear_unavailable restores service at once");
+    t.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unavailable_refuse_then_recovery() {
+    let t = Target::sandbox_or_env().await;
+    let Some(sb) = t.sandbox_only(
+        "unavailable_refuse_then_recovery",
+        "fault injection is sandbox-only",
+    ) else {
+        return t.finish().await;
+    };
+    let cms = t.api::<ConfigMap>();
+    sb.faults()
+        .set_unavailable(Duration::from_secs(2), UnavailableMode::Refuse);
+    match cms.list(&ListParams::default()).await {
+        Err(kube::Error::Api(s)) => {
+            panic!("Refuse mode drops connections instead of answering; got Status {s:?}")
+        }
+        Err(_) => {}
+        Ok(_) => panic!("Refuse mode: requests must fail while unavailable"),
+    }
+    wait_for(
+        "connections accepted again after the window",
+        EVENTUALLY,
+        || {
+            let cms = cms.clone();
+            async move { cms.list(&ListParams::default()).await.ok().map(|_| ()) }
+        },
+    )
+    .await;
+    t.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_is_added_to_requests() {
+    let t = Target::sandbox_or_env().await;
+    let Some(sb) = t.sandbox_only(
+        "latency_is_added_to_requests",
+        "fault injection is sandbox-only",
+    ) else {
+        return t.finish().await;
+    };
+    let cms = t.api::<ConfigMap>();
+    sb.faults().set_latency(Duration::from_millis(400));
+    let start = Instant::now();
+    cms.list(&ListParams::default())
+        .await
+        .expect("list still succeeds with latency");
+    // A lower bound only: the injected delay can never make a request faster.
+    assert!(
+        start.elapsed() >= Duration::from_millis(400),
+        "set_latency(400ms) delays each request by at least 400 ms"
+    );
+    sb.faults().set_latency(Duration::ZERO);
+    cms.list(&ListParams::default())
+        .await
+        .expect("list after clearing latency");
+    t.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_errors_hit_only_the_chosen_verb_and_resource() {
+    let t = Target::sandbox_or_env().await;
+    let Some(sb) = t.sandbox_only(
+        "injected_errors_hit_only_the_chosen_verb_and_resource",
+        "fault injection is sandbox-only",
+    ) else {
+        return t.finish().await;
+    };
+    let cms = t.api::<ConfigMap>();
+    let secrets = t.api::<Secret>();
+    cms.create(&PostParams::default(), &configmap("exists", &[], &[]))
+        .await
+        .expect("create before injection");
+    for (status, reason) in [
+        (409, "Conflict"),
+        (429, "TooManyRequests"),
+        (500, "InternalError"),
+    ] {
+        sb.faults().inject_errors(ErrorRule {
+            verb: Some(Verb::Create),
+            resource: Some("configmaps".to_string()),
+            status,
+            rate: 1.0,
+            count: None,
+        });
+        let err = api_error(
+            cms.create(
+                &PostParams::default(),
+                &configmap(&format!("c{status}"), &[], &[]),
+            )
+            .await,
+            "injected create error",
+        );
+        assert_eq!(
+            (err.code, err.reason.as_str()),
+            (status, reason),
+            "injected {status} is a proper Status: {err:?}"
+        );
+        cms.get("exists")
+            .await
+            .expect("other verbs on the same resource are unaffected");
+        secrets
+            .create(&PostParams::default(), &secret(&format!("s{status}")))
+            .await
+            .expect("the same verb on another resource is unaffected");
+        sb.faults().clear_errors();
+        cms.create(
+            &PostParams::default(),
+            &configmap(&format!("c{status}"), &[], &[]),
+        )
+        .await
+        .expect("clear_errors restores normal service");
+    }
+    sb.faults().inject_errors(ErrorRule {
+        verb: Some(Verb::Get),
+        resource: Some("configmaps".to_string()),
+        status: 500,
+        rate: 1.0,
+        count: Some(2),
+    });
+    assert_eq!(api_error(cms.get("exists").await, "1st").code, 500);
+    assert_eq!(api_error(cms.get("exists").await, "2nd").code, 500);
+    cms.get("exists")
+        .await
+        .expect("count: Some(2) injects exactly two errors");
+    t.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_count_per_verb_resource_and_code() {
+    let t = Target::sandbox_or_env().await;
+    let Some(sb) = t.sandbox_only(
+        "counters_count_per_verb_resource_and_code",
+        "request counters are sandbox-only",
+    ) else {
+        return t.finish().await;
+    };
+    let cms = t.api::<ConfigMap>();
+    let secrets = t.api::<Secret>();
+    sb.faults().reset_counters();
+    cms.create(&PostParams::default(), &configmap("a", &[], &[]))
+        .await
+        .expect("create");
+    cms.create(&PostParams::default(), &configmap("b", &[], &[]))
+        .await
+        .expect("create");
+    cms.get("a").await.expect("get");
+    let _ = cms.get("missing").await;
+    let _ = cms
+        .create(&PostParams::default(), &configmap("a", &[], &[]))
+        .await;
+    secrets.list(&ListParams::default()).await.expect("list");
+    let counters = sb.faults().counters();
+    assert_eq!(
+        counters.get(Verb::Create, "configmaps", 201),
+        2,
+        "two successful creates: {counters:?}"
+    );
+    assert_eq!(
+        counters.get(Verb::Create, "configmaps", 409),
+        1,
+        "one AlreadyExists: {counters:?}"
+    );
+    assert_eq!(
+        counters.get(Verb::Get, "configmaps", 200),
+        1,
+        "one successful get: {counters:?}"
+    );
+    assert_eq!(
+        counters.get(Verb::Get, "configmaps", 404),
+        1,
+        "one NotFound: {counters:?}"
+    );
+    assert_eq!(
+        counters.get(Verb::List, "secrets", 200),
+        1,
+        "one list of secrets: {counters:?}"
+    );
+    assert_eq!(
+        counters.by_verb(Verb::Create),
+        3,
+        "by_verb sums over resources and codes: {counters:?}"
+    );
+    assert_eq!(
+        counters.total(),
+        6,
+        "total counts every request since reset: {counters:?}"
+    );
+    sb.faults().reset_counters();
+    assert_eq!(sb.faults().counters().total(), 0, "reset_counters clears");
+    t.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_http_endpoints_control_faults_and_counters() {
+    use crate::common::raw;
+    use mcm_sandbox::RequestCounters;
+    let t = Target::sandbox_or_env().await;
+    if t.sandbox_only(
+        "admin_http_endpoints_control_faults_and_counters",
+        "/sandbox/admin is sandbox-only",
+    )
+    .is_none()
+    {
+        return t.finish().await;
+    }
+    assert_eq!(
+        Verb::DeleteCollection.to_string(),
+        "deletecollection",
+        "verbs print as kube's lower-case names"
+    );
+    assert_eq!(Verb::Create.to_string(), "create");
+    let json = ("content-type", "application/json");
+    let cms = t.api::<ConfigMap>();
+    let reset = raw(
+        &t.client,
+        "POST",
+        "/sandbox/admin/counters/reset",
+        &[],
+        vec![],
+    )
+    .await;
+    assert_eq!(reset.status, 200, "POST /sandbox/admin/counters/reset");
+    cms.create(&PostParams::default(), &configmap("admin", &[], &[]))
+        .await
+        .expect("create");
+    let counters = raw(&t.client, "GET", "/sandbox/admin/counters", &[], vec![]).await;
+    assert_eq!(counters.status, 200);
+    let counters: RequestCounters =
+        serde_json::from_slice(&counters.body).expect("GET counters is a RequestCounters JSON");
+    assert_eq!(
+        counters.get(Verb::Create, "configmaps", 201),
+        1,
+        "{counters:?}"
+    );
+
+    let rule = r#"{"verb": "create", "resource": "configmaps", "status": 500, "rate": 1.0, "count": null}"#;
+    let response = raw(
+        &t.client,
+        "POST",
+        "/sandbox/admin/errors",
+        &[json],
+        rule.as_bytes().to_vec(),
+    )
+    .await;
+    assert_eq!(
+        response.status,
+        200,
+        "POST errors: {}",
+        String::from_utf8_lossy(&response.body)
+    );
+    let err = api_error(
+        cms.create(&PostParams::default(), &configmap("e", &[], &[]))
+            .await,
+        "after POST errors",
+    );
+    assert_eq!(err.code, 500);
+    assert_eq!(
+        raw(&t.client, "DELETE", "/sandbox/admin/errors", &[], vec![])
+            .await
+            .status,
+        200
+    );
+    cms.create(&PostParams::default(), &configmap("e", &[], &[]))
+        .await
+        .expect("after DELETE errors");
+
+    let body = r#"{"seconds": 600, "mode": "ServiceUnavailable"}"#;
+    assert_eq!(
+        raw(
+            &t.client,
+            "POST",
+            "/sandbox/admin/unavailable",
+            &[json],
+            body.as_bytes().to_vec()
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(
+        api_error(cms.get("admin").await, "while unavailable").code,
+        503
+    );
+    let cleared = raw(
+        &t.client,
+        "DELETE",
+        "/sandbox/admin/unavailable",
+        &[],
+        vec![],
+    )
+    .await;
+    assert_eq!(
+        cleared.status, 200,
+        "the admin API stays reachable while the API is unavailable"
+    );
+    cms.get("admin").await.expect("available again");
+    let bad = raw(
+        &t.client,
+        "POST",
+        "/sandbox/admin/unavailable",
+        &[json],
+        br#"{"mode": "Sideways"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(bad.status, 400, "an unknown mode is a 400");
+    t.finish().await;
+}
