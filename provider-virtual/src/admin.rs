@@ -1,0 +1,171 @@
+//! The HTTP endpoint of the provider: `/metrics`, `/healthz`, and admin routes for tests.
+//!
+//! - `GET /admin/vms`: every VM as JSON.
+//! - `PUT /admin/nodes/{node}/conditions` with a JSON object such as
+//!   `{"Ready": "False", "DiskPressure": "True"}`: overrides those conditions of the node
+//!   (statuses `True`, `False`, `Unknown`); `DELETE` on the same path removes the overrides.
+//!   The Node annotation `provider-virtual.mcm.gardener.cloud/conditions` does the same through the
+//!   API server and wins for the types it names.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+
+use crate::driver::Fleet;
+use crate::metrics::Metrics;
+
+#[derive(Clone)]
+struct AppState {
+    fleet: Arc<Fleet>,
+    metrics: Arc<Metrics>,
+}
+
+/// The router of the endpoint.
+pub fn router(fleet: Arc<Fleet>, metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/admin/vms", get(vms))
+        .route(
+            "/admin/nodes/{node}/conditions",
+            put(set_conditions).delete(clear_conditions),
+        )
+        .with_state(AppState { fleet, metrics })
+}
+
+async fn metrics_text(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn vms(State(state): State<AppState>) -> Response {
+    Json(state.fleet.vms()).into_response()
+}
+
+async fn set_conditions(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let overrides: BTreeMap<String, String> = match serde_json::from_slice(&body) {
+        Ok(overrides) => overrides,
+        Err(error) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("expected a JSON object of condition type to status: {error}\n"),
+            )
+                .into_response();
+        }
+    };
+    if let Some((type_, status)) = overrides.iter().find(|(type_, status)| {
+        type_.is_empty() || !["True", "False", "Unknown"].contains(&status.as_str())
+    }) {
+        return (
+            StatusCode::BAD_REQUEST,
+            format!(
+                "invalid override {type_:?}: {status:?} (status must be True, False or Unknown)\n"
+            ),
+        )
+            .into_response();
+    }
+    tracing::info!(%node, ?overrides, "condition overrides set");
+    state.fleet.set_overrides(&node, overrides);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn clear_conditions(State(state): State<AppState>, Path(node): Path<String>) -> Response {
+    state.fleet.set_overrides(&node, BTreeMap::new());
+    StatusCode::NO_CONTENT.into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    fn app() -> (Router, Arc<Fleet>) {
+        let fleet = Arc::new(Fleet::in_memory());
+        (router(fleet.clone(), Arc::new(Metrics::new())), fleet)
+    }
+
+    async fn send(app: &Router, method: &str, uri: &str, body: &str) -> (StatusCode, String) {
+        let response = app
+            .clone()
+            .oneshot(
+                Request::builder()
+                    .method(method)
+                    .uri(uri)
+                    .body(Body::from(body.to_owned()))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    #[tokio::test]
+    async fn overrides_are_set_validated_and_cleared() {
+        let (app, fleet) = app();
+        let (status, _) = send(
+            &app,
+            "PUT",
+            "/admin/nodes/n1/conditions",
+            r#"{"Ready": "False"}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        assert_eq!(
+            fleet.overrides("n1").get("Ready").map(String::as_str),
+            Some("False")
+        );
+        let (status, body) = send(
+            &app,
+            "PUT",
+            "/admin/nodes/n1/conditions",
+            r#"{"Ready": "Maybe"}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(body.contains("Maybe"), "{body}");
+        let (status, _) = send(&app, "PUT", "/admin/nodes/n1/conditions", "[1]").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            fleet.overrides("n1").len(),
+            1,
+            "refused requests change nothing"
+        );
+        let (status, _) = send(&app, "DELETE", "/admin/nodes/n1/conditions", "").await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        assert!(fleet.overrides("n1").is_empty());
+    }
+
+    #[tokio::test]
+    async fn metrics_health_and_vms_are_served() {
+        let (app, _) = app();
+        let (status, body) = send(&app, "GET", "/healthz", "").await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"));
+        let (status, body) = send(&app, "GET", "/metrics", "").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("provider_virtual_vms"), "{body}");
+        let (status, body) = send(&app, "GET", "/admin/vms", "").await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "[]"));
+    }
+}

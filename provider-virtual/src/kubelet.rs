@@ -1,0 +1,510 @@
+//! The virtual kubelet: a thin loop that executes the decisions of [`crate::node`] and
+//! [`crate::pods`] against the target cluster.
+//!
+//! It watches (one watch each, not one per node) the Nodes it manages, pods, PVCs and PVs; every
+//! tick it registers the Nodes of booted VMs, renews their Leases in `kube-node-lease`, posts node
+//! status when it changed or the report interval passed, marks pods on its nodes Running and
+//! Ready, and completes pods whose grace period is over. A deleted VM simply drops out of the loop:
+//! its Node stops heartbeating (deleting the Node object is the controller's job).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio_util::sync::CancellationToken;
+
+use crate::driver::Fleet;
+use crate::metrics::Metrics;
+use crate::node::{
+    CONDITIONS_ANNOTATION, HeartbeatConfig, MANAGED_LABEL, NodeAction, NodeClock, StatusKey,
+    conditions, node_actions, node_status, parse_condition_overrides, registration_node,
+    transition_times,
+};
+use crate::pods::{PodAction, node_volumes, pod_actions, running_pod_status};
+use crate::state::Vm;
+
+/// The namespace of node Leases.
+pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// Settings of the loop.
+#[derive(Debug, Clone, Copy)]
+pub struct KubeletConfig {
+    /// How often the loop wakes up (tests use a few milliseconds).
+    pub tick: Duration,
+    /// Lease and status intervals.
+    pub heartbeat: HeartbeatConfig,
+    /// Concurrent API requests per tick.
+    pub concurrency: usize,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        Self {
+            tick: Duration::from_secs(1),
+            heartbeat: HeartbeatConfig::default(),
+            concurrency: 32,
+        }
+    }
+}
+
+/// The virtual kubelet of all VMs of a fleet.
+pub struct Kubelet {
+    client: Client,
+    fleet: Arc<Fleet>,
+    config: KubeletConfig,
+    metrics: Arc<Metrics>,
+}
+
+struct Stores {
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+    claims: Store<PersistentVolumeClaim>,
+    volumes: Store<PersistentVolume>,
+}
+
+fn spawn_reflector<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    shutdown: &CancellationToken,
+) -> Store<K>
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, config))
+        .default_backoff()
+        .touched_objects();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let drain = stream.for_each(|event| {
+            if let Err(error) = event {
+                tracing::debug!(%error, "watch error (retrying with backoff)");
+            }
+            futures::future::ready(())
+        });
+        tokio::select! {
+            () = drain => {}
+            () = shutdown.cancelled() => {}
+        }
+    });
+    reader
+}
+
+fn api_result<T>(result: &Result<T, kube::Error>) -> String {
+    match result {
+        Ok(_) => "ok".to_owned(),
+        Err(kube::Error::Api(status)) => status.code.to_string(),
+        Err(_) => "error".to_owned(),
+    }
+}
+
+fn is_status(result: &Result<impl Sized, kube::Error>, code: u16) -> bool {
+    matches!(result, Err(kube::Error::Api(status)) if status.code == code)
+}
+
+impl Kubelet {
+    /// A kubelet for `fleet` talking to the target cluster through `client`.
+    pub fn new(
+        client: Client,
+        fleet: Arc<Fleet>,
+        config: KubeletConfig,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            client,
+            fleet,
+            config,
+            metrics,
+        }
+    }
+
+    /// Runs until `shutdown` is cancelled.
+    pub async fn run(self, shutdown: CancellationToken) {
+        self.ensure_lease_namespace().await;
+        let stores = Stores {
+            nodes: spawn_reflector(
+                Api::<Node>::all(self.client.clone()),
+                watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")),
+                &shutdown,
+            ),
+            pods: spawn_reflector(
+                Api::<Pod>::all(self.client.clone()),
+                watcher::Config::default(),
+                &shutdown,
+            ),
+            claims: spawn_reflector(
+                Api::<PersistentVolumeClaim>::all(self.client.clone()),
+                watcher::Config::default(),
+                &shutdown,
+            ),
+            volumes: spawn_reflector(
+                Api::<PersistentVolume>::all(self.client.clone()),
+                watcher::Config::default(),
+                &shutdown,
+            ),
+        };
+        let mut clocks: HashMap<String, NodeClock> = HashMap::new();
+        let mut ticker = tokio::time::interval(self.config.tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tracing::info!(tick = ?self.config.tick, "virtual kubelet started");
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                () = shutdown.cancelled() => break,
+            }
+            self.tick(&stores, &mut clocks).await;
+        }
+        tracing::info!("virtual kubelet stopped");
+    }
+
+    async fn ensure_lease_namespace(&self) {
+        let namespaces = Api::<Namespace>::all(self.client.clone());
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some(LEASE_NAMESPACE.into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let result = namespaces.create(&PostParams::default(), &namespace).await;
+        if let Err(error) = &result
+            && !is_status(&result, 409)
+        {
+            tracing::warn!(%error, "cannot create namespace {LEASE_NAMESPACE}");
+        }
+    }
+
+    async fn tick(&self, stores: &Stores, clocks: &mut HashMap<String, NodeClock>) {
+        let now = Timestamp::now();
+        let running: Vec<Vm> = self
+            .fleet
+            .vms()
+            .into_iter()
+            .filter(|vm| vm.runs_node(now))
+            .collect();
+        let running_names: HashSet<String> =
+            running.iter().map(|vm| vm.node_name.clone()).collect();
+        // A deleted VM stops heartbeating: forget its clock.
+        clocks.retain(|node, _| running_names.contains(node));
+
+        let pods_ready = stores.pods.wait_until_ready().now_or_never_ready();
+        let pods = stores.pods.state();
+        let volumes_by_node = if pods_ready {
+            let claims_owned = stores.claims.state();
+            let volumes_owned = stores.volumes.state();
+            let claims = claims_owned
+                .iter()
+                .map(|claim| {
+                    (
+                        (
+                            claim.metadata.namespace.clone().unwrap_or_default(),
+                            claim.metadata.name.clone().unwrap_or_default(),
+                        ),
+                        claim.as_ref(),
+                    )
+                })
+                .collect();
+            let volumes = volumes_owned
+                .iter()
+                .map(|volume| {
+                    (
+                        volume.metadata.name.clone().unwrap_or_default(),
+                        volume.as_ref(),
+                    )
+                })
+                .collect();
+            node_volumes(pods.iter().map(AsRef::as_ref), &claims, &volumes)
+        } else {
+            HashMap::new()
+        };
+
+        let mut work = Vec::new();
+        for vm in &running {
+            let observed = stores.nodes.get(&ObjectRef::new(&vm.node_name));
+            let mut overrides = self.fleet.overrides(&vm.node_name);
+            if let Some(text) = observed
+                .as_ref()
+                .and_then(|node| node.metadata.annotations.as_ref())
+                .and_then(|annotations| annotations.get(CONDITIONS_ANNOTATION))
+            {
+                match parse_condition_overrides(text) {
+                    Ok(parsed) => overrides.extend(parsed),
+                    Err(error) => {
+                        tracing::warn!(node = %vm.node_name, %error, "ignoring condition annotation")
+                    }
+                }
+            }
+            let key = StatusKey {
+                conditions: conditions(vm, &overrides, now),
+                volumes: volumes_by_node
+                    .get(&vm.node_name)
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            let clock = clocks.entry(vm.node_name.clone()).or_default().clone();
+            let actions = node_actions(&clock, &key, now, &self.config.heartbeat);
+            if !actions.is_empty() {
+                let node_uid = observed.and_then(|node| node.metadata.uid.clone());
+                work.push(self.heartbeat(vm, clock, key, actions, node_uid, now));
+            }
+        }
+        let updated: Vec<(String, NodeClock)> = futures::stream::iter(work)
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        clocks.extend(updated);
+
+        if pods_ready {
+            let registered: HashSet<String> = clocks
+                .iter()
+                .filter(|(_, clock)| clock.registered && !clock.lost)
+                .map(|(node, _)| node.clone())
+                .collect();
+            let ips: HashMap<&str, &str> = running
+                .iter()
+                .map(|vm| (vm.node_name.as_str(), vm.internal_ip.as_str()))
+                .collect();
+            let actions = pod_actions(pods.iter().map(AsRef::as_ref), &registered, now);
+            let pods_by_key: HashMap<(&str, &str), &Pod> = pods
+                .iter()
+                .filter_map(|pod| {
+                    Some((
+                        (
+                            pod.metadata.namespace.as_deref()?,
+                            pod.metadata.name.as_deref()?,
+                        ),
+                        pod.as_ref(),
+                    ))
+                })
+                .collect();
+            futures::stream::iter(actions.into_iter().map(|action| {
+                let ips = &ips;
+                let pods_by_key = &pods_by_key;
+                async move { self.pod_action(action, ips, pods_by_key, now).await }
+            }))
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect::<Vec<()>>()
+            .await;
+        }
+    }
+
+    async fn heartbeat(
+        &self,
+        vm: &Vm,
+        mut clock: NodeClock,
+        key: StatusKey,
+        actions: Vec<NodeAction>,
+        node_uid: Option<String>,
+        now: Timestamp,
+    ) -> (String, NodeClock) {
+        let nodes = Api::<Node>::all(self.client.clone());
+        let name = vm.node_name.clone();
+        let mut node_uid = node_uid;
+        for action in actions {
+            match action {
+                NodeAction::Register => {
+                    let result = nodes
+                        .create(&PostParams::default(), &registration_node(vm, &key, now))
+                        .await;
+                    self.metrics
+                        .record_kube("register_node", &api_result(&result));
+                    match result {
+                        Ok(created) => {
+                            tracing::info!(node = %name, provider_id = %vm.provider_id, "registered node");
+                            node_uid = created.metadata.uid;
+                            clock.registered = true;
+                        }
+                        Err(kube::Error::Api(status)) if status.code == 409 => {
+                            tracing::info!(node = %name, "node already registered (provider restart)");
+                            clock.registered = true;
+                        }
+                        Err(error) => {
+                            tracing::warn!(node = %name, %error, "cannot register node");
+                            return (name, clock);
+                        }
+                    }
+                }
+                NodeAction::RenewLease => {
+                    if self.renew_lease(&name, node_uid.as_deref(), now).await {
+                        clock.last_lease_renewal = Some(now);
+                    }
+                }
+                NodeAction::PostStatus => {
+                    let transitions = transition_times(&clock.transitions, &key.conditions, now);
+                    let status = node_status(vm, &key, &transitions, now);
+                    let result = nodes
+                        .patch_status(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(serde_json::json!({"status": status})),
+                        )
+                        .await;
+                    self.metrics
+                        .record_kube("post_node_status", &api_result(&result));
+                    match result {
+                        Ok(_) => {
+                            clock.last_status_post = Some(now);
+                            clock.last_posted = Some(key.clone());
+                            clock.transitions = transitions;
+                        }
+                        Err(kube::Error::Api(status)) if status.code == 404 => {
+                            tracing::warn!(node = %name, "node object is gone; stopping its heartbeat");
+                            clock.lost = true;
+                        }
+                        Err(error) => {
+                            tracing::warn!(node = %name, %error, "cannot post node status")
+                        }
+                    }
+                }
+            }
+        }
+        (name, clock)
+    }
+
+    async fn renew_lease(&self, node: &str, node_uid: Option<&str>, now: Timestamp) -> bool {
+        let leases = Api::<Lease>::namespaced(self.client.clone(), LEASE_NAMESPACE);
+        let spec = LeaseSpec {
+            holder_identity: Some(node.to_owned()),
+            lease_duration_seconds: Some(self.config.heartbeat.lease_duration_seconds),
+            renew_time: Some(MicroTime(now)),
+            ..LeaseSpec::default()
+        };
+        let result = leases
+            .patch(
+                node,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": spec})),
+            )
+            .await;
+        self.metrics
+            .record_kube("renew_lease", &api_result(&result));
+        match result {
+            Ok(_) => true,
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                // Like the kubelet: the Lease is owned by the Node, so it goes with it.
+                let owner = node_uid.map(|uid| OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Node".into(),
+                    name: node.to_owned(),
+                    uid: uid.to_owned(),
+                    ..OwnerReference::default()
+                });
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(node.to_owned()),
+                        namespace: Some(LEASE_NAMESPACE.into()),
+                        owner_references: owner.map(|owner| vec![owner]),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(spec),
+                };
+                let result = leases.create(&PostParams::default(), &lease).await;
+                self.metrics
+                    .record_kube("create_lease", &api_result(&result));
+                match result {
+                    Ok(_) => true,
+                    Err(error) => {
+                        tracing::warn!(%node, %error, "cannot create node lease");
+                        false
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%node, %error, "cannot renew node lease");
+                false
+            }
+        }
+    }
+
+    async fn pod_action(
+        &self,
+        action: PodAction,
+        ips: &HashMap<&str, &str>,
+        pods: &HashMap<(&str, &str), &Pod>,
+        now: Timestamp,
+    ) {
+        match action {
+            PodAction::MarkRunning {
+                namespace,
+                name,
+                node,
+            } => {
+                let Some(pod) = pods.get(&(namespace.as_str(), name.as_str())) else {
+                    return;
+                };
+                let status = running_pod_status(
+                    pod,
+                    ips.get(node.as_str()).copied().unwrap_or_default(),
+                    now,
+                );
+                let api = Api::<Pod>::namespaced(self.client.clone(), &namespace);
+                let result = api
+                    .patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(serde_json::json!({"status": status})),
+                    )
+                    .await;
+                self.metrics
+                    .record_kube("mark_pod_running", &api_result(&result));
+                if let Err(error) = result {
+                    tracing::debug!(%namespace, pod = %name, %error, "cannot mark pod running");
+                }
+            }
+            PodAction::Complete {
+                namespace,
+                name,
+                uid,
+            } => {
+                let api = Api::<Pod>::namespaced(self.client.clone(), &namespace);
+                let params = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    preconditions: uid.map(|uid| Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                let result = api.delete(&name, &params).await;
+                self.metrics
+                    .record_kube("complete_pod", &api_result(&result));
+                match result {
+                    Ok(_) => tracing::debug!(%namespace, pod = %name, "completed terminating pod"),
+                    Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+                    Err(error) => {
+                        tracing::debug!(%namespace, pod = %name, %error, "cannot complete pod")
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Checks readiness of a store without waiting.
+trait NowOrNever {
+    fn now_or_never_ready(self) -> bool;
+}
+
+impl<F: std::future::Future<Output = Result<(), reflector::store::WriterDropped>>> NowOrNever
+    for F
+{
+    fn now_or_never_ready(self) -> bool {
+        matches!(futures::FutureExt::now_or_never(self), Some(Ok(())))
+    }
+}
