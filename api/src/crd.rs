@@ -1,9 +1,12 @@
 //! CustomResourceDefinitions generated from the Rust types, one function per kind.
 //!
-//! Each function returns the finished CRD of one kind. Today that is the single `v1alpha1`
-//! version; when more versions are served, each function merges the per-version CRDs with
-//! `kube::core::crd::merge_crds` (v1alpha1 stays the storage version) and sets
-//! `spec.conversion`, and nothing else here changes.
+//! Each function returns the finished CRD of one kind with the single `v1alpha1` version: what
+//! works without our conversion webhook (Gardener seeds, where gardenlet owns the CRDs, and
+//! plain installs). [`all_with_conversion`] returns the CRDs serving `v1alpha1` (storage) and
+//! `v1beta1`, merged with `kube::core::crd::merge_crds`, with the `spec.conversion` stanza
+//! pointing at the conversion webhook. The two versions differ in shape, so a CRD serving both
+//! *without* a conversion webhook (strategy `None`) would hand out wrongly shaped objects; that
+//! combination is deliberately not offered.
 //!
 //! The derive's schema is normalised to what controller-gen writes upstream: no `nullable`
 //! (upstream has none, so the API server prunes explicit nulls instead of storing them), no
@@ -11,16 +14,18 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
-    CustomResourceDefinitionVersion, CustomResourceValidation, JSONSchemaProps,
+    CustomResourceConversion, CustomResourceDefinition, CustomResourceDefinitionNames,
+    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceValidation,
+    JSONSchemaProps, ServiceReference, WebhookClientConfig, WebhookConversion,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::CustomResourceExt;
 use schemars::JsonSchema;
 use serde_json::{Value, json};
 
-use crate::v1alpha1;
+use crate::{v1alpha1, v1beta1};
 
 /// Why a CRD could not be produced or written.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +38,14 @@ pub enum CrdError {
         /// The decoding error.
         #[source]
         source: serde_json::Error,
+    },
+    /// The per-version CRDs of a kind could not be merged.
+    #[error("cannot merge the versions of {kind}: {message}")]
+    Merge {
+        /// Kind whose versions failed to merge.
+        kind: &'static str,
+        /// The merge error.
+        message: String,
     },
     /// The CRD could not be rendered as YAML.
     #[error("cannot render the CRD {name} as YAML: {message}")]
@@ -106,6 +119,94 @@ pub fn all() -> Result<BTreeMap<String, CustomResourceDefinition>, CrdError> {
         crds.insert(file_name(&crd), crd);
     }
     Ok(crds)
+}
+
+/// Where the API server sends `ConversionReview`s for the group's CRDs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConversionWebhook {
+    /// Namespace of the webhook Service.
+    pub service_namespace: String,
+    /// Name of the webhook Service.
+    pub service_name: String,
+    /// Path of the conversion endpoint (`/convert`).
+    pub path: String,
+    /// Service port; `None` means the API server's default 443.
+    pub port: Option<i32>,
+    /// PEM CA bundle; `None` when it is injected later (cert-manager or self-managed mode).
+    pub ca_bundle: Option<Vec<u8>>,
+}
+
+impl ConversionWebhook {
+    /// The `spec.conversion` stanza for this webhook.
+    #[must_use]
+    pub fn stanza(&self) -> CustomResourceConversion {
+        CustomResourceConversion {
+            strategy: "Webhook".to_owned(),
+            webhook: Some(WebhookConversion {
+                conversion_review_versions: vec!["v1".to_owned()],
+                client_config: Some(WebhookClientConfig {
+                    ca_bundle: self.ca_bundle.clone().map(ByteString),
+                    service: Some(ServiceReference {
+                        namespace: self.service_namespace.clone(),
+                        name: self.service_name.clone(),
+                        path: Some(self.path.clone()),
+                        port: self.port,
+                    }),
+                    url: None,
+                }),
+            }),
+        }
+    }
+}
+
+/// The CRDs serving `v1alpha1` (storage) and `v1beta1` with a conversion webhook, keyed by file
+/// name like [`all`].
+pub fn all_with_conversion(
+    webhook: &ConversionWebhook,
+) -> Result<BTreeMap<String, CustomResourceDefinition>, CrdError> {
+    let beta_class = normalised(v1beta1::MachineClass::crd(), "MachineClass")?;
+    let merged = [
+        merge(machine_class()?, beta_class, "MachineClass")?,
+        merge(
+            machine_deployment()?,
+            normalised(v1beta1::MachineDeployment::crd(), "MachineDeployment")?,
+            "MachineDeployment",
+        )?,
+        merge(
+            machine()?,
+            normalised(v1beta1::Machine::crd(), "Machine")?,
+            "Machine",
+        )?,
+        merge(
+            machine_set()?,
+            normalised(v1beta1::MachineSet::crd(), "MachineSet")?,
+            "MachineSet",
+        )?,
+    ];
+    let mut crds = BTreeMap::new();
+    for mut crd in merged {
+        crd.spec.conversion = Some(webhook.stanza());
+        crds.insert(file_name(&crd), crd);
+    }
+    Ok(crds)
+}
+
+fn merge(
+    alpha: CustomResourceDefinition,
+    beta: CustomResourceDefinition,
+    kind: &'static str,
+) -> Result<CustomResourceDefinition, CrdError> {
+    let names = alpha.spec.names.clone();
+    let mut crd =
+        kube::core::crd::merge_crds(vec![alpha, beta], v1alpha1::VERSION).map_err(|e| {
+            CrdError::Merge {
+                kind,
+                message: e.to_string(),
+            }
+        })?;
+    // The hand-assembled v1alpha1 names (list kind, short names) are the upstream ones.
+    crd.spec.names = names;
+    Ok(crd)
 }
 
 /// The upstream file name of a CRD: `<group>_<plural>.yaml`.
@@ -266,6 +367,57 @@ mod tests {
                     "title": { "type": "string" },
                 },
             })
+        );
+    }
+
+    #[test]
+    fn conversion_crds_serve_both_versions_with_v1alpha1_stored() {
+        let webhook = ConversionWebhook {
+            service_namespace: "mcm".to_owned(),
+            service_name: "mcm-webhook".to_owned(),
+            path: "/convert".to_owned(),
+            port: Some(443),
+            ca_bundle: None,
+        };
+        let crds = all_with_conversion(&webhook).unwrap();
+        assert_eq!(
+            crds.keys().collect::<Vec<_>>(),
+            all().unwrap().keys().collect::<Vec<_>>()
+        );
+        for crd in crds.values() {
+            let versions: Vec<_> = crd
+                .spec
+                .versions
+                .iter()
+                .map(|v| (v.name.as_str(), v.served, v.storage))
+                .collect();
+            assert_eq!(
+                versions,
+                [("v1alpha1", true, true), ("v1beta1", true, false)]
+            );
+            let value = serde_json::to_value(&crd.spec.conversion).unwrap();
+            assert_eq!(
+                value,
+                json!({
+                    "strategy": "Webhook",
+                    "webhook": {
+                        "conversionReviewVersions": ["v1"],
+                        "clientConfig": { "service": { "namespace": "mcm", "name": "mcm-webhook", "path": "/convert", "port": 443 } },
+                    },
+                })
+            );
+        }
+        // The served-by-default CRDs stay single-version without conversion.
+        for crd in all().unwrap().values() {
+            assert_eq!(crd.spec.versions.len(), 1);
+            assert!(crd.spec.conversion.is_none());
+        }
+        // v1beta1 MachineClass has its provider fields under spec.
+        let class = &crds["machine.sapcloud.io_machineclasses.yaml"];
+        let beta = serde_json::to_value(&class.spec.versions[1].schema).unwrap();
+        assert!(
+            beta.pointer("/openAPIV3Schema/properties/spec/properties/providerSpec")
+                .is_some()
         );
     }
 

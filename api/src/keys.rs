@@ -194,6 +194,10 @@ pub mod taint {
     /// NoSchedule: put before draining a preserved Failed machine (instead of cordoning).
     pub const PRESERVED: &str = "node.machine.sapcloud.io/preserved";
 
+    /// Startup taint of the InitializeMachine proposal: the provider puts it on a new node and MCM
+    /// removes it (any effect) once the machine becomes Running.
+    pub const INSTANCE_NOT_READY: &str = "node.machine.sapcloud.io/instance-not-ready";
+
     /// Taints whose addition or removal on a Node triggers a machine reconcile.
     pub const ESSENTIAL: &[&str] = &[CRITICAL_COMPONENTS_NOT_READY];
 }

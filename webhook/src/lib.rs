@@ -1,4 +1,21 @@
-//! The admission and conversion webhook server.
+//! The `machine-webhook` server: validating and mutating admission for Machine, MachineSet,
+//! MachineDeployment and MachineClass, the CRD conversion endpoint, and serving-certificate
+//! management.
 //!
-//! Filled by the webhooks issue: axum + tokio-rustls HTTPS server, validation and defaulting rules,
-//! certificate management.
+//! - [`field`]: Kubernetes field errors; [`validation`]: the rules (pure); [`ratchet`]: UPDATE
+//!   ratcheting; [`defaulting`]: JSON Patch defaults; [`paths`]: field paths per version.
+//! - [`admission`]: AdmissionReview in, AdmissionReview out (pure).
+//! - [`server`]: axum routers and the TLS accept loop; [`metrics`]: Prometheus metrics.
+//! - [`tls`]: certificate store, file mode with hot reload; [`self_managed`]: own CA with
+//!   rotation and caBundle injection.
+
+pub mod admission;
+pub mod defaulting;
+pub mod field;
+pub mod metrics;
+pub mod paths;
+pub mod ratchet;
+pub mod self_managed;
+pub mod server;
+pub mod tls;
+pub mod validation;

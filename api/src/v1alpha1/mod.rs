@@ -17,7 +17,7 @@ mod machine;
 mod machine_class;
 mod machine_deployment;
 mod machine_set;
-mod schema;
+pub(crate) mod schema;
 mod shared;
 
 use kube::core::ObjectList;

@@ -1,0 +1,165 @@
+//! `machine-webhook`: serves admission (`/validate-*`, `/mutate-*`) and conversion (`/convert`)
+//! over HTTPS, and `/healthz`, `/readyz`, `/metrics` on a plain-HTTP admin port.
+//!
+//! Certificates come from files (a mounted Secret, e.g. issued by cert-manager; polled and
+//! hot-reloaded) or are managed by the webhook itself (`--cert-mode self-managed`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, ValueEnum};
+use mcm_webhook::self_managed::{Policy, Settings};
+use mcm_webhook::server::{self, AppState};
+use mcm_webhook::tls::{CertStore, FileReloader, server_config};
+use tokio::net::TcpListener;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum CertMode {
+    /// Certificate and key files (mounted Secret, e.g. from cert-manager), hot-reloaded.
+    File,
+    /// Own CA in a Secret, rotated by the Lease holder, caBundle injected.
+    SelfManaged,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about = "Admission and conversion webhook of the machine-controller-manager"
+)]
+struct Args {
+    /// Address of the HTTPS webhook listener.
+    #[arg(long, default_value = "0.0.0.0:9443")]
+    bind_address: SocketAddr,
+    /// Address of the plain-HTTP admin listener (/healthz, /readyz, /metrics).
+    #[arg(long, default_value = "0.0.0.0:10260")]
+    admin_address: SocketAddr,
+    /// Where the serving certificate comes from.
+    #[arg(long, value_enum, default_value = "file")]
+    cert_mode: CertMode,
+    /// PEM certificate chain (file mode).
+    #[arg(long, default_value = "/tmp/k8s-webhook-server/serving-certs/tls.crt")]
+    tls_cert_file: PathBuf,
+    /// PEM private key (file mode).
+    #[arg(long, default_value = "/tmp/k8s-webhook-server/serving-certs/tls.key")]
+    tls_private_key_file: PathBuf,
+    /// How often the certificate files (file mode) or the Secret (self-managed) are checked, in seconds.
+    #[arg(long, default_value_t = 30)]
+    cert_reload_seconds: u64,
+    /// Namespace of the webhook (self-managed: Secret and Lease live here).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    namespace: String,
+    /// Name of the webhook Service (self-managed: DNS names of the certificate).
+    #[arg(long, default_value = "machine-controller-manager-webhook")]
+    service_name: String,
+    /// Secret holding the self-managed CA and serving certificate.
+    #[arg(long, default_value = "machine-webhook-certs")]
+    secret_name: String,
+    /// Lease whose holder writes certificates and caBundles.
+    #[arg(long, default_value = "machine-webhook-certs")]
+    lease_name: String,
+    /// Identity in the Lease.
+    #[arg(long, env = "POD_NAME", default_value = "machine-webhook")]
+    identity: String,
+    /// MutatingWebhookConfiguration that gets the caBundle (self-managed).
+    #[arg(long)]
+    mutating_webhook_configuration: Option<String>,
+    /// ValidatingWebhookConfiguration that gets the caBundle (self-managed).
+    #[arg(long)]
+    validating_webhook_configuration: Option<String>,
+    /// CRDs whose conversion webhook gets the caBundle (self-managed; repeatable).
+    #[arg(long = "crd")]
+    crds: Vec<String>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // ring is the only provider compiled in; installing it explicitly keeps it that way even if
+    // a dependency ever pulls in a second one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    match args.log_format {
+        LogFormat::Text => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init(),
+    }
+
+    let certs = Arc::new(CertStore::default());
+    let state = AppState::new(certs.clone());
+    let period = Duration::from_secs(args.cert_reload_seconds.max(1));
+    match args.cert_mode {
+        CertMode::File => {
+            let mut reloader = FileReloader::new(&args.tls_cert_file, &args.tls_private_key_file);
+            // Load once before serving so the first handshake already has a certificate;
+            // a missing file is fine (not ready until it appears).
+            let first = reloader.reload(&certs);
+            tracing::info!(outcome = ?first, cert = %args.tls_cert_file.display(), "initial certificate load");
+            tokio::spawn(reloader.run(certs.clone(), period));
+        }
+        CertMode::SelfManaged => {
+            let client = kube::Client::try_default()
+                .await
+                .context("cannot build a Kubernetes client")?;
+            let svc = &args.service_name;
+            let ns = &args.namespace;
+            let settings = Settings {
+                namespace: ns.clone(),
+                secret_name: args.secret_name.clone(),
+                lease_name: args.lease_name.clone(),
+                identity: args.identity.clone(),
+                dns_names: vec![
+                    svc.clone(),
+                    format!("{svc}.{ns}"),
+                    format!("{svc}.{ns}.svc"),
+                    format!("{svc}.{ns}.svc.cluster.local"),
+                ],
+                mutating_configuration: args.mutating_webhook_configuration.clone(),
+                validating_configuration: args.validating_webhook_configuration.clone(),
+                crds: args.crds.clone(),
+                period,
+                policy: Policy::default(),
+            };
+            let store = certs.clone();
+            tokio::spawn(async move {
+                if let Err(error) = mcm_webhook::self_managed::run(client, settings, store).await {
+                    tracing::error!(%error, "self-managed certificates stopped");
+                }
+            });
+        }
+    }
+
+    let listener = TcpListener::bind(args.bind_address)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.bind_address))?;
+    let admin = TcpListener::bind(args.admin_address)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.admin_address))?;
+    tracing::info!(webhook = %args.bind_address, admin = %args.admin_address, "serving");
+    let webhook = server::serve_tls(
+        listener,
+        server::router(state.clone()),
+        server_config(certs),
+    );
+    let admin = server::serve_plain(admin, server::admin_router(state));
+    tokio::select! {
+        () = webhook => {}
+        result = admin => result.context("admin server failed")?,
+        _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
+    }
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! Defaulting (§5.5) as JSON Patch `add` operations computed on the raw request JSON.
+//!
+//! The patch is built from the request's own JSON, never from a re-serialised typed object, so
+//! fields this version of the webhook does not know are never removed (controller-runtime's
+//! "unknown field" trap). Only absent members are added, `status` is never touched, and the
+//! result is idempotent: applying the patch and defaulting again yields no operations.
+//!
+//! Only MachineDeployments get defaults, and only on CREATE:
+//! - `spec.strategy.type` = `RollingUpdate`;
+//! - RollingUpdate: `maxSurge` = 1, `maxUnavailable` = 0;
+//! - InPlaceUpdate: `orchestrationType` = `Auto`; with Auto: `maxSurge` = 0, `maxUnavailable` = 1;
+//!   `disableHealthTimeout` = true in the machine template.
+
+use serde_json::{Map, Value, json};
+
+use crate::admission::Version;
+
+/// Computes the defaulting patch (JSON Patch operations) for a MachineDeployment object.
+#[must_use]
+pub fn machine_deployment(object: &Value, version: Version) -> Vec<Value> {
+    let mut doc = object.clone();
+    let mut ops = Vec::new();
+    if !doc.get("spec").is_some_and(Value::is_object) {
+        // Not a usable object; leave it to schema validation.
+        return ops;
+    }
+    ensure(
+        &mut doc,
+        &mut ops,
+        &["spec", "strategy", "type"],
+        json!("RollingUpdate"),
+    );
+    let strategy_type = doc
+        .pointer("/spec/strategy/type")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    match strategy_type.as_deref() {
+        Some("RollingUpdate") => {
+            ensure(
+                &mut doc,
+                &mut ops,
+                &["spec", "strategy", "rollingUpdate", "maxSurge"],
+                json!(1),
+            );
+            ensure(
+                &mut doc,
+                &mut ops,
+                &["spec", "strategy", "rollingUpdate", "maxUnavailable"],
+                json!(0),
+            );
+        }
+        Some("InPlaceUpdate") => {
+            ensure(
+                &mut doc,
+                &mut ops,
+                &["spec", "strategy", "inPlaceUpdate", "orchestrationType"],
+                json!("Auto"),
+            );
+            if doc.pointer("/spec/strategy/inPlaceUpdate/orchestrationType") == Some(&json!("Auto"))
+            {
+                ensure(
+                    &mut doc,
+                    &mut ops,
+                    &["spec", "strategy", "inPlaceUpdate", "maxSurge"],
+                    json!(0),
+                );
+                ensure(
+                    &mut doc,
+                    &mut ops,
+                    &["spec", "strategy", "inPlaceUpdate", "maxUnavailable"],
+                    json!(1),
+                );
+            }
+            let path: &[&str] = match version {
+                Version::V1alpha1 => &["spec", "template", "spec", "disableHealthTimeout"],
+                Version::V1beta1 => &[
+                    "spec",
+                    "template",
+                    "spec",
+                    "configuration",
+                    "disableHealthTimeout",
+                ],
+            };
+            ensure(&mut doc, &mut ops, path, json!(true));
+        }
+        _ => {}
+    }
+    ops
+}
+
+/// Adds `value` at `path` unless something is there. Missing parent objects are created in the
+/// same operation; a parent that exists but is not an object stops the walk (schema validation
+/// reports it), so nothing the user wrote is ever replaced.
+fn ensure(doc: &mut Value, ops: &mut Vec<Value>, path: &[&str], value: Value) {
+    let mut current = doc;
+    let mut pointer = String::new();
+    for (depth, segment) in path.iter().enumerate() {
+        let Value::Object(map) = current else {
+            return;
+        };
+        pointer.push('/');
+        pointer.push_str(&escape(segment));
+        if !map.contains_key(*segment) {
+            let nested = path[depth + 1..].iter().rev().fold(value, |inner, key| {
+                let mut object = Map::new();
+                object.insert((*key).to_owned(), inner);
+                Value::Object(object)
+            });
+            ops.push(json!({ "op": "add", "path": pointer, "value": nested.clone() }));
+            map.insert((*segment).to_owned(), nested);
+            return;
+        }
+        let Some(next) = map.get_mut(*segment) else {
+            return;
+        };
+        current = next;
+    }
+}
+
+fn escape(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_strategy_gets_rolling_update_with_surge_first() {
+        let object = json!({ "spec": { "template": {} } });
+        let ops = machine_deployment(&object, Version::V1alpha1);
+        assert_eq!(
+            ops,
+            vec![
+                json!({ "op": "add", "path": "/spec/strategy", "value": {
+                "type": "RollingUpdate" } }),
+                json!({ "op": "add", "path": "/spec/strategy/rollingUpdate", "value": { "maxSurge": 1 } }),
+                json!({ "op": "add", "path": "/spec/strategy/rollingUpdate/maxUnavailable", "value": 0 }),
+            ]
+        );
+    }
+
+    #[test]
+    fn in_place_defaults_follow_the_version_shape() {
+        let object = json!({ "spec": { "strategy": { "type": "InPlaceUpdate" }, "template": { "spec": {} } } });
+        let alpha = machine_deployment(&object, Version::V1alpha1);
+        assert!(alpha.contains(&json!({ "op": "add", "path": "/spec/template/spec/disableHealthTimeout", "value": true })));
+        let beta = machine_deployment(&object, Version::V1beta1);
+        assert!(beta.contains(&json!({ "op": "add", "path": "/spec/template/spec/configuration", "value": { "disableHealthTimeout": true } })));
+        assert!(beta.contains(&json!({ "op": "add", "path": "/spec/strategy/inPlaceUpdate", "value": { "orchestrationType": "Auto" } })));
+    }
+
+    #[test]
+    fn manual_orchestration_gets_no_limits_and_user_values_stay() {
+        let object = json!({ "spec": { "strategy": { "type": "InPlaceUpdate", "inPlaceUpdate": { "orchestrationType": "Manual" } }, "template": { "spec": { "disableHealthTimeout": false } } } });
+        assert!(machine_deployment(&object, Version::V1alpha1).is_empty());
+    }
+
+    #[test]
+    fn non_object_parents_are_left_alone() {
+        let object = json!({ "spec": { "strategy": "RollingUpdate" } });
+        assert!(machine_deployment(&object, Version::V1alpha1).is_empty());
+        assert!(machine_deployment(&json!({ "spec": 3 }), Version::V1alpha1).is_empty());
+    }
+}

@@ -1,0 +1,104 @@
+//! Prometheus metrics of the webhook: requests, latency, denials by rule, converted objects.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of a request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `validate`, `mutate` or `convert`.
+    pub endpoint: String,
+    /// Kind (`MachineDeployment`, ...; empty for conversion).
+    pub kind: String,
+    /// `allowed`, `denied`, `patched`, `error`, `converted`.
+    pub outcome: String,
+}
+
+/// Labels of a latency observation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabels {
+    /// `validate`, `mutate` or `convert`.
+    pub endpoint: String,
+}
+
+/// Labels of a denial.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DenialLabels {
+    /// Kind of the denied object.
+    pub kind: String,
+    /// Rule that produced a field error.
+    pub rule: String,
+}
+
+type HistogramFamily = Family<EndpointLabels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 100 µs .. ~3.3 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+}
+
+/// All metrics and their registry.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Requests by endpoint, kind and outcome.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Handling latency by endpoint.
+    pub latency: HistogramFamily,
+    /// Field errors by kind and rule (not counted for dry-run requests).
+    pub denials: Family<DenialLabels, Counter>,
+    /// Objects converted by `/convert`.
+    pub converted_objects: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("machine_webhook");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        let denials = Family::<DenialLabels, Counter>::default();
+        let converted_objects = Counter::default();
+        registry.register(
+            "requests",
+            "Webhook requests by endpoint, kind and outcome",
+            requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Time to answer a webhook request",
+            latency.clone(),
+        );
+        registry.register(
+            "denials",
+            "Field errors that denied a request, by rule",
+            denials.clone(),
+        );
+        registry.register(
+            "converted_objects",
+            "Objects converted by the conversion webhook",
+            converted_objects.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            latency,
+            denials,
+            converted_objects,
+        }
+    }
+}
+
+impl Metrics {
+    /// The text exposition of all metrics.
+    #[must_use]
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

@@ -1,0 +1,264 @@
+//! HTTP layer: the webhook router (admission and conversion), the admin router (health,
+//! readiness, metrics) and an HTTPS accept loop over tokio-rustls.
+//!
+//! Handlers are thin: they time the request, call the pure decision functions of
+//! [`crate::admission`] and [`mcm_conversion`], record metrics and log. Every policy decision is
+//! an HTTP 200 with an `AdmissionReview`/`ConversionReview`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use kube::core::conversion::ConversionReview;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::admission::{self, Action, Kind};
+use crate::metrics::{DenialLabels, EndpointLabels, Metrics, RequestLabels};
+use crate::tls::CertStore;
+
+/// Largest request body accepted (API server requests are ≤3 MiB plus the old object).
+pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+/// Shared state of the handlers.
+#[derive(Debug)]
+pub struct AppState {
+    /// Metrics.
+    pub metrics: Metrics,
+    /// The serving certificate (readiness: ready once one is loaded).
+    pub certs: Arc<CertStore>,
+}
+
+impl AppState {
+    /// State serving the given certificate store.
+    #[must_use]
+    pub fn new(certs: Arc<CertStore>) -> Arc<Self> {
+        Arc::new(Self {
+            metrics: Metrics::default(),
+            certs,
+        })
+    }
+}
+
+/// The webhook routes: `/validate-machine-sapcloud-io-<kind>`, `/mutate-machine-sapcloud-io-<kind>`
+/// for the four kinds, and `/convert`.
+pub fn router(state: Arc<AppState>) -> Router {
+    let mut router = Router::new().route("/convert", post(convert));
+    for kind in Kind::ALL {
+        router = router
+            .route(
+                &format!("/validate-machine-sapcloud-io-{}", kind.path_name()),
+                post(move |state: State<Arc<AppState>>, body: Bytes| {
+                    admit(state, kind, Action::Validate, body)
+                }),
+            )
+            .route(
+                &format!("/mutate-machine-sapcloud-io-{}", kind.path_name()),
+                post(move |state: State<Arc<AppState>>, body: Bytes| {
+                    admit(state, kind, Action::Mutate, body)
+                }),
+            );
+    }
+    router
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}
+
+/// The admin routes: `/healthz`, `/readyz` (ready only once a certificate is loaded) and
+/// `/metrics`.
+pub fn admin_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(|State(state): State<Arc<AppState>>| async move {
+                if state.certs.is_loaded() {
+                    (StatusCode::OK, "ok")
+                } else {
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "no serving certificate loaded",
+                    )
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(|State(state): State<Arc<AppState>>| async move {
+                (
+                    [(
+                        header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    state.metrics.encode(),
+                )
+            }),
+        )
+        .with_state(state)
+}
+
+fn json_response(body: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn admit(
+    State(state): State<Arc<AppState>>,
+    kind: Kind,
+    action: Action,
+    body: Bytes,
+) -> Response {
+    let started = Instant::now();
+    let answer = admission::review(kind, action, &body);
+    let endpoint = match action {
+        Action::Validate => "validate",
+        Action::Mutate => "mutate",
+    };
+    let outcome = if answer.patched {
+        "patched"
+    } else if answer.allowed {
+        "allowed"
+    } else if answer.denied_by == ["bad-request"] {
+        "error"
+    } else {
+        "denied"
+    };
+    state
+        .metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            endpoint: endpoint.to_owned(),
+            kind: kind.name().to_owned(),
+            outcome: outcome.to_owned(),
+        })
+        .inc();
+    if answer.dry_run {
+        tracing::debug!(kind = kind.name(), name = %answer.name, outcome, "dry-run admission");
+    } else {
+        for rule in &answer.denied_by {
+            state
+                .metrics
+                .denials
+                .get_or_create(&DenialLabels {
+                    kind: kind.name().to_owned(),
+                    rule: (*rule).to_owned(),
+                })
+                .inc();
+        }
+        if !answer.allowed {
+            tracing::info!(kind = kind.name(), name = %answer.name, rules = ?answer.denied_by, "admission denied");
+        }
+    }
+    let body = serde_json::to_vec(&answer.review).unwrap_or_default();
+    state
+        .metrics
+        .latency
+        .get_or_create(&EndpointLabels {
+            endpoint: endpoint.to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    json_response(body)
+}
+
+async fn convert(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let (review, outcome, count) = match serde_json::from_slice::<ConversionReview>(&body) {
+        Ok(review) => {
+            let answer = mcm_conversion::convert_review(review);
+            let converted = answer
+                .response
+                .as_ref()
+                .map_or(0, |r| r.converted_objects.len());
+            let ok = answer.response.as_ref().is_some_and(|r| {
+                r.result.status == Some(kube::core::response::StatusSummary::Success)
+            });
+            (
+                serde_json::to_vec(&answer).unwrap_or_default(),
+                if ok { "converted" } else { "error" },
+                converted,
+            )
+        }
+        Err(e) => {
+            let invalid =
+                kube::core::conversion::ConversionResponse::invalid(kube::core::Status::failure(
+                    &format!("body is not a ConversionReview: {e}"),
+                    "BadRequest",
+                ));
+            (
+                serde_json::to_vec(&invalid.into_review()).unwrap_or_default(),
+                "error",
+                0,
+            )
+        }
+    };
+    state
+        .metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            endpoint: "convert".to_owned(),
+            kind: String::new(),
+            outcome: outcome.to_owned(),
+        })
+        .inc();
+    state.metrics.converted_objects.inc_by(count as u64);
+    state
+        .metrics
+        .latency
+        .get_or_create(&EndpointLabels {
+            endpoint: "convert".to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    json_response(review)
+}
+
+/// Serves `router` over TLS on `listener` until the task is dropped. Each connection is HTTP/1.1
+/// (ALPN `http/1.1`); handshake failures are logged at debug and do not stop the loop.
+pub async fn serve_tls(listener: TcpListener, router: Router, tls: Arc<rustls::ServerConfig>) {
+    let acceptor = TlsAcceptor::from(tls);
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                continue;
+            }
+        };
+        let acceptor = acceptor.clone();
+        let router = router.clone();
+        tokio::spawn(async move { serve_connection(acceptor, stream, peer, router).await });
+    }
+}
+
+async fn serve_connection(
+    acceptor: TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    router: Router,
+) {
+    let _ = stream.set_nodelay(true);
+    let tls = match acceptor.accept(stream).await {
+        Ok(tls) => tls,
+        Err(error) => {
+            tracing::debug!(%peer, %error, "TLS handshake failed");
+            return;
+        }
+    };
+    let service = TowerToHyperService::new(router);
+    let builder = auto::Builder::new(TokioExecutor::new()).http1_only();
+    if let Err(error) = builder.serve_connection(TokioIo::new(tls), service).await {
+        tracing::debug!(%peer, %error, "connection ended with an error");
+    }
+}
+
+/// Serves `router` over plain HTTP (the admin port).
+pub async fn serve_plain(listener: TcpListener, router: Router) -> std::io::Result<()> {
+    axum::serve(listener, router).await
+}
