@@ -1,4 +1,13 @@
 //! The controllers of the machine-controller-manager.
 //!
-//! Filled by the Machine lifecycle and MachineSet/MachineDeployment issues: pure `plan.rs` decision
-//! modules per controller and thin `reconcile.rs` shells, plus the manager binary.
+//! Every controller folder has a pure `plan.rs` (decision logic: observed snapshot + current time +
+//! configuration in, actions out; no I/O, no async, no clock reads) and, once wired, a thin
+//! `reconcile.rs` shell that reads caches, calls the plan and executes its actions.
+
+pub mod drain;
+pub mod machine;
+pub mod machine_deployment;
+pub mod machine_set;
+pub mod manager;
+pub mod safety;
+pub mod selector;

@@ -1,0 +1,96 @@
+//! `machine-controller-manager`: runs every controller of the machine lifecycle in one process.
+//!
+//! Exit codes: 0 after a requested shutdown (SIGTERM/SIGINT), 1 when something fatal happened
+//! (lease lost, controller stopped, API unreachable), 2 for invalid flags (every violation is
+//! printed), 130 when a second signal forces the exit.
+
+use anyhow::Context as _;
+use clap::Parser as _;
+use mcm_controller::manager::config::{self, Args, LogFormat};
+use mcm_controller::manager::{self, RunOptions, leader};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let config = match config::validate(&args) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("invalid flags ({}):", errors.len());
+            for error in &errors {
+                eprintln!("  {error}");
+            }
+            return std::process::ExitCode::from(2);
+        }
+    };
+    init_tracing(config.log_format, config.verbosity);
+    if rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_err()
+    {
+        tracing::debug!("a rustls crypto provider was already installed");
+    }
+    match run(config) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(
+                error = format!("{error:#}"),
+                "machine-controller-manager failed"
+            );
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `-v` as klog levels: 0-2 info, 3-4 debug, 5+ trace (for our crates; dependencies stay at
+/// info). `RUST_LOG` replaces the whole filter.
+fn init_tracing(format: LogFormat, verbosity: i32) {
+    let level = match verbosity {
+        ..=2 => "info",
+        3..=4 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(format!(
+            "info,mcm_controller={level},machine_controller_manager={level}"
+        ))
+    });
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn run(config: config::Config) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            match manager::shutdown_signal().await {
+                Ok(signal) => {
+                    tracing::info!(signal, "shutting down gracefully (send it again to force)");
+                    on_signal.cancel();
+                }
+                Err(error) => {
+                    tracing::error!(%error, "cannot listen for signals");
+                    return;
+                }
+            }
+            if let Ok(signal) = manager::shutdown_signal().await {
+                tracing::warn!(signal, "second signal: exiting now");
+                std::process::exit(130);
+            }
+        });
+        let options = RunOptions::new(leader::default_identity());
+        // The controllers of the machine lifecycle are plugged in here as they are implemented.
+        let controllers = Vec::new();
+        manager::run(config, controllers, options, shutdown)
+            .await
+            .context("the manager stopped")
+    })
+}

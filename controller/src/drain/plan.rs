@@ -1,0 +1,814 @@
+//! Pure drain decisions (§3.11): the drain configuration of a deleting machine (force rules,
+//! timeouts, retry budget), which pods to evict, and, pass by pass, the next evictions/deletions
+//! plus the time the next decision is due.
+//!
+//! Upstream drains in one long blocking call. Here the drain is a sequence of short passes: the
+//! shell lists the node's pods, calls [`plan_drain`] with the [`DrainLedger`] it keeps between
+//! passes, executes the returned [`DrainAction`]s, records their results with
+//! [`DrainLedger::record`], and comes back at [`DrainOutcome::InProgress::next_check_at`] (never
+//! later than the drain deadline, so the deadline is honoured within one pass).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use mcm_api::duration::Duration;
+use mcm_api::keys::label;
+use mcm_api::v1alpha1::Machine;
+
+use crate::machine::plan::common::{EffectiveSettings, add, parse_go_bool};
+
+/// Annotation of mirror (static) pods; they cannot be evicted.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// Wait between eviction attempts of one pod (upstream `PodEvictionRetryInterval`).
+pub const EVICTION_RETRY_INTERVAL: SignedDuration = SignedDuration::from_secs(20);
+/// Poll interval while waiting for pods to go or volumes to detach.
+pub const POLL_INTERVAL: SignedDuration = SignedDuration::from_secs(5);
+/// How long `Ready`≠True or `ReadonlyFilesystem`≠False must last before pods are force-deleted.
+pub const UNHEALTHY_NODE_FORCE_AFTER: SignedDuration = SignedDuration::from_mins(5);
+/// Drain timeout in force mode.
+pub const FORCE_DRAIN_TIMEOUT: Duration = Duration::from_mins(1);
+/// Extra time given to an evicted pod beyond its termination grace period.
+pub const TERMINATION_SLACK: SignedDuration = SignedDuration::from_secs(30);
+/// Upstream's default termination grace period when a pod does not set one.
+pub const DEFAULT_GRACE_SECONDS: i64 = 30;
+
+/// How the drain of a machine's node runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DrainConfig {
+    /// Drain timeout (1 minute in force mode).
+    pub timeout: Duration,
+    /// Evictions per pod before falling back to deletion (`min(maxEvictRetries, timeout/20s)`, 1
+    /// when forced by label or timeout).
+    pub max_evict_retries: u32,
+    /// Delete pods with grace period 0 instead of evicting them.
+    pub force_delete_pods: bool,
+    /// Continue with VM deletion even if the drain fails.
+    pub force_delete_machine: bool,
+    /// Deadline of the normal drain: deletion time + drain timeout; afterwards the drain is forced.
+    pub deadline: Timestamp,
+    /// PV detach wait per pod beyond its grace period (`--machine-pv-detach-timeout`).
+    pub pv_detach_timeout: Duration,
+    /// Warnings (unparsable `force-deletion` label).
+    pub warnings: Vec<String>,
+}
+
+fn condition_bad_for(machine: &Machine, type_: &str, good: &str, now: Timestamp) -> bool {
+    machine
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|condition| condition.type_ == type_))
+        .is_some_and(|condition| {
+            condition.status != good
+                && condition
+                    .last_transition_time
+                    .as_ref()
+                    .is_some_and(|since| now.duration_since(since.0) > UNHEALTHY_NODE_FORCE_AFTER)
+        })
+}
+
+/// The drain configuration of a machine being deleted (`drainNode` preamble of §3.10).
+#[must_use]
+pub fn deletion_drain_config(
+    machine: &Machine,
+    settings: &EffectiveSettings,
+    pv_detach_timeout: Duration,
+    now: Timestamp,
+) -> DrainConfig {
+    let mut warnings = Vec::new();
+    let force_label = match machine
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(label::FORCE_DELETION))
+    {
+        None => false,
+        Some(text) => parse_go_bool(text).unwrap_or_else(|| {
+            warnings.push(format!(
+                "machine {:?}: label {}={text:?} is not a boolean, treated as false",
+                machine.metadata.name.as_deref().unwrap_or(""),
+                label::FORCE_DELETION
+            ));
+            false
+        }),
+    };
+    let mut timeout = settings.drain_timeout;
+    let per_attempt = EVICTION_RETRY_INTERVAL.as_secs();
+    let cap = u32::try_from(timeout.as_secs() / per_attempt).unwrap_or(u32::MAX);
+    let mut max_evict_retries = u32::try_from(settings.max_evict_retries.max(0))
+        .unwrap_or(0)
+        .min(cap);
+    let unhealthy_node = condition_bad_for(machine, "Ready", "True", now)
+        || condition_bad_for(machine, "ReadonlyFilesystem", "False", now);
+    let mut force_delete_pods = unhealthy_node;
+    let mut force_delete_machine = unhealthy_node;
+    let deleted_at = machine
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map_or(now, |at| at.0);
+    let deadline = add(deleted_at, settings.drain_timeout);
+    if force_label || now > deadline {
+        force_delete_pods = true;
+        force_delete_machine = true;
+        timeout = FORCE_DRAIN_TIMEOUT;
+        max_evict_retries = 1;
+    }
+    DrainConfig {
+        timeout,
+        max_evict_retries,
+        force_delete_pods,
+        force_delete_machine,
+        deadline,
+        pv_detach_timeout,
+        warnings,
+    }
+}
+
+/// The drain configuration of a preserved Failed machine (`drainPreservedNode`, §3.13): forced by
+/// label `force-drain=True` or when `currentStatus.lastUpdateTime` is older than the drain timeout;
+/// an unhealthy node (NotReady/ReadonlyFilesystem > 5 min) only forces pod deletion.
+#[must_use]
+pub fn preserved_drain_config(
+    machine: &Machine,
+    settings: &EffectiveSettings,
+    pv_detach_timeout: Duration,
+    now: Timestamp,
+) -> DrainConfig {
+    let force_label = machine
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(label::FORCE_DRAIN))
+        .is_some_and(|text| text == mcm_api::keys::value::TRUE_CAPITALISED);
+    let since = machine
+        .status
+        .as_ref()
+        .and_then(|status| status.current_status.as_ref())
+        .and_then(|current| current.last_update_time.as_ref())
+        .map_or(now, |at| at.0);
+    let deadline = add(since, settings.drain_timeout);
+    let per_attempt = EVICTION_RETRY_INTERVAL.as_secs();
+    let cap = u32::try_from(settings.drain_timeout.as_secs() / per_attempt).unwrap_or(u32::MAX);
+    let unhealthy_node = condition_bad_for(machine, "Ready", "True", now)
+        || condition_bad_for(machine, "ReadonlyFilesystem", "False", now);
+    let forced = force_label || now > deadline;
+    DrainConfig {
+        timeout: if forced {
+            FORCE_DRAIN_TIMEOUT
+        } else {
+            settings.drain_timeout
+        },
+        max_evict_retries: if forced {
+            1
+        } else {
+            u32::try_from(settings.max_evict_retries.max(0))
+                .unwrap_or(0)
+                .min(cap)
+        },
+        force_delete_pods: forced || unhealthy_node,
+        force_delete_machine: false,
+        deadline,
+        pv_detach_timeout,
+        warnings: Vec::new(),
+    }
+}
+
+/// The drain configuration of an in-place update (`drainNodeForInPlace`, §3.9): forced by label
+/// `force-drain=True` or when the node was selected (`selected_since`, the condition's
+/// lastTransitionTime) longer than the drain timeout ago; an unhealthy node only forces pod
+/// deletion.
+#[must_use]
+pub fn in_place_drain_config(
+    machine: &Machine,
+    settings: &EffectiveSettings,
+    selected_since: Timestamp,
+    pv_detach_timeout: Duration,
+    now: Timestamp,
+) -> DrainConfig {
+    let force_label = machine
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(label::FORCE_DRAIN))
+        .is_some_and(|text| text == mcm_api::keys::value::TRUE_CAPITALISED);
+    let deadline = add(selected_since, settings.drain_timeout);
+    let per_attempt = EVICTION_RETRY_INTERVAL.as_secs();
+    let cap = u32::try_from(settings.drain_timeout.as_secs() / per_attempt).unwrap_or(u32::MAX);
+    let unhealthy_node = condition_bad_for(machine, "Ready", "True", now)
+        || condition_bad_for(machine, "ReadonlyFilesystem", "False", now);
+    let forced = force_label || now > deadline;
+    DrainConfig {
+        timeout: if forced {
+            FORCE_DRAIN_TIMEOUT
+        } else {
+            settings.drain_timeout
+        },
+        max_evict_retries: if forced {
+            1
+        } else {
+            u32::try_from(settings.max_evict_retries.max(0))
+                .unwrap_or(0)
+                .min(cap)
+        },
+        force_delete_pods: forced || unhealthy_node,
+        force_delete_machine: false,
+        deadline: if forced {
+            add(now, FORCE_DRAIN_TIMEOUT)
+        } else {
+            deadline
+        },
+        pv_detach_timeout,
+        warnings: Vec::new(),
+    }
+}
+
+/// What the drain does with one pod of the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodDisposition {
+    /// Mirror (static) pod: left alone.
+    SkipMirror,
+    /// Owned by a DaemonSet: left alone (its controller would recreate it).
+    SkipDaemonSet,
+    /// Bound to another node (defensive: the shell lists by node).
+    SkipOtherNode,
+    /// Succeeded or Failed: deleted without eviction, nothing to wait for.
+    DeleteCompleted,
+    /// Already terminating: waited for (deleted with grace 0 in force mode).
+    WaitTerminating,
+    /// Evicted; pods with persistent volume claims are drained one at a time.
+    Evict {
+        /// Has at least one `persistentVolumeClaim` volume.
+        with_volumes: bool,
+    },
+}
+
+/// Classifies a pod for draining `node_name`.
+#[must_use]
+pub fn classify_pod(pod: &Pod, node_name: &str) -> PodDisposition {
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.node_name.as_deref())
+        .is_some_and(|bound| bound != node_name)
+    {
+        return PodDisposition::SkipOtherNode;
+    }
+    if pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|annotations| annotations.contains_key(MIRROR_POD_ANNOTATION))
+    {
+        return PodDisposition::SkipMirror;
+    }
+    let owned_by_daemon_set = pod
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|owners| {
+            owners
+                .iter()
+                .any(|owner| owner.controller == Some(true) && owner.kind == "DaemonSet")
+        });
+    if owned_by_daemon_set {
+        return PodDisposition::SkipDaemonSet;
+    }
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|status| status.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return PodDisposition::DeleteCompleted;
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        return PodDisposition::WaitTerminating;
+    }
+    PodDisposition::Evict {
+        with_volumes: !pvc_claims(pod).is_empty(),
+    }
+}
+
+/// Claim names of the pod's `persistentVolumeClaim` volumes.
+#[must_use]
+pub fn pvc_claims(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.volumes.as_ref())
+        .map(|volumes| {
+            volumes
+                .iter()
+                .filter_map(|volume| volume.persistent_volume_claim.as_ref())
+                .map(|claim| claim.claim_name.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes persistent volumes referenced by more than one pod from every pod's list: the drain
+/// does not wait for shared volumes to detach (upstream rule).
+#[must_use]
+pub fn exclude_shared_volumes(
+    volumes_by_pod: &BTreeMap<String, Vec<String>>,
+) -> BTreeMap<String, Vec<String>> {
+    let mut users: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (pod, volumes) in volumes_by_pod {
+        for volume in volumes {
+            users.entry(volume).or_default().insert(pod);
+        }
+    }
+    volumes_by_pod
+        .iter()
+        .map(|(pod, volumes)| {
+            let own = volumes
+                .iter()
+                .filter(|volume| {
+                    users
+                        .get(volume.as_str())
+                        .is_some_and(|pods| pods.len() == 1)
+                })
+                .cloned()
+                .collect();
+            (pod.clone(), own)
+        })
+        .collect()
+}
+
+/// `namespace/name` of a pod, the key of the ledger.
+#[must_use]
+pub fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+fn pod_uid(pod: &Pod) -> String {
+    pod.metadata.uid.clone().unwrap_or_default()
+}
+
+/// Why an eviction did not go through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EvictionFailure {
+    /// 429: a PodDisruptionBudget does not allow it now.
+    TooManyRequests,
+    /// 429 with a misconfigured PDB (requires zero voluntary evictions): fails the drain.
+    MisconfiguredPdb {
+        /// `namespace/name` of the PDB.
+        pdb: String,
+    },
+    /// Any other error.
+    Other(String),
+}
+
+/// Result of an eviction or deletion the shell executed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EvictionResult {
+    /// Accepted (the pod is terminating).
+    Accepted,
+    /// The pod no longer exists.
+    NotFound,
+    /// Refused.
+    Failed(EvictionFailure),
+}
+
+/// What the drain remembers about one pod between passes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodProgress {
+    /// UID of the pod the entry is about (a recreated pod with the same name starts afresh).
+    pub uid: String,
+    /// Eviction attempts so far.
+    pub attempts: u32,
+    /// Time of the last attempt.
+    pub last_attempt: Option<Timestamp>,
+    /// When the eviction/deletion was accepted.
+    pub accepted_at: Option<Timestamp>,
+    /// Last refusal.
+    pub last_failure: Option<EvictionFailure>,
+    /// Volume IDs to wait for (pods with volumes).
+    pub volume_ids: Vec<String>,
+    /// Termination grace period of the pod (seconds).
+    pub grace_seconds: i64,
+}
+
+/// Per-node drain memory, kept by the shell between passes (in memory: after a restart the
+/// accounting restarts, which only adds retries).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DrainLedger {
+    /// By pod key.
+    pub pods: BTreeMap<String, PodProgress>,
+}
+
+impl DrainLedger {
+    /// Records the result of an action on a pod.
+    pub fn record(&mut self, action: &DrainAction, result: &EvictionResult, now: Timestamp) {
+        let (key, uid, volume_ids, grace_seconds, counts) = match action {
+            DrainAction::Evict {
+                pod,
+                uid,
+                volume_ids,
+                grace_seconds,
+            } => (pod, uid, volume_ids, *grace_seconds, true),
+            DrainAction::Delete {
+                pod,
+                uid,
+                volume_ids,
+                grace_seconds,
+                ..
+            } => (pod, uid, volume_ids, *grace_seconds, false),
+        };
+        let entry = self.pods.entry(key.clone()).or_default();
+        if entry.uid != *uid {
+            *entry = PodProgress {
+                uid: uid.clone(),
+                ..PodProgress::default()
+            };
+        }
+        if counts {
+            entry.attempts += 1;
+        }
+        entry.last_attempt = Some(now);
+        entry.volume_ids.clone_from(volume_ids);
+        entry.grace_seconds = grace_seconds;
+        match result {
+            EvictionResult::Accepted | EvictionResult::NotFound => {
+                entry.accepted_at = Some(now);
+                entry.last_failure = None;
+            }
+            EvictionResult::Failed(failure) => entry.last_failure = Some(failure.clone()),
+        }
+    }
+}
+
+/// Something the shell does to a pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DrainAction {
+    /// POST an Eviction (grace period: the pod's own).
+    Evict {
+        /// Pod key.
+        pod: String,
+        /// Pod UID (precondition).
+        uid: String,
+        /// Volume IDs to wait for after the eviction.
+        volume_ids: Vec<String>,
+        /// The pod's termination grace period.
+        grace_seconds: i64,
+    },
+    /// DELETE the pod.
+    Delete {
+        /// Pod key.
+        pod: String,
+        /// Pod UID (precondition).
+        uid: String,
+        /// `Some(0)` in force mode; `None` uses the pod's own grace period.
+        grace_period_seconds: Option<i64>,
+        /// Volume IDs to wait for.
+        volume_ids: Vec<String>,
+        /// The pod's termination grace period.
+        grace_seconds: i64,
+    },
+}
+
+/// Where the drain stands after this pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DrainOutcome {
+    /// Every pod is gone (or, forced, deleted) and volumes are detached.
+    Complete,
+    /// Waiting: act on the actions, come back at `next_check_at` (never after the deadline).
+    InProgress {
+        /// When the next pass is due.
+        next_check_at: Timestamp,
+        /// Pods still pending (for logs and status texts).
+        pending: Vec<String>,
+    },
+    /// The drain failed (the deletion flow retries it, and forces it after the timeout).
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One pass of the drain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DrainPlan {
+    /// Evictions and deletions to issue now.
+    pub actions: Vec<DrainAction>,
+    /// Where the drain stands.
+    pub outcome: DrainOutcome,
+}
+
+/// Inputs of one drain pass.
+pub struct DrainInput<'a> {
+    /// The node being drained.
+    pub node_name: &'a str,
+    /// The node (for `status.volumesAttached`); `None` when it no longer exists.
+    pub node: Option<&'a Node>,
+    /// Pods bound to the node.
+    pub pods: &'a [Pod],
+    /// Volume IDs per pod key (from GetVolumeIDs, shared volumes already excluded; a pod without
+    /// entry has none to wait for).
+    pub volume_ids: &'a BTreeMap<String, Vec<String>>,
+    /// Memory of previous passes.
+    pub ledger: &'a DrainLedger,
+    /// Configuration.
+    pub config: &'a DrainConfig,
+    /// Current time.
+    pub now: Timestamp,
+}
+
+fn grace_seconds(pod: &Pod) -> i64 {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.termination_grace_period_seconds)
+        .unwrap_or(DEFAULT_GRACE_SECONDS)
+        .max(0)
+}
+
+fn attached(node: Option<&Node>, volume_ids: &[String]) -> bool {
+    let Some(node) = node else {
+        return false;
+    };
+    let names: Vec<&str> = node
+        .status
+        .as_ref()
+        .and_then(|status| status.volumes_attached.as_ref())
+        .map(|volumes| volumes.iter().map(|volume| volume.name.as_str()).collect())
+        .unwrap_or_default();
+    volume_ids
+        .iter()
+        .any(|id| !id.is_empty() && names.iter().any(|name| name.contains(id.as_str())))
+}
+
+/// The next drain pass.
+#[must_use]
+pub fn plan_drain(input: &DrainInput<'_>) -> DrainPlan {
+    let config = input.config;
+    let now = input.now;
+    let mut actions = Vec::new();
+    let mut pending = Vec::new();
+    let mut errors = Vec::new();
+    let mut wake_ups: Vec<Timestamp> = Vec::new();
+    let present: BTreeMap<String, &Pod> =
+        input.pods.iter().map(|pod| (pod_key(pod), pod)).collect();
+
+    if config.force_delete_pods {
+        for pod in input.pods {
+            if matches!(
+                classify_pod(pod, input.node_name),
+                PodDisposition::SkipMirror
+                    | PodDisposition::SkipDaemonSet
+                    | PodDisposition::SkipOtherNode
+            ) {
+                continue;
+            }
+            actions.push(DrainAction::Delete {
+                pod: pod_key(pod),
+                uid: pod_uid(pod),
+                grace_period_seconds: Some(0),
+                volume_ids: Vec::new(),
+                grace_seconds: 0,
+            });
+        }
+        return DrainPlan {
+            actions,
+            outcome: DrainOutcome::Complete,
+        };
+    }
+
+    if now >= config.deadline {
+        return DrainPlan {
+            actions,
+            outcome: DrainOutcome::Failed {
+                reason: format!(
+                    "drain of node {} did not finish within the drain timeout {}",
+                    input.node_name, config.timeout
+                ),
+            },
+        };
+    }
+
+    // Volume pods already evicted and gone whose volumes are still attached block the serial queue.
+    let mut volume_queue_blocked = false;
+    for (key, progress) in &input.ledger.pods {
+        let gone = present
+            .get(key)
+            .is_none_or(|pod| pod_uid(pod) != progress.uid);
+        if !gone || progress.volume_ids.is_empty() {
+            continue;
+        }
+        let Some(accepted) = progress.accepted_at else {
+            continue;
+        };
+        if attached(input.node, &progress.volume_ids) {
+            let limit = add(
+                accepted + SignedDuration::from_secs(progress.grace_seconds),
+                config.pv_detach_timeout,
+            );
+            if now > limit {
+                errors.push(format!(
+                    "timeout while waiting for PVs to detach from node {} (pod {key})",
+                    input.node_name
+                ));
+            } else {
+                volume_queue_blocked = true;
+                pending.push(key.clone());
+                wake_ups.push(limit.min(now + POLL_INTERVAL));
+            }
+        }
+    }
+
+    let mut volume_pods: Vec<&Pod> = Vec::new();
+    for pod in input.pods {
+        let key = pod_key(pod);
+        let disposition = classify_pod(pod, input.node_name);
+        match disposition {
+            PodDisposition::SkipMirror
+            | PodDisposition::SkipDaemonSet
+            | PodDisposition::SkipOtherNode => {}
+            PodDisposition::DeleteCompleted => {
+                pending.push(key.clone());
+                actions.push(DrainAction::Delete {
+                    pod: key,
+                    uid: pod_uid(pod),
+                    grace_period_seconds: None,
+                    volume_ids: Vec::new(),
+                    grace_seconds: grace_seconds(pod),
+                });
+            }
+            PodDisposition::WaitTerminating => {
+                pending.push(key.clone());
+                let since = pod
+                    .metadata
+                    .deletion_timestamp
+                    .as_ref()
+                    .map_or(now, |at| at.0);
+                let limit =
+                    since + SignedDuration::from_secs(grace_seconds(pod)) + TERMINATION_SLACK;
+                if now > limit {
+                    errors.push(format!(
+                        "timeout expired while waiting for pod {key:?} terminating scheduled on node {}",
+                        input.node_name
+                    ));
+                } else {
+                    wake_ups.push(now + POLL_INTERVAL);
+                }
+            }
+            PodDisposition::Evict { with_volumes: true } => volume_pods.push(pod),
+            PodDisposition::Evict {
+                with_volumes: false,
+            } => {
+                pending.push(key.clone());
+                step_pod(
+                    input,
+                    pod,
+                    Vec::new(),
+                    &mut actions,
+                    &mut errors,
+                    &mut wake_ups,
+                );
+            }
+        }
+    }
+
+    // Pods with volumes: serial, highest priority first.
+    volume_pods.sort_by(|a, b| {
+        let priority = |pod: &Pod| {
+            pod.spec
+                .as_ref()
+                .and_then(|spec| spec.priority)
+                .unwrap_or(0)
+        };
+        priority(b)
+            .cmp(&priority(a))
+            .then_with(|| pod_key(a).cmp(&pod_key(b)))
+    });
+    for pod in &volume_pods {
+        pending.push(pod_key(pod));
+    }
+    if !volume_queue_blocked && let Some(pod) = volume_pods.first() {
+        let volume_ids = input
+            .volume_ids
+            .get(&pod_key(pod))
+            .cloned()
+            .unwrap_or_default();
+        step_pod(
+            input,
+            pod,
+            volume_ids,
+            &mut actions,
+            &mut errors,
+            &mut wake_ups,
+        );
+    } else if !volume_pods.is_empty() {
+        wake_ups.push(now + POLL_INTERVAL);
+    }
+
+    if !errors.is_empty() {
+        return DrainPlan {
+            actions,
+            outcome: DrainOutcome::Failed {
+                reason: errors.join("; "),
+            },
+        };
+    }
+    if pending.is_empty() {
+        return DrainPlan {
+            actions,
+            outcome: DrainOutcome::Complete,
+        };
+    }
+    let soonest = wake_ups
+        .into_iter()
+        .min()
+        .unwrap_or(now + POLL_INTERVAL)
+        .max(now);
+    DrainPlan {
+        actions,
+        outcome: DrainOutcome::InProgress {
+            next_check_at: soonest.min(config.deadline),
+            pending,
+        },
+    }
+}
+
+/// Decides evict / delete / wait for one pod that still exists.
+fn step_pod(
+    input: &DrainInput<'_>,
+    pod: &Pod,
+    volume_ids: Vec<String>,
+    actions: &mut Vec<DrainAction>,
+    errors: &mut Vec<String>,
+    wake_ups: &mut Vec<Timestamp>,
+) {
+    let now = input.now;
+    let key = pod_key(pod);
+    let uid = pod_uid(pod);
+    let grace = grace_seconds(pod);
+    let progress = input
+        .ledger
+        .pods
+        .get(&key)
+        .filter(|progress| progress.uid == uid);
+    if let Some(progress) = progress {
+        if let Some(accepted) = progress.accepted_at {
+            // Evicted but still there: wait for termination.
+            let limit = accepted + SignedDuration::from_secs(grace) + TERMINATION_SLACK;
+            if now > limit {
+                errors.push(format!(
+                    "timeout expired while waiting for pod {key:?} terminating scheduled on node {}",
+                    input.node_name
+                ));
+            } else {
+                wake_ups.push(limit.min(now + POLL_INTERVAL));
+            }
+            return;
+        }
+        if let Some(EvictionFailure::MisconfiguredPdb { pdb }) = &progress.last_failure {
+            errors.push(format!(
+                "error while evicting pod {key:?}: pod disruption budget {pdb} is misconfigured and requires zero voluntary evictions"
+            ));
+            return;
+        }
+        if let Some(last) = progress.last_attempt {
+            let retry_at = last + EVICTION_RETRY_INTERVAL;
+            if progress.last_failure.is_some() && now < retry_at {
+                wake_ups.push(retry_at);
+                return;
+            }
+        }
+        if progress.attempts >= input.config.max_evict_retries {
+            actions.push(DrainAction::Delete {
+                pod: key,
+                uid,
+                grace_period_seconds: None,
+                volume_ids,
+                grace_seconds: grace,
+            });
+            wake_ups.push(now + POLL_INTERVAL);
+            return;
+        }
+    }
+    if input.config.max_evict_retries == 0 {
+        actions.push(DrainAction::Delete {
+            pod: key,
+            uid,
+            grace_period_seconds: None,
+            volume_ids,
+            grace_seconds: grace,
+        });
+    } else {
+        actions.push(DrainAction::Evict {
+            pod: key,
+            uid,
+            volume_ids,
+            grace_seconds: grace,
+        });
+    }
+    wake_ups.push(now + POLL_INTERVAL);
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

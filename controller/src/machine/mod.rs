@@ -1,0 +1,34 @@
+//! The Machine controller: creation, health, node metadata sync, preservation, hot update and
+//! deletion flows.
+//!
+//! The pure decision logic lives in [`plan`] (no I/O, no async, no clock: `now` is a parameter;
+//! `scripts/check-plan-purity.sh` checks `plan.rs`, and the same patterns were checked over
+//! `plan/`). Map of reference sections (`/work/shared/reference/mcm-behaviour.md`) to code and
+//! tests:
+//!
+//! | Reference | Function(s) | Tests |
+//! |---|---|---|
+//! | §3.3 reconcile order, finalizer first, frozen, validation (§11) | [`plan::order::plan_entry`], [`plan::order::plan_reconcile_order`], [`plan::order::validate_machine`] | `order::tests::entry_decisions`, `order_follows_upstream`, `invalid_machine_is_blocked` |
+//! | §3.3 status "similarity" (Levenshtein > 0.75, 30 min) | [`plan::common::is_status_similar`], [`plan::common::StatusWrite::is_redundant`] | `common::tests::similar_*`, `different_phase_or_text_is_not_similar`, `prop_levenshtein_is_a_metric` |
+//! | §3.15 effective settings | [`plan::common::effective_settings`] | `common::tests::effective_settings_prefer_annotation_then_spec_then_flag` |
+//! | §3.5 MachineClass checks | [`plan::order::validate_machine_class`] | `order::tests::class_validation` |
+//! | §3.4 creation steps, intent before CreateMachine | [`plan::creation::next_creation_step`], [`plan::creation::has_create_intent`] | `creation::tests::happy_path_*`, `second_pass_with_vm_sets_pending`, `prop_create_only_after_intent` |
+//! | §8.4 GetMachineStatus (creation) / CreateMachine / InitializeMachine rows | [`plan::creation::create_error_outcome`], [`plan::creation::next_creation_step`] | `get_status_matrix_in_creation`, `create_machine_matrix`, `initialize_matrix`, `resource_exhausted_retry_zero_means_long` |
+//! | §3.4 stale node, CLBO vs Failed, no target ⇒ Available | [`plan::creation::create_failure_phase`] | `stale_node_deletes_new_vm_and_fails_machine`, `create_failure_after_creation_timeout_is_failed`, `without_target_cluster_machine_becomes_available_with_addresses` |
+//! | §3.4 user data placeholders, bootstrap token | [`plan::creation::patch_user_data`], [`plan::creation::bootstrap_token_id`], [`plan::creation::bootstrap_token_secret`], [`plan::creation::bootstrap_token_from_secret`] | `user_data_placeholders`, `bootstrap_token_id_and_secret` |
+//! | §3.6 health, permit, meltdown, timeouts, in-place results, startup taint | [`plan::health::plan_health`], [`plan::health::is_healthy`], [`plan::health::node_conditions_changed`], [`plan::health::can_mark_machine_failed`] | `health::tests::*` (12 tests) |
+//! | §3.7 node metadata | [`plan::node_sync::sync_machine_name_label`], [`plan::node_sync::sync_node_templates`] | `node_sync::tests::*` |
+//! | §3.10 deletion state machine, §8.4 deletion rows | [`plan::deletion::deletion_stage`] and the `plan_*` stage functions | `deletion::tests::dispatch_*`, `get_vm_status_stage_matrix`, `delete_machine_matrix`, `drain_stage_steps`, `volume_attachment_stage`, `node_deletion_stage`, `prop_deletion_reaches_finalizer_removal` |
+//! | §3.9 in-place update (node condition from labels, drain, hand-off) | [`plan::in_place::plan_in_place_node_condition`], [`plan::in_place::plan_in_place_update`] | `in_place::tests::*` |
+//! | §3.13, §10 preservation; §4.6 auto-preservation budget (counts are inputs) | [`plan::preservation::plan_preservation`], [`plan::preservation::plan_auto_preservation`] | `preservation::tests::*`, `prop_never_more_than_max` |
+//! | Issue item 5 / webhooks §10.3 hot update | [`plan::hot_update::plan_hot_update`], [`plan::hot_update::changed_paths`] | `hot_update::tests::*`, `prop_update_only_after_intent` |
+//! | §3.2 event routing (+ preserveExpiryTime rule), §3.12 node controller, not-managed nodes | [`plan::routing`] | `routing::tests::*` |
+//! | §12 phase transitions | spread over the above | transitions asserted in the tests above |
+//! | §16 retry periods | [`plan::common::Retry`] | `common::tests::retry_periods_match_upstream` |
+//!
+//! Left for the shell (`reconcile.rs`, not written here): reading caches, the per-MachineDeployment
+//! failure permit, executing status/metadata/node writes with optimistic concurrency, driver calls
+//! with deadlines, drawing the bootstrap token secret, metrics and event recording, and keeping the
+//! [`crate::drain::plan::DrainLedger`] per node.
+
+pub mod plan;

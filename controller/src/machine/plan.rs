@@ -1,0 +1,17 @@
+//! Pure decision logic of the Machine controller (no I/O, no async, no clock: `now` is a
+//! parameter). See the module docs of [`crate::machine`] for the map from reference sections to
+//! functions and tests.
+
+pub mod common;
+pub mod creation;
+pub mod deletion;
+pub mod health;
+pub mod hot_update;
+pub mod in_place;
+pub mod node_sync;
+pub mod order;
+pub mod preservation;
+pub mod routing;
+
+#[cfg(test)]
+pub(crate) mod test_support;

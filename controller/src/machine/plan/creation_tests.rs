@@ -1,0 +1,656 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::machine::plan::common::effective_settings;
+use crate::machine::plan::test_support::*;
+use mcm_api::duration::Duration;
+use proptest::prelude::*;
+
+fn vm_status(provider_id: &str, node_name: &str) -> MachineStatus {
+    MachineStatus {
+        provider_id: provider_id.into(),
+        node_name: node_name.into(),
+        addresses: vec![NodeAddress {
+            type_: "InternalIP".into(),
+            address: "10.0.0.1".into(),
+        }],
+    }
+}
+
+fn created(provider_id: &str, node_name: &str) -> CreateMachineResponse {
+    CreateMachineResponse {
+        provider_id: provider_id.into(),
+        node_name: node_name.into(),
+        last_known_state: "lks".into(),
+        addresses: vec![],
+    }
+}
+
+fn status_error(code: Code) -> StatusCallError {
+    StatusCallError {
+        error: DriverError::coded(code, "boom"),
+        response: None,
+    }
+}
+
+struct Fixture {
+    machine: Machine,
+    controller: ControllerSettings,
+    now: Timestamp,
+    nodes: Vec<String>,
+}
+
+impl Fixture {
+    fn new(machine: Machine) -> Self {
+        Self {
+            machine,
+            controller: ControllerSettings::default(),
+            now: at(60),
+            nodes: vec![],
+        }
+    }
+
+    fn step(&self, pass: &CreationPass) -> CreationStep {
+        let settings = effective_settings(&self.machine, &self.controller);
+        let nodes = self.nodes.clone();
+        let exists = move |name: &str| nodes.iter().any(|n| n == name);
+        let ctx = CreationContext {
+            machine: &self.machine,
+            settings: &settings,
+            controller: &self.controller,
+            now: self.now,
+            node_exists: &exists,
+        };
+        next_creation_step(&ctx, pass)
+    }
+}
+
+fn outcome(step: CreationStep) -> CreationOutcome {
+    match step {
+        CreationStep::Finish(outcome) => outcome,
+        other => panic!("expected Finish, got {other:?}"),
+    }
+}
+
+fn written_phase(outcome: &CreationOutcome) -> MachinePhase {
+    outcome
+        .status
+        .as_ref()
+        .unwrap()
+        .current_status
+        .phase
+        .clone()
+        .unwrap()
+}
+
+#[test]
+fn happy_path_records_intent_before_create_then_initializes() {
+    let f = Fixture::new(machine("shoot-worker-abcde"));
+    let mut pass = CreationPass::default();
+    assert_eq!(f.step(&pass), CreationStep::CallGetMachineStatus);
+
+    pass.get_status = Some(Err(status_error(Code::NotFound)));
+    let CreationStep::RecordCreateIntent(write) = f.step(&pass) else {
+        panic!("intent must be recorded before CreateMachine");
+    };
+    assert_eq!(
+        write.last_operation.description.as_deref(),
+        Some(CREATE_INTENT_DESCRIPTION)
+    );
+    assert_eq!(write.last_operation.state, Some(MachineState::Processing));
+    assert_eq!(
+        write.last_operation.type_,
+        Some(MachineOperationType::Create)
+    );
+    assert!(
+        !write.skip_if_similar,
+        "the intent write must never be skipped"
+    );
+
+    pass.create_intent_recorded = true;
+    assert_eq!(f.step(&pass), CreationStep::CallCreateMachine);
+
+    pass.create = Some(Ok(created("aws:///eu/i-1", "ip-10-0-0-1")));
+    assert_eq!(
+        f.step(&pass),
+        CreationStep::UpdateMachineMetadata(MetadataUpdate {
+            node_label: Some("ip-10-0-0-1".into()),
+            priority: Some("3".into()),
+            provider_id: "aws:///eu/i-1".into(),
+        })
+    );
+    pass.metadata_update = Some(Ok(()));
+    assert_eq!(f.step(&pass), CreationStep::CallInitializeMachine);
+    pass.initialize = Some(Ok(InitializeMachineResponse::default()));
+    let done = outcome(f.step(&pass));
+    assert_eq!(done.retry, Retry::Short);
+    assert!(done.status.is_none());
+}
+
+#[test]
+fn second_pass_with_vm_sets_pending() {
+    let f = Fixture::new(
+        machine("shoot-worker-abcde")
+            .with_provider_id("aws:///eu/i-1")
+            .with_label("node", "ip-10-0-0-1")
+            .with_annotation("machinepriority.machine.sapcloud.io", "3"),
+    );
+    let pass = CreationPass {
+        get_status: Some(Ok(vm_status("aws:///eu/i-1", "ip-10-0-0-1"))),
+        ..CreationPass::default()
+    };
+    let done = outcome(f.step(&pass));
+    let write = done.status.unwrap();
+    assert_eq!(write.current_status.phase, Some(MachinePhase::Pending));
+    assert_eq!(write.current_status.timeout_active, Some(true));
+    assert_eq!(
+        write.last_operation.description.as_deref(),
+        Some("Creating machine on cloud provider")
+    );
+    assert_eq!(done.retry, Retry::Short);
+
+    // Already Pending: nothing to do.
+    let f = Fixture::new(f.machine.clone().with_phase(MachinePhase::Pending, at(10)));
+    let done = outcome(f.step(&pass));
+    assert!(done.status.is_none());
+    assert_eq!(done.retry, Retry::Long);
+}
+
+#[test]
+fn intent_already_on_the_machine_calls_create_directly() {
+    let f = Fixture::new(machine("shoot-worker-abcde").with_operation(
+        CREATE_INTENT_DESCRIPTION,
+        MachineState::Processing,
+        MachineOperationType::Create,
+        at(1),
+    ));
+    let pass = CreationPass {
+        get_status: Some(Err(status_error(Code::NotFound))),
+        ..CreationPass::default()
+    };
+    assert_eq!(f.step(&pass), CreationStep::CallCreateMachine);
+}
+
+#[test]
+fn get_status_matrix_in_creation() {
+    let base = machine("shoot-worker-abcde");
+    // OK: adopt the VM (metadata first).
+    let f = Fixture::new(base.clone());
+    let pass = CreationPass {
+        get_status: Some(Ok(vm_status("p", "n"))),
+        ..CreationPass::default()
+    };
+    assert!(matches!(
+        f.step(&pass),
+        CreationStep::UpdateMachineMetadata(_)
+    ));
+
+    // NotFound / Unimplemented with providerID: assume the VM exists, never create.
+    for code in [Code::NotFound, Code::Unimplemented] {
+        let f = Fixture::new(
+            base.clone()
+                .with_provider_id("p")
+                .with_label("node", "n")
+                .with_annotation("machinepriority.machine.sapcloud.io", "3"),
+        );
+        let pass = CreationPass {
+            get_status: Some(Err(status_error(code))),
+            ..CreationPass::default()
+        };
+        let done = outcome(f.step(&pass));
+        assert_eq!(written_phase(&done), MachinePhase::Pending, "{code:?}");
+    }
+
+    // Uninitialized: initialise with the response's ids.
+    let f = Fixture::new(
+        base.clone()
+            .with_provider_id("p")
+            .with_label("node", "n")
+            .with_annotation("machinepriority.machine.sapcloud.io", "3"),
+    );
+    let pass = CreationPass {
+        get_status: Some(Err(StatusCallError {
+            error: DriverError::coded(Code::Uninitialized, "not yet"),
+            response: Some(vm_status("p", "n")),
+        })),
+        ..CreationPass::default()
+    };
+    assert_eq!(f.step(&pass), CreationStep::CallInitializeMachine);
+
+    // Error codes: create-error handler with the matrix retry.
+    let table = [
+        (Code::Unknown, Retry::Short, None),
+        (Code::DeadlineExceeded, Retry::Short, None),
+        (Code::Aborted, Retry::Short, None),
+        (Code::Unavailable, Retry::Short, None),
+        (
+            Code::ResourceExhausted,
+            Retry::After(Duration::from_mins(10)),
+            None,
+        ),
+        (Code::InvalidArgument, Retry::Medium, Some(String::new())),
+        (Code::Internal, Retry::Medium, Some(String::new())),
+        (Code::OutOfRange, Retry::Medium, Some(String::new())),
+        (Code::PermissionDenied, Retry::Medium, Some(String::new())),
+    ];
+    for (code, retry, last_known_state) in table {
+        let f = Fixture::new(base.clone());
+        let pass = CreationPass {
+            get_status: Some(Err(status_error(code))),
+            ..CreationPass::default()
+        };
+        let done = outcome(f.step(&pass));
+        assert_eq!(done.retry, retry, "{code:?}");
+        let write = done.status.as_ref().unwrap();
+        assert_eq!(write.last_known_state, last_known_state, "{code:?}");
+        assert_eq!(
+            write.last_operation.error_code.as_deref(),
+            Some(code.name())
+        );
+        assert!(
+            write
+                .last_operation
+                .description
+                .as_deref()
+                .unwrap()
+                .starts_with("Cloud provider message - machine codes error: code = [")
+        );
+        assert_eq!(written_phase(&done), MachinePhase::CrashLoopBackOff);
+    }
+
+    // Undecodable: MediumRetry, no status write.
+    let f = Fixture::new(base);
+    let pass = CreationPass {
+        get_status: Some(Err(StatusCallError {
+            error: DriverError::Undecodable("transport closed".into()),
+            response: None,
+        })),
+        ..CreationPass::default()
+    };
+    let done = outcome(f.step(&pass));
+    assert_eq!(done.retry, Retry::Medium);
+    assert!(done.status.is_none());
+}
+
+#[test]
+fn resource_exhausted_retry_zero_means_long() {
+    let mut f = Fixture::new(machine("shoot-worker-abcde"));
+    f.controller.resource_exhausted_retry = Duration::ZERO;
+    let pass = CreationPass {
+        get_status: Some(Err(status_error(Code::ResourceExhausted))),
+        ..CreationPass::default()
+    };
+    assert_eq!(outcome(f.step(&pass)).retry, Retry::Long);
+}
+
+#[test]
+fn create_machine_matrix() {
+    let table = [
+        (DriverError::coded(Code::NotFound, "x"), Retry::Medium),
+        (DriverError::coded(Code::Unimplemented, "x"), Retry::Medium),
+        (DriverError::coded(Code::Uninitialized, "x"), Retry::Medium),
+        (DriverError::coded(Code::Unknown, "x"), Retry::Short),
+        (
+            DriverError::coded(Code::DeadlineExceeded, "x"),
+            Retry::Short,
+        ),
+        (DriverError::coded(Code::Aborted, "x"), Retry::Short),
+        (DriverError::coded(Code::Unavailable, "x"), Retry::Short),
+        (
+            DriverError::coded(Code::ResourceExhausted, "x"),
+            Retry::After(Duration::from_mins(10)),
+        ),
+        (DriverError::coded(Code::Internal, "x"), Retry::Medium),
+        (DriverError::Undecodable("garbage".into()), Retry::Medium),
+    ];
+    for (error, retry) in table {
+        let f = Fixture::new(machine("shoot-worker-abcde"));
+        let pass = CreationPass {
+            get_status: Some(Err(status_error(Code::NotFound))),
+            create_intent_recorded: true,
+            create: Some(Err(error.clone())),
+            ..CreationPass::default()
+        };
+        let done = outcome(f.step(&pass));
+        assert_eq!(done.retry, retry, "{error:?}");
+        let write = done.status.unwrap();
+        let keeps_state = matches!(
+            error.code(),
+            Code::Unknown
+                | Code::DeadlineExceeded
+                | Code::Aborted
+                | Code::Unavailable
+                | Code::ResourceExhausted
+        ) && error.is_decodable();
+        assert_eq!(write.last_known_state.is_none(), keeps_state, "{error:?}");
+        assert_eq!(write.last_operation.state, Some(MachineState::Failed));
+        if !error.is_decodable() {
+            assert_eq!(write.last_operation.error_code.as_deref(), Some("Unknown"));
+            assert_eq!(
+                write.last_operation.description.as_deref(),
+                Some("Cloud provider message - garbage")
+            );
+        }
+    }
+}
+
+#[test]
+fn create_failure_after_creation_timeout_is_failed() {
+    let mut f = Fixture::new(machine("shoot-worker-abcde"));
+    f.now = at(21 * 60);
+    let pass = CreationPass {
+        get_status: Some(Err(status_error(Code::Internal))),
+        ..CreationPass::default()
+    };
+    assert_eq!(written_phase(&outcome(f.step(&pass))), MachinePhase::Failed);
+    // The per-machine creation timeout counts, not only the flag.
+    f.machine.spec.configuration.creation_timeout = Some(Duration::from_mins(30));
+    assert_eq!(
+        written_phase(&outcome(f.step(&pass))),
+        MachinePhase::CrashLoopBackOff
+    );
+}
+
+#[test]
+fn initialize_matrix() {
+    let base = machine("shoot-worker-abcde")
+        .with_provider_id("p")
+        .with_label("node", "n")
+        .with_annotation("machinepriority.machine.sapcloud.io", "3");
+    let uninitialized = Some(Err(StatusCallError {
+        error: DriverError::coded(Code::Uninitialized, "later"),
+        response: Some(vm_status("p", "n")),
+    }));
+    // OK and Unimplemented proceed.
+    for result in [
+        Ok(InitializeMachineResponse::default()),
+        Err(DriverError::coded(Code::Unimplemented, "no")),
+    ] {
+        let f = Fixture::new(base.clone());
+        let pass = CreationPass {
+            get_status: uninitialized.clone(),
+            initialize: Some(result),
+            ..CreationPass::default()
+        };
+        let done = outcome(f.step(&pass));
+        assert_eq!(done.retry, Retry::Short);
+        assert!(done.status.is_none());
+        assert!(done.reason.contains("initialization"));
+    }
+    // Every other code: Failed/CLBO with the provider error text, ShortRetry.
+    for code in Code::ALL
+        .into_iter()
+        .filter(|code| !matches!(code, Code::Ok | Code::Unimplemented))
+    {
+        let f = Fixture::new(base.clone());
+        let pass = CreationPass {
+            get_status: uninitialized.clone(),
+            initialize: Some(Err(DriverError::coded(code, "init failed"))),
+            ..CreationPass::default()
+        };
+        let done = outcome(f.step(&pass));
+        assert_eq!(done.retry, Retry::Short, "{code:?}");
+        let write = done.status.as_ref().unwrap();
+        assert_eq!(
+            write.last_operation.error_code.as_deref(),
+            Some(code.name())
+        );
+        assert!(
+            write
+                .last_operation
+                .description
+                .as_deref()
+                .unwrap()
+                .ends_with(". Initialize VM Instance")
+        );
+        assert_eq!(written_phase(&done), MachinePhase::CrashLoopBackOff);
+    }
+    // Undecodable: LongRetry, no write.
+    let f = Fixture::new(base);
+    let pass = CreationPass {
+        get_status: uninitialized,
+        initialize: Some(Err(DriverError::Undecodable("?".into()))),
+        ..CreationPass::default()
+    };
+    let done = outcome(f.step(&pass));
+    assert_eq!(done.retry, Retry::Long);
+    assert!(done.status.is_none());
+}
+
+#[test]
+fn stale_node_deletes_new_vm_and_fails_machine() {
+    let mut f = Fixture::new(machine("shoot-worker-abcde"));
+    f.nodes = vec!["old-node".into()];
+    let mut pass = CreationPass {
+        get_status: Some(Err(status_error(Code::NotFound))),
+        create_intent_recorded: true,
+        create: Some(Ok(created("p-new", "old-node"))),
+        ..CreationPass::default()
+    };
+    assert_eq!(
+        f.step(&pass),
+        CreationStep::DeleteStaleVm {
+            provider_id: "p-new".into()
+        }
+    );
+    pass.stale_vm_delete = Some(Ok(()));
+    let done = outcome(f.step(&pass));
+    assert_eq!(written_phase(&done), MachinePhase::Failed);
+    assert_eq!(
+        done.status.unwrap().last_operation.description.as_deref(),
+        Some("VM using old node obj")
+    );
+    assert_eq!(done.retry, Retry::Short);
+
+    // A node named like the machine itself is not stale.
+    let mut f = Fixture::new(machine("shoot-worker-abcde"));
+    f.nodes = vec!["shoot-worker-abcde".into()];
+    pass.create = Some(Ok(created("p-new", "shoot-worker-abcde")));
+    pass.stale_vm_delete = None;
+    assert!(matches!(
+        f.step(&pass),
+        CreationStep::UpdateMachineMetadata(_)
+    ));
+}
+
+#[test]
+fn empty_ids_after_creation_are_medium_retry() {
+    let f = Fixture::new(machine("shoot-worker-abcde"));
+    let pass = CreationPass {
+        get_status: Some(Ok(vm_status("", "n"))),
+        ..CreationPass::default()
+    };
+    let done = outcome(f.step(&pass));
+    assert_eq!(done.retry, Retry::Medium);
+    assert!(done.reason.contains("is empty after creation flow"));
+}
+
+#[test]
+fn metadata_update_failure_stops_before_initialize() {
+    let f = Fixture::new(machine("shoot-worker-abcde"));
+    let pass = CreationPass {
+        get_status: Some(Err(StatusCallError {
+            error: DriverError::coded(Code::Uninitialized, "later"),
+            response: Some(vm_status("p", "n")),
+        })),
+        metadata_update: Some(Err(WriteFailure {
+            conflict: true,
+            message: "conflict".into(),
+        })),
+        ..CreationPass::default()
+    };
+    let done = outcome(f.step(&pass));
+    assert_eq!(done.retry, Retry::Conflict);
+}
+
+#[test]
+fn without_target_cluster_machine_becomes_available_with_addresses() {
+    let mut f = Fixture::new(
+        machine("shoot-worker-abcde")
+            .with_provider_id("p")
+            .with_annotation("machinepriority.machine.sapcloud.io", "3"),
+    );
+    f.controller.target_cluster = false;
+    let pass = CreationPass {
+        get_status: Some(Ok(vm_status("p", "host-1"))),
+        ..CreationPass::default()
+    };
+    let done = outcome(f.step(&pass));
+    let write = done.status.unwrap();
+    assert_eq!(write.current_status.phase, Some(MachinePhase::Available));
+    assert_eq!(write.last_operation.state, Some(MachineState::Successful));
+    let addresses = write.addresses.unwrap();
+    assert_eq!(addresses.len(), 2);
+    assert_eq!(addresses[0].type_, "Hostname");
+    assert_eq!(addresses[0].address, "host-1");
+    // Without target no node label is required or written.
+    let f2 = Fixture {
+        machine: machine("shoot-worker-abcde"),
+        ..f
+    };
+    let CreationStep::UpdateMachineMetadata(update) = f2.step(&pass) else {
+        panic!()
+    };
+    assert_eq!(update.node_label, None);
+}
+
+#[test]
+fn user_data_placeholders() {
+    let secret = SecretData::from([(
+        "userData".to_owned(),
+        b"token=<<BOOTSTRAP_TOKEN>> name=<<MACHINE_NAME>> again=<<MACHINE_NAME>>".to_vec(),
+    )]);
+    let patched = patch_user_data(&secret, "m-1", Some("abc.def")).unwrap();
+    assert_eq!(
+        patched.data["userData"],
+        b"token=abc.def name=m-1 again=m-1".to_vec()
+    );
+    assert!(patched.warnings.is_empty());
+
+    let escaped = SecretData::from([(
+        "userData".to_owned(),
+        b"u=%3C%3CMACHINE_NAME%3E%3E&t=%3C%3CBOOTSTRAP_TOKEN%3E%3E".to_vec(),
+    )]);
+    let patched = patch_user_data(&escaped, "m 1/x", Some("a.b")).unwrap();
+    assert_eq!(patched.data["userData"], b"u=m+1%2Fx&t=a.b".to_vec());
+
+    let plain = SecretData::from([("userData".to_owned(), b"nothing".to_vec())]);
+    let patched = patch_user_data(&plain, "m", Some("t")).unwrap();
+    assert_eq!(patched.warnings.len(), 2);
+    // No target cluster: the token placeholder is left alone and not warned about.
+    let patched = patch_user_data(&plain, "m", None).unwrap();
+    assert_eq!(patched.warnings.len(), 1);
+
+    assert_eq!(
+        patch_user_data(&SecretData::new(), "m", None),
+        Err(CreationError::UserDataMissing {
+            machine: "m".into()
+        })
+    );
+}
+
+#[test]
+fn bootstrap_token_id_and_secret() {
+    // Last five bytes "abcde": hex of "abc".
+    assert_eq!(bootstrap_token_id("shoot-worker-abcde").unwrap(), "616263");
+    assert_eq!(bootstrap_token_id("abcde").unwrap(), "616263");
+    assert!(bootstrap_token_id("abcd").is_err());
+    let secret = bootstrap_token_secret(
+        "shoot-worker-abcde",
+        "616263",
+        "0123456789abcdef",
+        Duration::from_mins(20),
+        "system:bootstrappers:worker",
+        at(0),
+    );
+    assert_eq!(
+        secret.metadata.name.as_deref(),
+        Some("bootstrap-token-616263")
+    );
+    assert_eq!(secret.metadata.namespace.as_deref(), Some("kube-system"));
+    assert_eq!(
+        secret.type_.as_deref(),
+        Some("bootstrap.kubernetes.io/token")
+    );
+    let data = secret.data.as_ref().unwrap();
+    let text = |key: &str| String::from_utf8(data[key].0.clone()).unwrap();
+    assert_eq!(text("expiration"), at(20 * 60).to_string());
+    assert_eq!(text("usage-bootstrap-authentication"), "true");
+    assert_eq!(text("auth-extra-groups"), "system:bootstrappers:worker");
+    assert!(text("description").contains("\"shoot-worker-abcde\""));
+    assert_eq!(
+        bootstrap_token_from_secret(&secret).unwrap(),
+        "616263.0123456789abcdef"
+    );
+    assert!(bootstrap_token_from_secret(&Secret::default()).is_err());
+    assert!(is_valid_token_secret("0123456789abcdef"));
+    assert!(!is_valid_token_secret("0123456789ABCDEF"));
+}
+
+fn arb_driver_error() -> impl Strategy<Value = DriverError> {
+    prop_oneof![
+        (0usize..18).prop_map(|i| DriverError::coded(Code::ALL[i], "e")),
+        Just(DriverError::Undecodable("?".into())),
+    ]
+}
+
+proptest! {
+    /// Whatever the driver answers, a pass never reaches CreateMachine unless the machine already
+    /// records the intent or the pass wrote it before.
+    #[test]
+    fn prop_create_only_after_intent(
+        status in prop_oneof![
+            Just(Ok(())),
+            arb_driver_error().prop_map(Err),
+        ],
+        create_ok in any::<bool>(),
+        create_error in arb_driver_error(),
+        init in proptest::option::of(arb_driver_error()),
+        has_intent in any::<bool>(),
+        provider_id in any::<bool>(),
+        metadata_ok in any::<bool>(),
+    ) {
+        let mut m = machine("shoot-worker-abcde");
+        if has_intent {
+            m = m.with_operation(CREATE_INTENT_DESCRIPTION, MachineState::Processing, MachineOperationType::Create, at(1));
+        }
+        if provider_id {
+            m = m.with_provider_id("p");
+        }
+        let f = Fixture::new(m.clone());
+        let mut pass = CreationPass::default();
+        let mut intent_seen = has_create_intent(&m);
+        for _ in 0..12 {
+            match f.step(&pass) {
+                CreationStep::CallGetMachineStatus => {
+                    pass.get_status = Some(match &status {
+                        Ok(()) => Ok(vm_status("p", "n")),
+                        Err(error) => Err(StatusCallError { error: error.clone(), response: Some(vm_status("p", "n")) }),
+                    });
+                }
+                CreationStep::RecordCreateIntent(write) => {
+                    prop_assert_eq!(write.last_operation.description.as_deref(), Some(CREATE_INTENT_DESCRIPTION));
+                    intent_seen = true;
+                    pass.create_intent_recorded = true;
+                }
+                CreationStep::CallCreateMachine => {
+                    prop_assert!(intent_seen, "CreateMachine without recorded intent");
+                    prop_assert!(pass.create.is_none(), "CreateMachine called twice in one pass");
+                    pass.create = Some(if create_ok { Ok(created("p", "n")) } else { Err(create_error.clone()) });
+                }
+                CreationStep::DeleteStaleVm { .. } => pass.stale_vm_delete = Some(Ok(())),
+                CreationStep::UpdateMachineMetadata(update) => {
+                    prop_assert!(!update.provider_id.is_empty());
+                    pass.metadata_update = Some(if metadata_ok { Ok(()) } else { Err(WriteFailure { conflict: false, message: "x".into() }) });
+                }
+                CreationStep::CallInitializeMachine => {
+                    // The providerID is durable before InitializeMachine.
+                    prop_assert!(provider_id || pass.metadata_update == Some(Ok(())));
+                    pass.initialize = Some(match &init { None => Ok(InitializeMachineResponse::default()), Some(e) => Err(e.clone()) });
+                }
+                CreationStep::Finish(_) => return Ok(()),
+            }
+        }
+        prop_assert!(false, "creation pass did not finish");
+    }
+}

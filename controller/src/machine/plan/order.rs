@@ -1,0 +1,334 @@
+//! Reconcile order of a machine (§3.3) and the validations it runs (§3.5, §11).
+//!
+//! [`plan_entry`] is `reconcileClusterMachineKey` (finalizer first, deletions to the termination
+//! queue); [`plan_reconcile_order`] is `reconcileClusterMachine`: it returns the steps the shell
+//! runs in order, the first step that ends the pass wins, and the final requeue is the soonest of
+//! the wishes collected.
+
+use k8s_openapi::api::core::v1::Node;
+use mcm_api::keys::{finalizer, misc, taint};
+use mcm_api::v1alpha1::{Machine, MachineClass, MachinePhase};
+
+use super::common::{Retry, has_finalizer, name_of, node_name_of, phase_of, provider_id_of};
+
+/// First decision on a machine key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryDecision {
+    /// Not in the cache: nothing to do.
+    Gone,
+    /// Add the MCM finalizer (Update) and requeue ("Machine creation in process. Machine
+    /// finalizers are UPDATED").
+    AddFinalizer,
+    /// Being deleted and not in the creation flow: enqueue the termination key.
+    RouteToTermination,
+    /// Continue with [`plan_reconcile_order`].
+    Reconcile,
+}
+
+/// `reconcileClusterMachineKey`.
+#[must_use]
+pub fn plan_entry(machine: Option<&Machine>, in_creation_flow: bool) -> EntryDecision {
+    let Some(machine) = machine else {
+        return EntryDecision::Gone;
+    };
+    if machine.metadata.deletion_timestamp.is_some() && !in_creation_flow {
+        // Upstream adds the finalizer first even here; a deleting object cannot get new
+        // finalizers, so the termination path handles a missing one (LongRetry).
+        return EntryDecision::RouteToTermination;
+    }
+    if !has_finalizer(machine, finalizer::MACHINE_CONTROLLER_MANAGER) {
+        return EntryDecision::AddFinalizer;
+    }
+    EntryDecision::Reconcile
+}
+
+/// Steps of a machine reconcile, in upstream order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReconcileStep {
+    /// Validate the MachineClass and read its secrets (§3.5).
+    ValidateClass,
+    /// Health check (§3.6).
+    Health,
+    /// Machine-name label on the Node (§3.7).
+    SyncMachineNameToNode,
+    /// Node template labels/annotations/taints and virtual capacity (§3.7).
+    SyncNodeTemplates,
+    /// In-place update node condition from labels (§3.9).
+    InPlaceNodeCondition,
+    /// In-place update drain/hand-off (§3.9).
+    InPlaceUpdate,
+    /// Hot update of the providerSpec (issue item 5; runs after the node steps, like in-place).
+    HotUpdate,
+    /// Preservation (§3.13).
+    Preservation,
+    /// Creation flow (§3.4).
+    Creation,
+}
+
+/// What the reconcile does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReconcileOrder {
+    /// Nothing runs.
+    Blocked {
+        /// Next reconcile.
+        retry: Retry,
+        /// Why.
+        reason: String,
+    },
+    /// Run these steps in order.
+    Steps(Vec<ReconcileStep>),
+}
+
+/// Upstream `ValidateMachine`: `spec.class.kind` and `spec.class.name` are required.
+#[must_use]
+pub fn validate_machine(machine: &Machine) -> Vec<String> {
+    let class = machine.spec.class.clone().unwrap_or_default();
+    let mut errors = Vec::new();
+    if class.kind.as_deref().unwrap_or("").is_empty() {
+        errors.push("spec.class.kind: Required value: Kind is required".to_owned());
+    }
+    if class.name.as_deref().unwrap_or("").is_empty() {
+        errors.push("spec.class.name: Required value: Name is required".to_owned());
+    }
+    errors
+}
+
+/// Upstream `ValidateMachineClass` checks after the lookup: the class finalizer and the node
+/// template's mandatory fields. `Err` carries the retry and the message.
+///
+/// # Errors
+/// ShortRetry when the class lacks its finalizer or its node template is incomplete.
+pub fn validate_machine_class(class: &MachineClass) -> Result<(), (Retry, String)> {
+    let name = class.metadata.name.as_deref().unwrap_or("");
+    let has = class
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == finalizer::MACHINE_CONTROLLER_MANAGER));
+    if !has {
+        return Err((
+            Retry::Short,
+            format!(
+                "The machine class {name} has no finalizers set. So not reconciling the machine."
+            ),
+        ));
+    }
+    if let Some(template) = &class.node_template {
+        let mut errors = Vec::new();
+        for key in ["cpu", "gpu", "memory"] {
+            if !template.capacity.contains_key(key) {
+                errors.push(
+                    "MachineClass NodeTemplate Capacity should mandatorily have CPU, GPU and Memory configured"
+                        .to_owned(),
+                );
+            }
+        }
+        if template.instance_type.is_empty()
+            || template.region.is_empty()
+            || template.zone.is_empty()
+        {
+            errors.push(
+                "MachineClass NodeTemplate Instance Type, region and zone cannot be empty"
+                    .to_owned(),
+            );
+        }
+        if !errors.is_empty() {
+            return Err((Retry::Short, errors.join("; ")));
+        }
+    }
+    Ok(())
+}
+
+/// `reconcileClusterMachine` order for a machine that is not being deleted.
+#[must_use]
+pub fn plan_reconcile_order(machine: &Machine, frozen: bool) -> ReconcileOrder {
+    if frozen && machine.metadata.deletion_timestamp.is_none() {
+        return ReconcileOrder::Blocked {
+            retry: Retry::Long,
+            reason: "Machine controller has frozen. Retrying reconcile after resync period"
+                .to_owned(),
+        };
+    }
+    let errors = validate_machine(machine);
+    if !errors.is_empty() {
+        return ReconcileOrder::Blocked {
+            retry: Retry::Long,
+            reason: format!(
+                "machine {} is invalid: {}",
+                name_of(machine),
+                errors.join(", ")
+            ),
+        };
+    }
+    if machine
+        .spec
+        .class
+        .as_ref()
+        .and_then(|class| class.kind.as_deref())
+        .is_some_and(|kind| kind != misc::MACHINE_CLASS_KIND)
+    {
+        return ReconcileOrder::Blocked {
+            retry: Retry::Long,
+            reason: format!(
+                "machine {} references class kind {:?}; only {} is handled",
+                name_of(machine),
+                machine
+                    .spec
+                    .class
+                    .as_ref()
+                    .and_then(|c| c.kind.clone())
+                    .unwrap_or_default(),
+                misc::MACHINE_CLASS_KIND
+            ),
+        };
+    }
+    let phase = phase_of(machine);
+    let mut steps = vec![ReconcileStep::ValidateClass];
+    if node_name_of(machine).is_some() && phase.is_some() {
+        steps.extend([
+            ReconcileStep::Health,
+            ReconcileStep::SyncMachineNameToNode,
+            ReconcileStep::SyncNodeTemplates,
+            ReconcileStep::InPlaceNodeCondition,
+            ReconcileStep::InPlaceUpdate,
+        ]);
+    }
+    if provider_id_of(machine).is_some() && phase.is_some() {
+        steps.push(ReconcileStep::HotUpdate);
+    }
+    steps.push(ReconcileStep::Preservation);
+    if provider_id_of(machine).is_none()
+        || phase.is_none()
+        || phase == Some(MachinePhase::CrashLoopBackOff)
+    {
+        steps.push(ReconcileStep::Creation);
+    }
+    ReconcileOrder::Steps(steps)
+}
+
+/// Whether the node carries an essential taint (adding/removing one routes the machine, §3.2).
+#[must_use]
+pub fn has_essential_taint(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|spec| spec.taints.as_ref())
+        .is_some_and(|taints| {
+            taints
+                .iter()
+                .any(|t| taint::ESSENTIAL.contains(&t.key.as_str()))
+        })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::machine::plan::test_support::*;
+    use mcm_api::v1alpha1::{ClassSpec, NodeTemplate};
+
+    fn valid(m: Machine) -> Machine {
+        let mut m = m;
+        m.spec.class = Some(ClassSpec {
+            api_group: None,
+            kind: Some("MachineClass".into()),
+            name: Some("c".into()),
+        });
+        m
+    }
+
+    #[test]
+    fn entry_decisions() {
+        assert_eq!(plan_entry(None, false), EntryDecision::Gone);
+        let mut bare = machine("m");
+        bare.metadata.finalizers = None;
+        assert_eq!(plan_entry(Some(&bare), false), EntryDecision::AddFinalizer);
+        let deleting = machine("m").deleting_since(at(0));
+        assert_eq!(
+            plan_entry(Some(&deleting), false),
+            EntryDecision::RouteToTermination
+        );
+        assert_eq!(plan_entry(Some(&deleting), true), EntryDecision::Reconcile);
+        assert_eq!(
+            plan_entry(Some(&machine("m")), false),
+            EntryDecision::Reconcile
+        );
+    }
+
+    #[test]
+    fn order_follows_upstream() {
+        let new = valid(machine("m"));
+        assert_eq!(
+            plan_reconcile_order(&new, false),
+            ReconcileOrder::Steps(vec![
+                ReconcileStep::ValidateClass,
+                ReconcileStep::Preservation,
+                ReconcileStep::Creation
+            ])
+        );
+        let running = valid(machine("m"))
+            .with_label("node", "n")
+            .with_provider_id("p")
+            .with_phase(MachinePhase::Running, at(0));
+        assert_eq!(
+            plan_reconcile_order(&running, false),
+            ReconcileOrder::Steps(vec![
+                ReconcileStep::ValidateClass,
+                ReconcileStep::Health,
+                ReconcileStep::SyncMachineNameToNode,
+                ReconcileStep::SyncNodeTemplates,
+                ReconcileStep::InPlaceNodeCondition,
+                ReconcileStep::InPlaceUpdate,
+                ReconcileStep::HotUpdate,
+                ReconcileStep::Preservation,
+            ])
+        );
+        let clbo = running
+            .clone()
+            .with_phase(MachinePhase::CrashLoopBackOff, at(0));
+        let ReconcileOrder::Steps(steps) = plan_reconcile_order(&clbo, false) else {
+            panic!()
+        };
+        assert_eq!(steps.last(), Some(&ReconcileStep::Creation));
+        assert!(matches!(
+            plan_reconcile_order(&running, true),
+            ReconcileOrder::Blocked {
+                retry: Retry::Long,
+                ..
+            }
+        ));
+        // Deletions proceed while frozen (they do not come here, but the rule is explicit).
+        let deleting = running.deleting_since(at(1));
+        assert!(matches!(
+            plan_reconcile_order(&deleting, true),
+            ReconcileOrder::Steps(_)
+        ));
+    }
+
+    #[test]
+    fn invalid_machine_is_blocked() {
+        let m = machine("m");
+        let ReconcileOrder::Blocked { retry, reason } = plan_reconcile_order(&m, false) else {
+            panic!()
+        };
+        assert_eq!(retry, Retry::Long);
+        assert!(reason.contains("Kind is required") && reason.contains("Name is required"));
+    }
+
+    #[test]
+    fn class_validation() {
+        let mut class = MachineClass::new("c", serde_json::json!({}));
+        assert!(
+            validate_machine_class(&class)
+                .unwrap_err()
+                .1
+                .contains("has no finalizers set")
+        );
+        class.metadata.finalizers = Some(vec![finalizer::MACHINE_CONTROLLER_MANAGER.into()]);
+        assert_eq!(validate_machine_class(&class), Ok(()));
+        class.node_template = Some(NodeTemplate::default());
+        let (retry, message) = validate_machine_class(&class).unwrap_err();
+        assert_eq!(retry, Retry::Short);
+        assert!(message.contains("CPU, GPU and Memory"));
+        assert!(message.contains("region and zone cannot be empty"));
+    }
+}

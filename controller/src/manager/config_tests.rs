@@ -1,0 +1,523 @@
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use super::*;
+
+fn parse(flags: &[&str]) -> Args {
+    let mut argv = vec!["machine-controller-manager"];
+    argv.extend_from_slice(flags);
+    Args::try_parse_from(argv).unwrap()
+}
+
+fn errors(flags: &[&str]) -> Vec<FieldError> {
+    validate(&parse(flags)).expect_err("validation should fail")
+}
+
+/// The flags named by the errors, in order.
+fn flags_of(errors: &[FieldError]) -> Vec<&'static str> {
+    errors.iter().map(|error| error.flag).collect()
+}
+
+fn assert_only_error(flags: &[&str], flag: &str, reason_part: &str) {
+    let errors = errors(flags);
+    assert_eq!(flags_of(&errors), vec![flag], "{errors:?}");
+    assert!(
+        errors[0].reason.contains(reason_part),
+        "reason {:?} should mention {reason_part:?}",
+        errors[0].reason
+    );
+}
+
+#[test]
+fn defaults_equal_upstream() {
+    let args = parse(&[]);
+    // Reference §7.1 (machine-controller-manager).
+    assert_eq!(args.port, 10258);
+    assert_eq!(args.address, "0.0.0.0");
+    assert_eq!(args.cloud_provider, "");
+    assert_eq!(args.concurrent_syncs, 10);
+    assert_eq!(args.min_resync_period, Duration::from_hours(12));
+    assert!(!args.profiling);
+    assert!(!args.contention_profiling);
+    assert_eq!(args.target_kubeconfig, "");
+    assert_eq!(args.control_kubeconfig, "");
+    assert_eq!(args.namespace, "default");
+    assert_eq!(
+        args.kube_api_content_type,
+        "application/vnd.kubernetes.protobuf"
+    );
+    assert_eq!(args.kube_api_qps, 20.0);
+    assert_eq!(args.kube_api_burst, 30);
+    assert_eq!(args.controller_start_interval, Duration::ZERO);
+    assert_eq!(args.safety_up, 2);
+    assert_eq!(args.safety_down, 1);
+    assert_eq!(
+        args.machine_safety_overshooting_period,
+        Duration::from_mins(1)
+    );
+    assert!(args.autoscaler_scaledown_annotation_during_rollout);
+    assert!(args.leader_elect);
+    assert_eq!(args.leader_elect_lease_duration, Duration::from_secs(15));
+    assert_eq!(args.leader_elect_renew_deadline, Duration::from_secs(10));
+    assert_eq!(args.leader_elect_retry_period, Duration::from_secs(2));
+    assert_eq!(args.leader_elect_resource_lock, "leases");
+    // Reference §7.2 (machine-controller).
+    assert_eq!(args.machine_creation_timeout, Duration::from_mins(20));
+    assert_eq!(args.machine_health_timeout, Duration::from_mins(10));
+    assert_eq!(args.machine_drain_timeout, Duration::from_hours(2));
+    assert_eq!(args.machine_inplace_update_timeout, Duration::from_mins(20));
+    assert_eq!(args.machine_max_evict_retries, 360);
+    assert_eq!(args.machine_pv_detach_timeout, Duration::from_mins(2));
+    assert_eq!(args.machine_pv_reattach_timeout, Duration::from_secs(90));
+    assert_eq!(
+        args.machine_safety_apiserver_statuscheck_timeout,
+        Duration::from_secs(30)
+    );
+    assert_eq!(
+        args.machine_safety_apiserver_statuscheck_period,
+        Duration::from_mins(1)
+    );
+    assert_eq!(
+        args.machine_safety_orphan_vms_period,
+        Duration::from_mins(15)
+    );
+    assert_eq!(args.machine_preserve_timeout, Duration::from_hours(96));
+    assert_eq!(
+        args.node_conditions,
+        "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"
+    );
+    assert_eq!(args.bootstrap_token_auth_extra_groups, "");
+    assert_eq!(args.resource_exhausted_retry, Duration::from_mins(10));
+    // Ours.
+    assert_eq!(args.driver_endpoint, "unix:///run/mcm/driver.sock");
+    assert_eq!(args.log_format, LogFormat::Text);
+    assert_eq!(args.verbosity, 0);
+}
+
+#[test]
+fn defaults_validate_into_the_expected_config() {
+    let config = validate(&parse(&[])).unwrap();
+    assert_eq!(config.admin_address, "0.0.0.0:10258".parse().unwrap());
+    assert_eq!(config.concurrent_syncs, 10);
+    assert_eq!(config.control_kubeconfig, KubeconfigSource::Default);
+    assert_eq!(config.target_kubeconfig, Some(KubeconfigSource::Default));
+    assert_eq!(config.namespace, "default");
+    assert_eq!(config.client.burst, 30);
+    assert_eq!(config.machine.max_evict_retries, 360);
+    assert_eq!(config.safety.safety_up, 2);
+    assert_eq!(
+        config.leader_election,
+        Some(LeaderElectionConfig {
+            lease_name: "machine-controller-manager".to_owned(),
+            namespace: "default".to_owned(),
+            lease_duration: std::time::Duration::from_secs(15),
+            renew_deadline: std::time::Duration::from_secs(10),
+            retry_period: std::time::Duration::from_secs(2),
+        })
+    );
+    assert_eq!(
+        config.driver_endpoint,
+        Endpoint::Unix(PathBuf::from("/run/mcm/driver.sock"))
+    );
+}
+
+#[test]
+fn go_style_booleans_and_durations_parse() {
+    let args = parse(&[
+        "--leader-elect=false",
+        "--profiling",
+        "--contention-profiling=T",
+        "--autoscaler-scaledown-annotation-during-rollout=0",
+        "--machine-drain-timeout=1h30m",
+        "--machine-pv-reattach-timeout",
+        "1.5s",
+    ]);
+    assert!(!args.leader_elect);
+    assert!(args.profiling);
+    assert!(args.contention_profiling);
+    assert!(!args.autoscaler_scaledown_annotation_during_rollout);
+    assert_eq!(args.machine_drain_timeout, Duration::from_mins(90));
+    assert_eq!(
+        args.machine_pv_reattach_timeout,
+        Duration::from_millis(1500)
+    );
+    let config = validate(&args).unwrap();
+    assert_eq!(config.leader_election, None);
+}
+
+#[test]
+fn malformed_values_are_refused_by_the_parser() {
+    for flags in [
+        &["--leader-elect=yes"][..],
+        &["--machine-drain-timeout=10"],
+        &["--machine-drain-timeout=10 minutes"],
+        &["--port=http"],
+        &["--log-format=xml"],
+        &["--unknown-flag"],
+    ] {
+        let mut argv = vec!["machine-controller-manager"];
+        argv.extend_from_slice(flags);
+        assert!(Args::try_parse_from(argv).is_err(), "{flags:?} should fail");
+    }
+}
+
+#[test]
+fn logging_flags_accept_component_base_spellings() {
+    let args = parse(&["--logging-format=json", "-v", "3"]);
+    assert_eq!(args.log_format, LogFormat::Json);
+    assert_eq!(args.verbosity, 3);
+    assert_eq!(parse(&["--v=4", "--log-format", "text"]).verbosity, 4);
+}
+
+#[test]
+fn port_must_be_in_range() {
+    for port in ["0", "-1", "65536"] {
+        assert_only_error(&[&format!("--port={port}")], "port", "between 1 and 65535");
+    }
+    let config = validate(&parse(&["--port=65535", "--address=::1"])).unwrap();
+    assert_eq!(config.admin_address, "[::1]:65535".parse().unwrap());
+}
+
+#[test]
+fn address_must_be_an_ip() {
+    assert_only_error(&["--address=localhost"], "address", "IPv4 or IPv6");
+}
+
+#[test]
+fn concurrent_syncs_must_be_positive() {
+    assert_only_error(
+        &["--concurrent-syncs=0"],
+        "concurrent-syncs",
+        "greater than zero",
+    );
+    assert_only_error(
+        &["--concurrent-syncs=-3"],
+        "concurrent-syncs",
+        "greater than zero",
+    );
+}
+
+#[test]
+fn contention_profiling_requires_profiling() {
+    assert_only_error(
+        &["--contention-profiling"],
+        "contention-profiling",
+        "--profiling",
+    );
+    assert!(validate(&parse(&["--contention-profiling", "--profiling"])).is_ok());
+}
+
+#[test]
+fn content_type_must_be_a_media_type() {
+    for bad in [
+        "protobuf",
+        "application/",
+        "/json",
+        "application/json; charset",
+    ] {
+        assert_only_error(
+            &[&format!("--kube-api-content-type={bad}")],
+            "kube-api-content-type",
+            "media type",
+        );
+    }
+    for good in [
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/vnd.kubernetes.protobuf",
+        "text/plain; charset=\"utf-8\"",
+    ] {
+        assert!(
+            validate(&parse(&[&format!("--kube-api-content-type={good}")])).is_ok(),
+            "{good}"
+        );
+    }
+}
+
+#[test]
+fn qps_must_be_positive_and_burst_non_negative() {
+    assert_only_error(&["--kube-api-qps=0"], "kube-api-qps", "greater than zero");
+    assert_only_error(&["--kube-api-qps=-5"], "kube-api-qps", "greater than zero");
+    assert_only_error(&["--kube-api-qps=NaN"], "kube-api-qps", "greater than zero");
+    assert_only_error(&["--kube-api-burst=-1"], "kube-api-burst", "negative");
+    assert_eq!(
+        validate(&parse(&["--kube-api-burst=0"]))
+            .unwrap()
+            .client
+            .burst,
+        0
+    );
+}
+
+#[test]
+fn namespace_must_be_a_dns_label() {
+    for bad in ["", "Shoot--Foo", "-a", "a_b", &"x".repeat(64)] {
+        assert_only_error(
+            &[&format!("--namespace={bad}")],
+            "namespace",
+            "namespace name",
+        );
+    }
+    let config = validate(&parse(&["--namespace=shoot--project--cluster"])).unwrap();
+    assert_eq!(config.namespace, "shoot--project--cluster");
+    assert_eq!(
+        config.leader_election.unwrap().namespace,
+        "shoot--project--cluster"
+    );
+}
+
+#[test]
+fn every_duration_flag_must_not_be_negative() {
+    for flag in [
+        "min-resync-period",
+        "controller-start-interval",
+        "machine-safety-overshooting-period",
+        "machine-creation-timeout",
+        "machine-health-timeout",
+        "machine-drain-timeout",
+        "machine-inplace-update-timeout",
+        "machine-pv-detach-timeout",
+        "machine-pv-reattach-timeout",
+        "machine-safety-orphan-vms-period",
+        "machine-preserve-timeout",
+        "resource-exhausted-retry",
+        "machine-safety-apiserver-statuscheck-period",
+    ] {
+        let errors = errors(&[&format!("--{flag}=-1s")]);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.flag == flag && e.reason.contains("negative")),
+            "{flag}: {errors:?}"
+        );
+    }
+    // A negative status-check timeout is refused as such (and still below the period).
+    assert_only_error(
+        &["--machine-safety-apiserver-statuscheck-timeout=-1s"],
+        "machine-safety-apiserver-statuscheck-timeout",
+        "negative",
+    );
+    // Zero is allowed, as upstream.
+    assert!(
+        validate(&parse(&[
+            "--machine-drain-timeout=0s",
+            "--min-resync-period=0s"
+        ]))
+        .is_ok()
+    );
+}
+
+#[test]
+fn integer_safety_flags_must_not_be_negative() {
+    assert_only_error(&["--safety-up=-1"], "safety-up", "negative");
+    assert_only_error(&["--safety-down=-1"], "safety-down", "negative");
+    assert_only_error(
+        &["--machine-max-evict-retries=-1"],
+        "machine-max-evict-retries",
+        "negative",
+    );
+}
+
+#[test]
+fn statuscheck_period_must_not_be_shorter_than_timeout() {
+    assert_only_error(
+        &[
+            "--machine-safety-apiserver-statuscheck-timeout=2m",
+            "--machine-safety-apiserver-statuscheck-period=1m",
+        ],
+        "machine-safety-apiserver-statuscheck-period",
+        "statuscheck-timeout (2m0s)",
+    );
+    // Equal is fine.
+    assert!(
+        validate(&parse(&[
+            "--machine-safety-apiserver-statuscheck-timeout=1m",
+            "--machine-safety-apiserver-statuscheck-period=60s",
+        ]))
+        .is_ok()
+    );
+}
+
+#[test]
+fn kubeconfigs_resolve_like_upstream() {
+    let config = validate(&parse(&[
+        "--target-kubeconfig=/etc/target/kubeconfig",
+        "--control-kubeconfig=inClusterConfig",
+    ]))
+    .unwrap();
+    assert_eq!(config.control_kubeconfig, KubeconfigSource::InCluster);
+    assert_eq!(
+        config.target_kubeconfig,
+        Some(KubeconfigSource::File("/etc/target/kubeconfig".into()))
+    );
+
+    // Empty control kubeconfig means the same as the target's.
+    let config = validate(&parse(&["--target-kubeconfig=/etc/target/kubeconfig"])).unwrap();
+    assert_eq!(
+        config.control_kubeconfig,
+        KubeconfigSource::File("/etc/target/kubeconfig".into())
+    );
+
+    // `none` disables the target cluster.
+    let config = validate(&parse(&[
+        "--target-kubeconfig=none",
+        "--control-kubeconfig=/etc/control/kubeconfig",
+    ]))
+    .unwrap();
+    assert_eq!(config.target_kubeconfig, None);
+    assert_eq!(
+        config.control_kubeconfig,
+        KubeconfigSource::File("/etc/control/kubeconfig".into())
+    );
+}
+
+#[test]
+fn control_kubeconfig_is_required_without_target_cluster() {
+    assert_only_error(
+        &["--target-kubeconfig=none"],
+        "control-kubeconfig",
+        "--target-kubeconfig=none",
+    );
+    assert_only_error(
+        &["--control-kubeconfig=none"],
+        "control-kubeconfig",
+        "cannot be disabled",
+    );
+}
+
+#[test]
+fn resource_exhausted_retry_zero_means_long_retry() {
+    let config = validate(&parse(&["--resource-exhausted-retry=0s"])).unwrap();
+    assert_eq!(
+        config.machine.resource_exhausted_retry,
+        Duration::from_mins(10)
+    );
+    let config = validate(&parse(&["--resource-exhausted-retry=30s"])).unwrap();
+    assert_eq!(
+        config.machine.resource_exhausted_retry,
+        Duration::from_secs(30)
+    );
+}
+
+#[test]
+fn leader_election_rules_follow_client_go() {
+    assert_only_error(
+        &["--leader-elect-resource-lock=endpoints"],
+        "leader-elect-resource-lock",
+        "only `leases`",
+    );
+    assert_only_error(
+        &["--leader-elect-lease-duration=0s"],
+        "leader-elect-lease-duration",
+        "greater than zero",
+    );
+    assert_only_error(
+        &["--leader-elect-retry-period=-2s"],
+        "leader-elect-retry-period",
+        "greater than zero",
+    );
+    assert_only_error(
+        &["--leader-elect-lease-duration=10s"],
+        "leader-elect-lease-duration",
+        "greater than --leader-elect-renew-deadline (10s)",
+    );
+    assert_only_error(
+        &["--leader-elect-renew-deadline=2400ms"],
+        "leader-elect-renew-deadline",
+        "1.2 x --leader-elect-retry-period (2s)",
+    );
+    // Whole-second rounding: 1.9s and 1.4s both round up to 2s, leaving no time to renew.
+    assert_only_error(
+        &[
+            "--leader-elect-lease-duration=1900ms",
+            "--leader-elect-renew-deadline=1800ms",
+            "--leader-elect-retry-period=1400ms",
+        ],
+        "leader-elect-lease-duration",
+        "whole seconds",
+    );
+    let config = validate(&parse(&[
+        "--leader-elect-lease-duration=2s",
+        "--leader-elect-renew-deadline=1500ms",
+        "--leader-elect-retry-period=1s",
+    ]))
+    .unwrap();
+    assert_eq!(
+        config.leader_election.unwrap().renew_deadline,
+        std::time::Duration::from_millis(1500)
+    );
+}
+
+#[test]
+fn leader_election_rules_are_skipped_when_it_is_off() {
+    let config = validate(&parse(&[
+        "--leader-elect=false",
+        "--leader-elect-lease-duration=0s",
+        "--leader-elect-resource-lock=configmaps",
+    ]))
+    .unwrap();
+    assert_eq!(config.leader_election, None);
+}
+
+#[test]
+fn driver_endpoint_must_be_unix_or_tcp() {
+    let config = validate(&parse(&["--driver-endpoint=tcp://127.0.0.1:7000"])).unwrap();
+    assert_eq!(
+        config.driver_endpoint,
+        Endpoint::Tcp("127.0.0.1:7000".parse().unwrap())
+    );
+    let config = validate(&parse(&["--driver-endpoint=http://[::1]:7000"])).unwrap();
+    assert_eq!(
+        config.driver_endpoint,
+        Endpoint::Tcp("[::1]:7000".parse().unwrap())
+    );
+    assert_only_error(&["--driver-endpoint=unix://"], "driver-endpoint", "empty");
+    assert_only_error(
+        &["--driver-endpoint=https://driver:443"],
+        "driver-endpoint",
+        "IP:port",
+    );
+}
+
+#[test]
+fn all_violations_are_reported_together() {
+    let errors = errors(&[
+        "--port=0",
+        "--address=nowhere",
+        "--concurrent-syncs=0",
+        "--kube-api-qps=0",
+        "--safety-up=-1",
+        "--machine-drain-timeout=-1m",
+        "--target-kubeconfig=none",
+        "--leader-elect-lease-duration=5s",
+        "--driver-endpoint=ftp://x",
+    ]);
+    assert_eq!(
+        flags_of(&errors),
+        vec![
+            "port",
+            "address",
+            "concurrent-syncs",
+            "kube-api-qps",
+            "control-kubeconfig",
+            "safety-up",
+            "machine-drain-timeout",
+            "leader-elect-lease-duration",
+            "driver-endpoint",
+        ]
+    );
+    assert_eq!(
+        errors[0].to_string(),
+        "--port=0: must be between 1 and 65535"
+    );
+}
+
+#[test]
+fn whole_seconds_round_up() {
+    assert_eq!(whole_seconds_up(std::time::Duration::from_secs(15)), 15);
+    assert_eq!(whole_seconds_up(std::time::Duration::from_millis(1001)), 2);
+    assert_eq!(whole_seconds_up(std::time::Duration::from_millis(999)), 1);
+}

@@ -1,0 +1,412 @@
+//! The manager process: flags, clients for the control and target clusters, leader election, the
+//! admin server (health, readiness, metrics), logging and graceful shutdown.
+//!
+//! [`run`] is the process skeleton (reference §3.1 and §4.1, merged):
+//! 1. start the admin server on `--address:--port` (healthy, not ready);
+//! 2. build the control and target clients ([`clients`]);
+//! 3. wait for the control API server to serve `machine.sapcloud.io/v1alpha1` machines, failing
+//!    clearly otherwise; log the target API server's version;
+//! 4. warm up every [`Controller`] (start reflectors, wait for their caches) on **every** replica,
+//!    then report ready;
+//! 5. with `--leader-elect`, wait for the `machine-controller-manager` Lease ([`leader`]);
+//! 6. run the controllers until shutdown. A controller that ends, or the loss of the lease, is
+//!    fatal: [`run`] returns an error and the binary exits non-zero so the pod restarts clean.
+//!
+//! Shutdown (the token given to [`run`], cancelled on SIGTERM/SIGINT by the binary): readiness
+//! goes off, controllers are cancelled and awaited (bounded), the lease is released (a standby
+//! acquires it at its next check, within one lease duration), and the admin server stops last.
+
+pub mod admin;
+pub mod clients;
+pub mod config;
+pub mod leader;
+pub mod metrics;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use kube::Client;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use self::admin::Health;
+use self::clients::ClientError;
+use self::config::Config;
+use self::leader::{LeaderElector, LeaderError, LeaderSettings};
+use self::metrics::Metrics;
+
+/// Error type controllers return from their hooks.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What a controller gets to work with.
+#[derive(Clone)]
+pub struct ControllerContext {
+    /// The validated configuration.
+    pub config: Arc<Config>,
+    /// Control cluster client.
+    pub control: Client,
+    /// Target cluster client; `None` with `--target-kubeconfig=none`.
+    pub target: Option<Client>,
+    /// Metrics to update.
+    pub metrics: Metrics,
+    /// Cancelled when the controller must stop.
+    pub shutdown: CancellationToken,
+}
+
+/// A controller plugged into the manager.
+pub trait Controller: Send + 'static {
+    /// Name for logs, `/healthz` and errors (upstream's queue name where there is one).
+    fn name(&self) -> &str;
+
+    /// Runs on every replica before leader election: start reflectors and return once their
+    /// caches are synced (they keep running in tasks the controller spawned). Default: nothing.
+    fn warm_up<'a>(
+        &'a mut self,
+        context: &'a ControllerContext,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        let _ = context;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Runs the controller on the leader until `context.shutdown` is cancelled. Returning before
+    /// that, with or without an error, is treated as fatal.
+    fn run(self: Box<Self>, context: ControllerContext)
+    -> BoxFuture<'static, Result<(), BoxError>>;
+}
+
+/// Process-level knobs of [`run`] that are not flags.
+pub struct RunOptions {
+    /// Lease holder identity (see [`leader::default_identity`]).
+    pub identity: String,
+    /// An already bound admin listener (tests bind port 0); `None` binds `--address:--port`.
+    pub admin_listener: Option<TcpListener>,
+    /// How long to wait for the control API server (upstream: 10 s).
+    pub api_wait: Duration,
+    /// Interval between attempts to reach it (upstream: 1 s).
+    pub api_poll: Duration,
+    /// How long controllers get to finish after shutdown was requested.
+    pub shutdown_grace: Duration,
+    /// Health shared with the admin server.
+    pub health: Health,
+    /// Metrics served by the admin server and handed to the controllers.
+    pub metrics: Metrics,
+}
+
+impl RunOptions {
+    /// Upstream's waits, a fresh health and metrics registry, and `identity`.
+    pub fn new(identity: impl Into<String>) -> Self {
+        Self {
+            identity: identity.into(),
+            admin_listener: None,
+            api_wait: Duration::from_secs(10),
+            api_poll: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(30),
+            health: Health::new(),
+            metrics: Metrics::new(),
+        }
+    }
+}
+
+/// Why the manager stopped other than by a requested shutdown.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// The admin address could not be bound.
+    #[error("cannot listen on the admin address {address}: {source}")]
+    AdminBind {
+        /// `--address:--port`.
+        address: std::net::SocketAddr,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The admin server failed while running.
+    #[error("the admin server failed: {0}")]
+    AdminServer(String),
+    /// Building clients or reaching an API server failed.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// Leader election could not start, or the lease was lost.
+    #[error(transparent)]
+    Leader(#[from] LeaderError),
+    /// A controller's warm-up failed.
+    #[error("controller {name} failed to warm up: {source}")]
+    WarmUp {
+        /// Controller name.
+        name: String,
+        /// Cause.
+        #[source]
+        source: BoxError,
+    },
+    /// A controller ended while the manager was running.
+    #[error("controller {name} stopped: {reason}")]
+    ControllerStopped {
+        /// Controller name.
+        name: String,
+        /// Its error, panic message, or "returned early".
+        reason: String,
+    },
+}
+
+/// Runs the manager until `shutdown` is cancelled (`Ok`) or something fatal happens (`Err`).
+pub async fn run(
+    config: Config,
+    controllers: Vec<Box<dyn Controller>>,
+    options: RunOptions,
+    shutdown: CancellationToken,
+) -> Result<(), ManagerError> {
+    let RunOptions {
+        identity,
+        admin_listener,
+        api_wait,
+        api_poll,
+        shutdown_grace,
+        health,
+        metrics,
+    } = options;
+    let listener = match admin_listener {
+        Some(listener) => listener,
+        None => TcpListener::bind(config.admin_address)
+            .await
+            .map_err(|source| ManagerError::AdminBind {
+                address: config.admin_address,
+                source,
+            })?,
+    };
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "admin server listening (/healthz, /readyz, /metrics)");
+    }
+    if config.profiling {
+        tracing::warn!("--profiling is accepted for compatibility; no pprof endpoints are served");
+    }
+    let admin_stop = CancellationToken::new();
+    let mut admin_task = tokio::spawn(admin::serve(
+        listener,
+        admin::router(health.clone(), metrics.clone()),
+        admin_stop.clone(),
+    ));
+
+    let managed = manage(
+        Arc::new(config),
+        controllers,
+        Managed {
+            identity,
+            api_wait,
+            api_poll,
+            shutdown_grace,
+            health: health.clone(),
+            metrics,
+        },
+        shutdown,
+    );
+    let (result, admin_done) = tokio::select! {
+        result = managed => (result, false),
+        admin = &mut admin_task => {
+            let reason = match admin {
+                Ok(Ok(())) => "it stopped unexpectedly".to_owned(),
+                Ok(Err(error)) => error.to_string(),
+                Err(error) => error.to_string(),
+            };
+            (Err(ManagerError::AdminServer(reason)), true)
+        }
+    };
+    if let Err(error) = &result {
+        tracing::error!(%error, "manager stopping");
+    }
+    admin_stop.cancel();
+    if !admin_done
+        && tokio::time::timeout(Duration::from_secs(5), admin_task)
+            .await
+            .is_err()
+    {
+        tracing::warn!("the admin server did not stop within 5s");
+    }
+    result
+}
+
+struct Managed {
+    identity: String,
+    api_wait: Duration,
+    api_poll: Duration,
+    shutdown_grace: Duration,
+    health: Health,
+    metrics: Metrics,
+}
+
+async fn manage(
+    config: Arc<Config>,
+    mut controllers: Vec<Box<dyn Controller>>,
+    options: Managed,
+    shutdown: CancellationToken,
+) -> Result<(), ManagerError> {
+    let Managed {
+        identity,
+        api_wait,
+        api_poll,
+        shutdown_grace,
+        health,
+        metrics,
+    } = options;
+
+    health.set_not_ready("connecting to the control API server");
+    let clients = clients::build(
+        &config.control_kubeconfig,
+        config.target_kubeconfig.as_ref(),
+    )
+    .await?;
+    match clients::wait_for_control_api(&clients.control, api_wait, api_poll, &shutdown).await {
+        Ok(()) => {}
+        Err(ClientError::Cancelled { .. }) => return Ok(()),
+        Err(error) => return Err(error.into()),
+    }
+    match &clients.target {
+        Some(target) => match clients::target_version(target).await {
+            Ok(version) => tracing::info!(%version, "target cluster reached"),
+            Err(error) => tracing::warn!(%error, "cannot read the target cluster's version"),
+        },
+        None => tracing::info!(
+            "no target cluster (--target-kubeconfig=none): machines become Available without a Node"
+        ),
+    }
+
+    let controller_shutdown = CancellationToken::new();
+    let context = ControllerContext {
+        config: config.clone(),
+        control: clients.control.clone(),
+        target: clients.target.clone(),
+        metrics,
+        shutdown: controller_shutdown.clone(),
+    };
+    health.set_not_ready("waiting for controller caches to sync");
+    for controller in &mut controllers {
+        let name = controller.name().to_owned();
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            warmed = controller.warm_up(&context) => {
+                warmed.map_err(|source| ManagerError::WarmUp { name: name.clone(), source })?;
+                tracing::info!(controller = %name, "caches synced");
+            }
+        }
+    }
+    health.set_ready();
+
+    let mut elector = match &config.leader_election {
+        Some(election) => {
+            let settings = LeaderSettings::new(election, identity);
+            let mut elector = LeaderElector::start(clients.control.clone(), settings).await?;
+            tracing::info!(identity = %elector.identity(), "waiting for leadership");
+            tokio::select! {
+                () = shutdown.cancelled() => {
+                    elector.stop().await;
+                    return Ok(());
+                }
+                leading = elector.became_leader() => leading?,
+            }
+            Some(elector)
+        }
+        None => {
+            tracing::info!("leader election disabled (--leader-elect=false)");
+            None
+        }
+    };
+
+    let mut running = JoinSet::new();
+    if controllers.is_empty() {
+        tracing::warn!(
+            "no controllers are wired into this build yet: the manager only serves the admin endpoints{}",
+            if elector.is_some() {
+                " and holds the lease"
+            } else {
+                ""
+            }
+        );
+    }
+    for controller in controllers {
+        let name = controller.name().to_owned();
+        tracing::info!(controller = %name, "starting controller");
+        let future = AssertUnwindSafe(controller.run(context.clone())).catch_unwind();
+        running.spawn(async move { (name, future.await) });
+    }
+
+    // A branch whose pattern fails (an empty set yields `None`) is disabled, so with no
+    // controllers this waits for shutdown or the lease.
+    let fatal = tokio::select! {
+        () = shutdown.cancelled() => None,
+        reason = lost_lease(elector.as_mut()) => {
+            Some(ManagerError::Leader(LeaderError::Lost(reason)))
+        }
+        Some(joined) = running.join_next() => {
+            let (name, reason) = match joined {
+                Ok((name, Ok(Ok(())))) => (name, "it returned before shutdown".to_owned()),
+                Ok((name, Ok(Err(error)))) => (name, error.to_string()),
+                Ok((name, Err(panic))) => (name, format!("it panicked: {}", panic_message(&*panic))),
+                Err(error) => ("unknown".to_owned(), error.to_string()),
+            };
+            health.controller_stopped(name.clone());
+            Some(ManagerError::ControllerStopped { name, reason })
+        }
+    };
+
+    health.set_not_ready("shutting down");
+    controller_shutdown.cancel();
+    match fatal {
+        Some(error) => {
+            // Fatal: do not wait for the others; dropping the set aborts them.
+            running.abort_all();
+            if let Some(elector) = elector {
+                elector.stop().await;
+            }
+            Err(error)
+        }
+        None => {
+            tracing::info!("shutdown requested: stopping controllers");
+            let drained = tokio::time::timeout(shutdown_grace, async {
+                while let Some(joined) = running.join_next().await {
+                    if let Ok((name, Ok(Err(error)))) = joined {
+                        tracing::warn!(controller = %name, %error, "controller ended with an error during shutdown");
+                    }
+                }
+            })
+            .await;
+            if drained.is_err() {
+                tracing::warn!("controllers did not stop within {shutdown_grace:?}; aborting them");
+                running.abort_all();
+            }
+            if let Some(elector) = elector {
+                elector.stop().await;
+            }
+            tracing::info!("manager stopped");
+            Ok(())
+        }
+    }
+}
+
+async fn lost_lease(elector: Option<&mut LeaderElector>) -> String {
+    match elector {
+        Some(elector) => elector.lost().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-text panic".to_owned())
+}
+
+/// Resolves with the signal's name on SIGTERM or SIGINT.
+pub async fn shutdown_signal() -> std::io::Result<&'static str> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = terminate.recv() => Ok("SIGTERM"),
+        interrupted = tokio::signal::ctrl_c() => interrupted.map(|()| "SIGINT"),
+    }
+}
+
+#[cfg(test)]
+mod sandbox_tests;

@@ -1,0 +1,12 @@
+//! API-server health check: freeze the machine controller while the control or target API server is
+//! unreachable past the timeout, unfreeze when both are back.
+//!
+//! | Reference | Function(s) | Tests |
+//! |---|---|---|
+//! | §3.14 freeze after `--machine-safety-apiserver-statuscheck-timeout`, checks every timeout/5 while down, every period while up | [`plan::plan_apiserver_check`] | `plan::tests::freezes_after_timeout_and_unfreezes_with_reset`, `prop_freeze_needs_a_long_outage` |
+//! | §3.14 unfreeze: reset `Unknown` machines to Running, re-enqueue all after 30s | [`plan::health_timeout_reset`] | `plan::tests::reset_only_touches_unknown_machines` |
+//!
+//! Left for the shell: the two dummy GETs, the process-local [`plan::FreezeState`], the
+//! `mcm_machine_controller_frozen` gauge.
+
+pub mod plan;

@@ -1,0 +1,6 @@
+//! Safety controllers: orphan VM collection and API-server health freezing (machine side), and the
+//! overshooting freeze of MachineSets and MachineDeployments.
+
+pub mod apiserver;
+pub mod orphans;
+pub mod overshoot;

@@ -1,0 +1,16 @@
+//! Overshooting safety: freeze MachineSets and MachineDeployments that have more machines than
+//! allowed, unfreeze them when they are back within bounds or an operator asks.
+//!
+//! Pure parts (no I/O, no clock). Map of reference sections
+//! (`/work/shared/reference/mcm-behaviour.md`) to code and tests:
+//!
+//! | Reference | Function | Tests |
+//! |---|---|---|
+//! | §6 step 1 count, thresholds (`--safety-up`/`--safety-down`), Q12 | [`plan::machine_count`], [`plan::high_threshold`], [`plan::plan`] | `plan::tests::thresholds_table`, `count_*`, `freezes_*`, `unfreezes_*`, `one_overshoot_change_per_run` |
+//! | Q12 fixed: Recreate (no surge) does not abort the run | [`plan::high_threshold`] | `plan::tests::recreate_deployment_does_not_abort_the_others`, `malformed_surge_skips_only_that_set` |
+//! | §6 step 2 deployment state sync | [`plan::plan`] | `plan::tests::deployment_state_follows_its_sets` |
+//! | §6 steps 3–4 unfreeze annotation | [`plan::plan`] | `plan::tests::unfreeze_annotation_*` |
+//! | §6 freeze/unfreeze object changes | [`plan::freeze_machine_set`], [`plan::unfreeze_machine_set`], [`plan::freeze_machine_deployment`], [`plan::unfreeze_machine_deployment`] | as above |
+//! | Q13 effect of the freeze (scale-up only) | `crate::machine_set::plan::manage_replicas` | `machine_set::plan::tests::frozen_or_scale_up_disabled_*` |
+
+pub mod plan;
