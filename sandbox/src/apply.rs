@@ -1,7 +1,7 @@
 //! Server-side apply, approximated: per-manager field sets kept in `metadata.managedFields`
-//! (FieldsV1 encoding), conflicts with other appliers (409 unless forced), removal of fields a
-//! manager stops applying, and a strategic merge of the applied configuration. Only `Apply`
-//! operations own fields; plain updates do not take ownership (kube-apiserver records them too).
+//! (FieldsV1 encoding), conflicts with every other manager (appliers and updaters; 409 unless
+//! forced), removal of fields a manager stops applying, and a strategic merge of the applied
+//! configuration. Plain updates take ownership of the fields they change.
 
 use crate::patch::{is_set_list, merge_key, strategic_merge};
 use serde_json::{Map, Value, json};
@@ -241,7 +241,8 @@ pub fn server_side_apply(
             .unwrap_or_default();
         if name == manager && op == "Apply" {
             old_mine = set;
-        } else if op == "Apply" {
+        } else {
+            // Like kube, an applier conflicts with every other manager, Update managers too.
             others.insert(i, set);
         }
     }
@@ -467,6 +468,29 @@ mod tests {
         let mut same = next.clone();
         record_update(Some(&next), &mut same, "third", "v1", None, "t");
         assert_eq!(same, next, "a no-op write records nothing");
+    }
+
+    #[test]
+    fn apply_conflicts_with_update_managers_unless_forced() {
+        let mut live = cm(json!({"a": "1"}));
+        record_update(None, &mut live, "updater", "v1", None, "t");
+        match server_side_apply(&live, &cm(json!({"a": "2"})), "applier", false, "v1", "t") {
+            Ok(ApplyOutcome::Conflicts(c)) => {
+                assert!(conflict_message(&c).contains("conflict with \"updater\""));
+            }
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+        let Ok(ApplyOutcome::Apply(forced)) =
+            server_side_apply(&live, &cm(json!({"a": "2"})), "applier", true, "v1", "t")
+        else {
+            panic!("force takes the field")
+        };
+        assert_eq!(forced["data"]["a"], "2");
+        let mf = forced["metadata"]["managedFields"].as_array().unwrap();
+        assert!(
+            mf.iter().all(|e| e["manager"] != "updater"),
+            "the updater lost its only field: {mf:?}"
+        );
     }
 
     #[test]

@@ -17,6 +17,93 @@ fn cause(reason: &str, field: &str, detail: &str, value: Option<String>) -> Caus
     }
 }
 
+/// The typed round trip of a built-in object: what kube-apiserver's decoder keeps of it. None for
+/// kinds we have no type for, or when the object does not decode (other checks report that).
+fn typed_round_trip(group: &str, plural: &str, obj: &Value) -> Option<Value> {
+    use k8s_openapi::api::{
+        apps::v1 as apps, coordination::v1 as coordination, core::v1 as core, events::v1 as events,
+        policy::v1 as policy, rbac::v1 as rbac, storage::v1 as storage,
+    };
+    fn trip<T: serde::de::DeserializeOwned + serde::Serialize>(obj: &Value) -> Option<Value> {
+        let typed: T = serde_json::from_value(obj.clone()).ok()?;
+        serde_json::to_value(typed).ok()
+    }
+    match (group, plural) {
+        ("", "namespaces") => trip::<core::Namespace>(obj),
+        ("", "nodes") => trip::<core::Node>(obj),
+        ("", "pods") => trip::<core::Pod>(obj),
+        ("", "secrets") => trip::<core::Secret>(obj),
+        ("", "configmaps") => trip::<core::ConfigMap>(obj),
+        ("", "serviceaccounts") => trip::<core::ServiceAccount>(obj),
+        ("", "services") => trip::<core::Service>(obj),
+        ("", "endpoints") => trip::<core::Endpoints>(obj),
+        ("", "events") => trip::<core::Event>(obj),
+        ("", "persistentvolumes") => trip::<core::PersistentVolume>(obj),
+        ("", "persistentvolumeclaims") => trip::<core::PersistentVolumeClaim>(obj),
+        ("events.k8s.io", "events") => trip::<events::Event>(obj),
+        ("storage.k8s.io", "volumeattachments") => trip::<storage::VolumeAttachment>(obj),
+        ("storage.k8s.io", "storageclasses") => trip::<storage::StorageClass>(obj),
+        ("storage.k8s.io", "csinodes") => trip::<storage::CSINode>(obj),
+        ("policy", "poddisruptionbudgets") => trip::<policy::PodDisruptionBudget>(obj),
+        ("coordination.k8s.io", "leases") => trip::<coordination::Lease>(obj),
+        ("apps", "deployments") => trip::<apps::Deployment>(obj),
+        ("apps", "replicasets") => trip::<apps::ReplicaSet>(obj),
+        ("apps", "statefulsets") => trip::<apps::StatefulSet>(obj),
+        ("apps", "daemonsets") => trip::<apps::DaemonSet>(obj),
+        ("rbac.authorization.k8s.io", "roles") => trip::<rbac::Role>(obj),
+        ("rbac.authorization.k8s.io", "rolebindings") => trip::<rbac::RoleBinding>(obj),
+        ("rbac.authorization.k8s.io", "clusterroles") => trip::<rbac::ClusterRole>(obj),
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => {
+            trip::<rbac::ClusterRoleBinding>(obj)
+        }
+        _ => None,
+    }
+}
+
+/// Removes from `obj` every non-null field that `known` (its typed round trip) lacks, recording
+/// the dotted paths.
+fn drop_missing(obj: &mut Value, known: &Value, prefix: &str, out: &mut Vec<String>) {
+    match (obj, known) {
+        (Value::Object(o), Value::Object(k)) => {
+            let mut gone = Vec::new();
+            for (key, v) in o.iter_mut() {
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                match k.get(key) {
+                    Some(kv) => drop_missing(v, kv, &path, out),
+                    None if !v.is_null() => {
+                        out.push(path);
+                        gone.push(key.clone());
+                    }
+                    None => {}
+                }
+            }
+            for key in gone {
+                o.remove(&key);
+            }
+        }
+        (Value::Array(o), Value::Array(k)) => {
+            for (i, (ov, kv)) in o.iter_mut().zip(k.iter()).enumerate() {
+                drop_missing(ov, kv, &format!("{prefix}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Drops the fields of a built-in object that its type does not know, like kube-apiserver's
+/// decoder, and returns their dotted paths (for fieldValidation Warn/Strict).
+pub fn prune_unknown_fields(group: &str, plural: &str, obj: &mut Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    if let Some(known) = typed_round_trip(group, plural, obj) {
+        drop_missing(obj, &known, "", &mut unknown);
+    }
+    unknown
+}
+
 fn payload_size(obj: &Value, keys: &[&str]) -> usize {
     keys.iter()
         .filter_map(|k| obj.get(*k).and_then(Value::as_object))
@@ -167,7 +254,7 @@ fn validate_config_payload(kind: &str, obj: &Value) -> Vec<Cause> {
 
 /// Applies create-time defaults and validation for built-in kinds.
 pub fn prepare_create(group: &str, plural: &str, obj: &mut Value) -> Vec<Cause> {
-    match (group, plural) {
+    let mut causes = match (group, plural) {
         ("", "pods") => {
             default_pod(obj);
             obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
@@ -183,7 +270,139 @@ pub fn prepare_create(group: &str, plural: &str, obj: &mut Value) -> Vec<Cause> 
             Vec::new()
         }
         _ => Vec::new(),
+    };
+    causes.extend(validate_builtin(group, plural, obj));
+    causes
+}
+
+/// kube-apiserver's per-type validation of the fields our users get wrong most: pods need
+/// named containers, taint effects are an enum, a PDB sets at most one of minAvailable and
+/// maxUnavailable, workload selectors must match their template, lease durations are positive.
+pub fn validate_builtin(group: &str, plural: &str, obj: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let spec = obj.get("spec");
+    match (group, plural) {
+        ("", "pods") => {
+            let containers = spec
+                .and_then(|s| s.get("containers"))
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if containers.is_empty() {
+                causes.push(cause(
+                    "FieldValueRequired",
+                    "spec.containers",
+                    "Required value",
+                    None,
+                ));
+            }
+            for (i, c) in containers.iter().enumerate() {
+                if c.get("name")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    causes.push(cause(
+                        "FieldValueRequired",
+                        &format!("spec.containers[{i}].name"),
+                        "Required value",
+                        None,
+                    ));
+                }
+            }
+        }
+        ("", "nodes") => {
+            let taints = spec
+                .and_then(|s| s.get("taints"))
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            for (i, t) in taints.iter().enumerate() {
+                let effect = t.get("effect").and_then(Value::as_str).unwrap_or_default();
+                if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+                    causes.push(cause(
+                        if effect.is_empty() {
+                            "FieldValueRequired"
+                        } else {
+                            "FieldValueNotSupported"
+                        },
+                        &format!("spec.taints[{i}].effect"),
+                        "supported values: \"NoExecute\", \"NoSchedule\", \"PreferNoSchedule\"",
+                        Some(format!("\"{effect}\"")),
+                    ));
+                }
+                if t.get("key")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    causes.push(cause(
+                        "FieldValueRequired",
+                        &format!("spec.taints[{i}].key"),
+                        "Required value",
+                        None,
+                    ));
+                }
+            }
+        }
+        ("policy", "poddisruptionbudgets") => {
+            let set = |k: &str| spec.and_then(|s| s.get(k)).is_some_and(|v| !v.is_null());
+            if set("minAvailable") && set("maxUnavailable") {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    "spec",
+                    "minAvailable and maxUnavailable cannot be both set",
+                    None,
+                ));
+            }
+        }
+        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets") => {
+            match spec
+                .and_then(|s| s.get("selector"))
+                .filter(|v| !v.is_null())
+            {
+                None => causes.push(cause(
+                    "FieldValueRequired",
+                    "spec.selector",
+                    "Required value",
+                    None,
+                )),
+                Some(sel) => match crate::selector::LabelSelector::from_object(sel) {
+                    Err(e) => causes.push(cause("FieldValueInvalid", "spec.selector", &e, None)),
+                    Ok(ls) if ls.is_empty() => causes.push(cause(
+                        "FieldValueInvalid",
+                        "spec.selector",
+                        "empty selector is invalid for deployment",
+                        None,
+                    )),
+                    Ok(ls) => {
+                        if !ls.matches(obj.pointer("/spec/template/metadata/labels")) {
+                            causes.push(cause(
+                                "FieldValueInvalid",
+                                "spec.template.metadata.labels",
+                                "`selector` does not match template `labels`",
+                                None,
+                            ));
+                        }
+                    }
+                },
+            }
+        }
+        ("coordination.k8s.io", "leases") => {
+            if let Some(d) = obj
+                .pointer("/spec/leaseDurationSeconds")
+                .and_then(Value::as_i64)
+                .filter(|d| *d <= 0)
+            {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    "spec.leaseDurationSeconds",
+                    "must be greater than 0",
+                    Some(d.to_string()),
+                ));
+            }
+        }
+        _ => {}
     }
+    causes
 }
 
 /// Applies update-time rules (immutability, finalizers on terminating objects, defaults).
@@ -243,6 +462,7 @@ pub fn prepare_update(group: &str, plural: &str, old: &Value, obj: &mut Value) -
         }
         causes.extend(validate_config_payload(plural, obj));
     }
+    causes.extend(validate_builtin(group, plural, obj));
     causes
 }
 
@@ -286,6 +506,101 @@ pub fn event_new_to_core(new: &Value) -> Value {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_fields_are_dropped_and_reported() {
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labelz": {}},
+                            "data": {"a": "b"}, "datta": {"x": "y"}});
+        let unknown = prune_unknown_fields("", "configmaps", &mut cm);
+        assert_eq!(
+            unknown,
+            vec!["datta".to_string(), "metadata.labelz".to_string()]
+        );
+        assert_eq!(
+            cm,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}})
+        );
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                             "spec": {"containers": [{"name": "c", "image": "i", "imag": "typo"}]}});
+        assert_eq!(
+            prune_unknown_fields("", "pods", &mut pod),
+            vec!["spec.containers[0].imag".to_string()]
+        );
+        let mut custom = json!({"anything": 1});
+        assert!(prune_unknown_fields("example.com", "widgets", &mut custom).is_empty());
+        assert_eq!(custom, json!({"anything": 1}));
+    }
+
+    #[test]
+    fn builtin_validation_names_the_bad_field() {
+        let fields = |g: &str, p: &str, o: Value| -> Vec<String> {
+            validate_builtin(g, p, &o)
+                .into_iter()
+                .map(|c| c.field)
+                .collect()
+        };
+        assert_eq!(
+            fields("", "pods", json!({"spec": {"containers": []}})),
+            vec!["spec.containers"]
+        );
+        assert!(
+            fields(
+                "",
+                "pods",
+                json!({"spec": {"containers": [{"name": "c", "image": "i"}]}})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            fields(
+                "",
+                "nodes",
+                json!({"spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}})
+            ),
+            vec!["spec.taints[0].effect"]
+        );
+        assert!(
+            fields(
+                "",
+                "nodes",
+                json!({"spec": {"taints": [{"key": "k", "effect": "NoExecute"}]}})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            fields(
+                "policy",
+                "poddisruptionbudgets",
+                json!({"spec": {"minAvailable": 1, "maxUnavailable": "10%"}})
+            ),
+            vec!["spec"]
+        );
+        let deploy = |sel: &str, label: &str| {
+            json!({"spec": {"selector": {"matchLabels": {"app": sel}},
+                            "template": {"metadata": {"labels": {"app": label}}}}})
+        };
+        assert_eq!(
+            fields("apps", "deployments", deploy("a", "b")),
+            vec!["spec.template.metadata.labels"]
+        );
+        assert!(fields("apps", "deployments", deploy("a", "a")).is_empty());
+        assert_eq!(
+            fields(
+                "coordination.k8s.io",
+                "leases",
+                json!({"spec": {"leaseDurationSeconds": -1}})
+            ),
+            vec!["spec.leaseDurationSeconds"]
+        );
+        assert!(
+            fields(
+                "coordination.k8s.io",
+                "leases",
+                json!({"spec": {"leaseDurationSeconds": 15}})
+            )
+            .is_empty()
+        );
+    }
 
     #[test]
     fn pods_get_defaults_and_pending() {

@@ -81,7 +81,8 @@ pub struct SandboxConfig {
     pub kubeconfig_path: Option<PathBuf>,
     /// Cluster/context name in the kubeconfig.
     pub name: String,
-    /// Events kept per resource type for watch replay.
+    /// Events kept per resource type for watch replay and for serving past list states
+    /// (continue pages, `resourceVersionMatch=Exact`).
     pub watch_history: usize,
     /// (namespace, service) -> address used for webhook `clientConfig.service`.
     pub service_addresses: HashMap<(String, String), SocketAddr>,

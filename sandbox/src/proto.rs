@@ -1,6 +1,6 @@
-//! Decoding of the Kubernetes protobuf envelope for the few built-in kinds that kubectl's typed
-//! clients send as protobuf (ConfigMap, Secret, Namespace, ServiceAccount, DeleteOptions,
-//! Eviction, Binding). Responses are always JSON, which clients accept. Pure functions.
+//! Decoding of the Kubernetes protobuf envelope for the built-in kinds that kubectl's typed
+//! clients send as protobuf (ConfigMap, Secret, Namespace, ServiceAccount, Deployment,
+//! PodDisruptionBudget, DeleteOptions, Eviction, Binding). Responses are always JSON, which clients accept. Pure functions.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -19,6 +19,7 @@ enum F {
     RepStr,
     RepMsg(&'static str),
     Time,
+    IntOrStr,
 }
 
 fn schema(msg: &str) -> Option<&'static [(u64, &'static str, F)]> {
@@ -99,6 +100,83 @@ fn schema(msg: &str) -> Option<&'static [(u64, &'static str, F)]> {
             (1, "metadata", Msg("ObjectMeta")),
             (2, "target", Msg("ObjectReference")),
         ],
+        // Status messages are left out on purpose: their non-pointer scalars are always
+        // encoded, and clients cannot set status on create anyway.
+        "Deployment" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "spec", Msg("DeploymentSpec")),
+        ],
+        "DeploymentSpec" => &[
+            (1, "replicas", Int),
+            (2, "selector", Msg("LabelSelector")),
+            (3, "template", Msg("PodTemplateSpec")),
+            (4, "strategy", Msg("DeploymentStrategy")),
+            (5, "minReadySeconds", Int),
+            (6, "revisionHistoryLimit", Int),
+            (7, "paused", Bool),
+            (9, "progressDeadlineSeconds", Int),
+        ],
+        "DeploymentStrategy" => &[
+            (1, "type", Str),
+            (2, "rollingUpdate", Msg("RollingUpdateDeployment")),
+        ],
+        "RollingUpdateDeployment" => &[(1, "maxUnavailable", IntOrStr), (2, "maxSurge", IntOrStr)],
+        "LabelSelector" => &[
+            (1, "matchLabels", MapStr),
+            (2, "matchExpressions", RepMsg("LabelSelectorRequirement")),
+        ],
+        "LabelSelectorRequirement" => {
+            &[(1, "key", Str), (2, "operator", Str), (3, "values", RepStr)]
+        }
+        "PodTemplateSpec" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "spec", Msg("PodSpec")),
+        ],
+        "PodSpec" => &[
+            (2, "containers", RepMsg("Container")),
+            (3, "restartPolicy", Str),
+            (4, "terminationGracePeriodSeconds", Int),
+            (5, "activeDeadlineSeconds", Int),
+            (6, "dnsPolicy", Str),
+            (7, "nodeSelector", MapStr),
+            (8, "serviceAccountName", Str),
+            (10, "nodeName", Str),
+            (16, "hostname", Str),
+            (17, "subdomain", Str),
+            (19, "schedulerName", Str),
+            (20, "initContainers", RepMsg("Container")),
+            (21, "automountServiceAccountToken", Bool),
+            (22, "tolerations", RepMsg("Toleration")),
+            (24, "priorityClassName", Str),
+        ],
+        "Container" => &[
+            (1, "name", Str),
+            (2, "image", Str),
+            (3, "command", RepStr),
+            (4, "args", RepStr),
+            (5, "workingDir", Str),
+            (7, "env", RepMsg("EnvVar")),
+            (13, "terminationMessagePath", Str),
+            (14, "imagePullPolicy", Str),
+        ],
+        "EnvVar" => &[(1, "name", Str), (2, "value", Str)],
+        "Toleration" => &[
+            (1, "key", Str),
+            (2, "operator", Str),
+            (3, "value", Str),
+            (4, "effect", Str),
+            (5, "tolerationSeconds", Int),
+        ],
+        "PodDisruptionBudget" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "spec", Msg("PodDisruptionBudgetSpec")),
+        ],
+        "PodDisruptionBudgetSpec" => &[
+            (1, "minAvailable", IntOrStr),
+            (2, "selector", Msg("LabelSelector")),
+            (3, "maxUnavailable", IntOrStr),
+            (4, "unhealthyPodEvictionPolicy", Str),
+        ],
         _ => return None,
     })
 }
@@ -172,7 +250,22 @@ fn decode_msg(msg: &str, buf: &[u8]) -> Result<Value, String> {
         let name = name.to_string();
         match (kind, w) {
             (F::Str, Wire::Len(b)) => {
-                out.insert(name, json!(text(b)?));
+                // Go always encodes non-pointer strings; empty ones are omitted in JSON.
+                if !b.is_empty() {
+                    out.insert(name, json!(text(b)?));
+                }
+            }
+            (F::IntOrStr, Wire::Len(b)) => {
+                let (mut is_str, mut int, mut string) = (false, 0i64, String::new());
+                for (n, w) in fields(b)? {
+                    match (n, w) {
+                        (1, Wire::Varint(t)) => is_str = t == 1,
+                        (2, Wire::Varint(v)) => int = v as i64,
+                        (3, Wire::Len(v)) => string = text(v)?,
+                        _ => {}
+                    }
+                }
+                out.insert(name, if is_str { json!(string) } else { json!(int) });
             }
             (F::Int, Wire::Varint(v)) => {
                 out.insert(name, json!(v as i64));
@@ -321,10 +414,65 @@ mod tests {
             decode(&[MAGIC, &[0x0a, 0x50]].concat()),
             Err(ProtoError::Malformed(_))
         ));
-        let tm = [field(1, b"apps/v1"), field(2, b"Deployment")].concat();
+        let tm = [field(1, b"apps/v1"), field(2, b"StatefulSet")].concat();
         assert_eq!(
             decode(&[MAGIC.to_vec(), field(1, &tm)].concat()),
-            Err(ProtoError::Unsupported("Deployment".into()))
+            Err(ProtoError::Unsupported("StatefulSet".into()))
         );
+    }
+
+    #[test]
+    fn decodes_a_deployment_and_a_pdb_like_kubectl_create() {
+        let labels = field(11, &[field(1, b"app"), field(2, b"web")].concat());
+        let container = [
+            field(1, b"busybox"),
+            field(2, b"busybox:1.36"),
+            field(5, b""),
+        ]
+        .concat();
+        let template = [
+            field(1, &labels),
+            field(2, &[field(2, &container), field(3, b"")].concat()),
+        ]
+        .concat();
+        let selector = field(1, &[field(1, b"app"), field(2, b"web")].concat());
+        // replicas=0 is a set pointer and must survive; status (field 3) is ignored.
+        let spec = [
+            vec![1 << 3, 0],
+            field(2, &selector),
+            field(3, &template),
+            field(4, b""),
+        ]
+        .concat();
+        let deploy = [
+            field(1, &[field(1, b"web"), labels.clone()].concat()),
+            field(2, &spec),
+            field(3, &[vec![1 << 3, 0]].concat()),
+        ]
+        .concat();
+        let tm = [field(1, b"apps/v1"), field(2, b"Deployment")].concat();
+        let v = decode(&[MAGIC.to_vec(), field(1, &tm), field(2, &deploy)].concat()).unwrap();
+        assert_eq!(
+            v,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "web", "labels": {"app": "web"}},
+                   "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}}, "strategy": {},
+                            "template": {"metadata": {"labels": {"app": "web"}},
+                                         "spec": {"containers": [{"name": "busybox", "image": "busybox:1.36"}]}}}})
+        );
+        let int_or_str_int = [vec![1 << 3, 0], vec![2 << 3, 1]].concat();
+        let int_or_str_str = [vec![1 << 3, 1], field(3, b"50%")].concat();
+        let pdb_spec = [
+            field(1, &int_or_str_int),
+            field(2, &selector),
+            field(3, &int_or_str_str),
+        ]
+        .concat();
+        let pdb = [field(1, &field(1, b"p")), field(2, &pdb_spec)].concat();
+        let tm = [field(1, b"policy/v1"), field(2, b"PodDisruptionBudget")].concat();
+        let v = decode(&[MAGIC.to_vec(), field(1, &tm), field(2, &pdb)].concat()).unwrap();
+        assert_eq!(v["spec"]["minAvailable"], json!(1));
+        assert_eq!(v["spec"]["maxUnavailable"], json!("50%"));
+        assert_eq!(v["spec"]["selector"]["matchLabels"]["app"], json!("web"));
     }
 }

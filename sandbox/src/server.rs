@@ -677,9 +677,19 @@ fn printer_columns(def: &ResourceDef, version: &str) -> Vec<Value> {
             json!({"name": "Status", "type": "string", "jsonPath": ".status.phase"}),
             age,
         ],
+        // kube's pod printer: Ready/Status/Restarts are computed from the container statuses.
         ("", "pods") => vec![
-            json!({"name": "Status", "type": "string", "jsonPath": ".status.phase"}),
+            json!({"name": "Ready", "type": "string", "x-compute": "pod-ready"}),
+            json!({"name": "Status", "type": "string", "x-compute": "pod-status"}),
+            json!({"name": "Restarts", "type": "string", "x-compute": "pod-restarts"}),
+            age,
+            json!({"name": "IP", "type": "string", "jsonPath": ".status.podIP", "priority": 1}),
             json!({"name": "Node", "type": "string", "jsonPath": ".spec.nodeName", "priority": 1}),
+        ],
+        ("policy", "poddisruptionbudgets") => vec![
+            json!({"name": "Min Available", "type": "string", "x-compute": "or-na:.spec.minAvailable"}),
+            json!({"name": "Max Unavailable", "type": "string", "x-compute": "or-na:.spec.maxUnavailable"}),
+            json!({"name": "Allowed Disruptions", "type": "integer", "jsonPath": ".status.disruptionsAllowed"}),
             age,
         ],
         ("", "configmaps") => vec![
@@ -796,6 +806,46 @@ fn selectors(ctx: &Ctx<'_>) -> ApiResult<(LabelSelector, FieldSelector)> {
     Ok((ls, fs))
 }
 
+/// The resourceVersion of a `resourceVersionMatch=Exact` list, validated like kube-apiserver.
+fn exact_resource_version(query: &HashMap<String, String>) -> ApiResult<Option<u64>> {
+    let rv_match = query
+        .get("resourceVersionMatch")
+        .map(String::as_str)
+        .unwrap_or("");
+    let rv = query
+        .get("resourceVersion")
+        .map(String::as_str)
+        .unwrap_or("");
+    match rv_match {
+        "" | "NotOlderThan" => {
+            if !rv_match.is_empty() && rv.is_empty() {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            Ok(None)
+        }
+        "Exact" => {
+            if rv.is_empty() {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if rv == "0" {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+            rv.parse::<u64>()
+                .map(Some)
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}")))
+        }
+        other => Err(ApiError::bad_request(format!(
+            "unsupported resourceVersionMatch {other:?}: supported values are \"Exact\" and \"NotOlderThan\""
+        ))),
+    }
+}
+
 fn list_kind(def: &ResourceDef) -> String {
     format!("{}List", def.kind)
 }
@@ -811,6 +861,7 @@ async fn list(ctx: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
             .max(0) as usize,
         _ => 0,
     };
+    let exact_rv = exact_resource_version(ctx.query)?;
     let mut list_rv = rv;
     let mut start_after: Option<(String, String)> = None;
     if let Some(tok) = ctx.query.get("continue").filter(|t| !t.is_empty()) {
@@ -820,6 +871,11 @@ async fn list(ctx: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
             .ok_or_else(|| ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
         list_rv = decoded.get("rv").and_then(Value::as_u64).unwrap_or(rv);
+        if exact_rv.is_some() {
+            return Err(ApiError::bad_request(
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
         start_after = Some((
             decoded
                 .get("ns")
@@ -832,10 +888,26 @@ async fn list(ctx: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
                 .unwrap_or_default()
                 .to_string(),
         ));
+        // Later pages are served from the first page's snapshot, like kube's etcd reads at
+        // the list revision.
         items = ctx
             .state
             .store
-            .list_created_before(&ctx.gr, ns_filter, list_rv);
+            .list_at(&ctx.gr, ns_filter, list_rv)
+            .map_err(|e| {
+                if e.code == 410 {
+                    ApiError::new(
+                        410,
+                        "Expired",
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+                    )
+                } else {
+                    e
+                }
+            })?;
+    } else if let Some(at) = exact_rv {
+        items = ctx.state.store.list_at(&ctx.gr, ns_filter, at)?;
+        list_rv = at;
     }
     let mut selected = Vec::new();
     let mut remaining = 0usize;
@@ -1119,6 +1191,9 @@ impl ConvState {
 
 /// CRD pruning and defaulting in the given version; returns the pruned unknown field paths.
 fn prune_and_default(def: &ResourceDef, version: &str, obj: &mut Value) -> Vec<String> {
+    if !def.is_crd {
+        return crate::builtin::prune_unknown_fields(&def.group, &def.plural, obj);
+    }
     let Some(s) = def.schema(version) else {
         return Vec::new();
     };

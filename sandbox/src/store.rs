@@ -296,8 +296,8 @@ impl Store {
         (st.rv, items)
     }
 
-    /// Like [`Store::list`] but only objects created at or before `max_rv` (continued lists
-    /// approximate kube's snapshot: later creations are hidden, later changes are visible).
+    /// Like [`Store::list`] but only objects created at or before `max_rv` (later changes stay
+    /// visible). The server serves true snapshots with [`Store::list_at`].
     pub fn list_created_before(
         &self,
         gr: &GroupResource,
@@ -314,6 +314,71 @@ impl Store {
             .filter(|(k, _)| t.created.get(*k).is_some_and(|c| *c <= max_rv))
             .map(|(_, v)| v.clone())
             .collect()
+    }
+
+    /// Lists objects as they were at resourceVersion `at_rv`, like kube's etcd reads at a
+    /// revision: the current state with every newer change of the type's history undone.
+    /// 410 Expired when the history no longer reaches back to `at_rv`; 504 when `at_rv` is in
+    /// the future.
+    pub fn list_at(
+        &self,
+        gr: &GroupResource,
+        ns: Option<&str>,
+        at_rv: u64,
+    ) -> ApiResult<Vec<Arc<Value>>> {
+        let st = self.read();
+        if at_rv > st.rv {
+            return Err(ApiError::new(
+                504,
+                "Timeout",
+                format!("Too large resource version: {at_rv}, current: {}", st.rv),
+            ));
+        }
+        let Some(t) = st.tables.get(gr) else {
+            return Ok(Vec::new());
+        };
+        if at_rv < t.compacted_rv {
+            return Err(ApiError::new(
+                410,
+                "Expired",
+                format!("too old resource version: {at_rv} ({})", t.compacted_rv + 1),
+            ));
+        }
+        let in_scope =
+            |o: &Value| ns.is_none_or(|want| meta_str(o, "namespace").unwrap_or("") == want);
+        let key_of = |o: &Value| {
+            (
+                meta_str(o, "namespace").unwrap_or_default().to_string(),
+                meta_str(o, "name").unwrap_or_default().to_string(),
+            )
+        };
+        let mut objects: BTreeMap<(String, String), Arc<Value>> = t
+            .objects
+            .iter()
+            .filter(|((n, _), _)| ns.is_none_or(|want| want == n))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for ev in t.history.iter().rev().take_while(|e| e.rv > at_rv) {
+            if !in_scope(&ev.obj) {
+                continue;
+            }
+            let key = key_of(&ev.obj);
+            match (ev.kind, &ev.old) {
+                (EventType::Added, _) => {
+                    objects.remove(&key);
+                }
+                (EventType::Modified | EventType::Deleted, Some(old)) => {
+                    objects.insert(key, old.clone());
+                }
+                (EventType::Deleted, None) => {
+                    objects.insert(key, ev.obj.clone());
+                }
+                // A modification without its previous state cannot be undone; the newer
+                // state is the best available.
+                (EventType::Modified, None) => {}
+            }
+        }
+        Ok(objects.into_values().collect())
     }
 
     /// Number of stored objects of a type.
@@ -1101,6 +1166,51 @@ mod tests {
             .unwrap();
         assert!(s.get(&cm_gr(), "default", "a").is_none());
         assert!(meta_str(&o, "uid").is_some());
+    }
+
+    #[test]
+    fn list_at_reconstructs_past_states_until_compacted() {
+        let s = Store::new(4);
+        let a = s
+            .create(
+                &cm_gr(),
+                json!({"metadata": {"name": "a", "namespace": "default"}, "data": {"k": "1"}}),
+                false,
+            )
+            .unwrap();
+        let rv_a: u64 = meta_str(&a, "resourceVersion").unwrap().parse().unwrap();
+        s.create(
+            &cm_gr(),
+            json!({"metadata": {"name": "b", "namespace": "default"}}),
+            false,
+        )
+        .unwrap();
+        let mut next = (*a).clone();
+        next["data"]["k"] = json!("2");
+        s.update(&cm_gr(), "default", "a", next, None, false)
+            .unwrap();
+        s.delete(&cm_gr(), "default", "b", &DeleteOptions::default())
+            .unwrap();
+        let past = s.list_at(&cm_gr(), Some("default"), rv_a).unwrap();
+        assert_eq!(past.len(), 1, "b did not exist yet: {past:?}");
+        assert_eq!(
+            past[0]["data"]["k"],
+            json!("1"),
+            "a's later update is undone"
+        );
+        let before_delete = s.list_at(&cm_gr(), None, s.current_rv() - 1).unwrap();
+        assert_eq!(before_delete.len(), 2, "b is back before its deletion");
+        assert!(s.list_at(&cm_gr(), None, s.current_rv() + 1).is_err());
+        for i in 0..4 {
+            s.create(
+                &cm_gr(),
+                json!({"metadata": {"name": format!("c{i}"), "namespace": "default"}}),
+                false,
+            )
+            .unwrap();
+        }
+        let e = s.list_at(&cm_gr(), None, rv_a).unwrap_err();
+        assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
     }
 
     #[test]

@@ -149,6 +149,82 @@ fn age(ts: &Value, now: jiff::Timestamp) -> Value {
     }
 }
 
+/// Cells kube's built-in printers compute rather than read from one field: `pod-ready`
+/// ("ready/total" containers), `pod-restarts` (sum of restart counts), `pod-status` (the reason
+/// kubectl shows, e.g. SchedulingGated, Terminating, CrashLoopBackOff) and `or-na` fields.
+fn computed_cell(o: &Value, kind: &str) -> Value {
+    let statuses = o
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    match kind {
+        "pod-ready" => {
+            let total = o
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let ready = statuses
+                .iter()
+                .filter(|s| s.get("ready").and_then(Value::as_bool) == Some(true))
+                .count();
+            json!(format!("{ready}/{total}"))
+        }
+        "pod-restarts" => json!(
+            statuses
+                .iter()
+                .filter_map(|s| s.get("restartCount").and_then(Value::as_i64))
+                .sum::<i64>()
+                .to_string()
+        ),
+        "pod-status" => json!(pod_status(o, statuses)),
+        other => match other.strip_prefix("or-na:") {
+            Some(path) => match jsonpath(o, path).into_iter().next() {
+                Some(Value::String(s)) => json!(s),
+                Some(v) if !v.is_null() => json!(v.to_string()),
+                _ => json!("N/A"),
+            },
+            None => Value::Null,
+        },
+    }
+}
+
+fn pod_status(o: &Value, statuses: &[Value]) -> String {
+    let str_at = |p: &str| o.pointer(p).and_then(Value::as_str);
+    let mut reason = str_at("/status/reason")
+        .or_else(|| str_at("/status/phase"))
+        .unwrap_or("Pending")
+        .to_string();
+    let gated = o
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|g| !g.is_empty());
+    if gated && str_at("/spec/nodeName").is_none_or(str::is_empty) {
+        reason = "SchedulingGated".into();
+    }
+    for s in statuses.iter().rev() {
+        if let Some(r) = s
+            .pointer("/state/waiting/reason")
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+        {
+            reason = r.to_string();
+        } else if let Some(r) = s
+            .pointer("/state/terminated/reason")
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+        {
+            reason = r.to_string();
+        }
+    }
+    if o.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
+    {
+        reason = "Terminating".into();
+    }
+    reason
+}
+
 /// How rows carry the object (`includeObject` query parameter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IncludeObject {
@@ -192,6 +268,10 @@ pub fn build_table(
             for c in &cols {
                 let path = c.get("jsonPath").and_then(Value::as_str).unwrap_or_default();
                 let ty = c.get("type").and_then(Value::as_str).unwrap_or("string");
+                if let Some(kind) = c.get("x-compute").and_then(Value::as_str) {
+                    cells.push(computed_cell(o, kind));
+                    continue;
+                }
                 if let Some(paths) = c.get("x-count").and_then(Value::as_array) {
                     let n: usize = paths.iter().filter_map(Value::as_str).flat_map(|p| jsonpath(o, p)).map(|v| v.as_object().map_or(0, |m| m.len())).sum();
                     cells.push(json!(n));
@@ -243,6 +323,35 @@ mod tests {
         assert_eq!(jsonpath(&o, ".status.conditions[*].type").len(), 2);
         assert_eq!(jsonpath(&o, ".metadata.labels['a.b/c']"), vec![json!("x")]);
         assert!(jsonpath(&o, ".spec.missing").is_empty());
+    }
+
+    #[test]
+    fn computed_pod_and_pdb_cells() {
+        let pod = json!({"metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"name": "a", "ready": true, "restartCount": 2},
+                {"name": "b", "ready": false, "restartCount": 1,
+                 "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}});
+        assert_eq!(computed_cell(&pod, "pod-ready"), json!("1/2"));
+        assert_eq!(computed_cell(&pod, "pod-restarts"), json!("3"));
+        assert_eq!(computed_cell(&pod, "pod-status"), json!("CrashLoopBackOff"));
+        let gated = json!({"spec": {"schedulingGates": [{"name": "g"}], "containers": [{"name": "a"}]},
+                           "status": {"phase": "Pending"}});
+        assert_eq!(
+            computed_cell(&gated, "pod-status"),
+            json!("SchedulingGated")
+        );
+        assert_eq!(computed_cell(&gated, "pod-ready"), json!("0/1"));
+        let mut deleting = gated.clone();
+        deleting["metadata"] = json!({"deletionTimestamp": "2026-01-01T00:00:00Z"});
+        assert_eq!(computed_cell(&deleting, "pod-status"), json!("Terminating"));
+        let pdb = json!({"spec": {"minAvailable": 1}});
+        assert_eq!(computed_cell(&pdb, "or-na:.spec.minAvailable"), json!("1"));
+        assert_eq!(
+            computed_cell(&pdb, "or-na:.spec.maxUnavailable"),
+            json!("N/A")
+        );
     }
 
     #[test]

@@ -208,7 +208,6 @@ async fn unsupported_method_is_405() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "sandbox gap (issue 3): fieldValidation=Warn/Strict is applied to CRDs only, not to built-in kinds"]
 async fn unknown_fields_in_builtins_warn_by_default_and_fail_when_strict() {
     let t = Target::sandbox_or_env().await;
     let path = format!("/api/v1/namespaces/{}/configmaps", t.ns);
@@ -257,7 +256,6 @@ async fn unknown_fields_in_builtins_warn_by_default_and_fail_when_strict() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "sandbox gap (issue 3): built-in kinds are not validated like kube-apiserver (pods without containers, bad taint effects, PDB min+max, Deployment selector mismatch, negative Lease duration are accepted)"]
 async fn builtin_validation_rejects_invalid_objects() {
     let t = Target::sandbox_or_env().await;
     let ns = t.ns.clone();

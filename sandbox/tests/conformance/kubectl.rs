@@ -445,7 +445,6 @@ fn header(out: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "sandbox gap (issue 3): Table output for built-ins lacks kube's columns (pods READY/RESTARTS, PDB columns)"]
 async fn kubectl_builtin_tables_have_kube_columns() {
     if !kubectl_available() {
         eprintln!("\n**********\nSKIPPED: kubectl not found on PATH\n**********\n");
@@ -498,7 +497,6 @@ async fn kubectl_builtin_tables_have_kube_columns() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "sandbox gap (issue 3): protobuf request bodies are decoded for a few kinds only, so `kubectl create deployment` gets 415"]
 async fn kubectl_typed_create_commands() {
     if !kubectl_available() {
         eprintln!("\n**********\nSKIPPED: kubectl not found on PATH\n**********\n");

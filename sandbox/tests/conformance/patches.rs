@@ -607,7 +607,6 @@ async fn dry_run_all_writes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "sandbox gap (issue 3): server-side apply conflicts only with other Apply managers, not with Update managers"]
 async fn server_side_apply_conflicts_with_update_managers() {
     let t = Target::sandbox_or_env().await;
     let cms = t.api::<ConfigMap>();

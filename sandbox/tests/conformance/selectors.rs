@@ -319,7 +319,6 @@ async fn pagination_with_limit_and_continue() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "sandbox gap (issue 3): continue tokens do not serve a snapshot; changes after the first page show up in later pages"]
 async fn continue_pages_are_a_true_snapshot() {
     let t = Target::sandbox_or_env().await;
     let secrets = t.api::<Secret>();
@@ -376,7 +375,6 @@ async fn continue_pages_are_a_true_snapshot() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "sandbox gap (issue 3): resourceVersionMatch=Exact is not implemented"]
 async fn list_at_exact_resource_version_serves_the_past() {
     let t = Target::sandbox_or_env().await;
     let cms = t.api::<ConfigMap>();
