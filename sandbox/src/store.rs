@@ -50,7 +50,6 @@ pub type GroupResource = (String, String);
 
 struct Table {
     objects: BTreeMap<(String, String), Arc<Value>>,
-    created: HashMap<(String, String), u64>,
     history: VecDeque<Arc<Event>>,
     compacted_rv: u64,
     tx: broadcast::Sender<Arc<Event>>,
@@ -61,7 +60,6 @@ impl Table {
         let (tx, _) = broadcast::channel(cap.clamp(1024, 65536));
         Table {
             objects: BTreeMap::new(),
-            created: HashMap::new(),
             history: VecDeque::new(),
             compacted_rv: 0,
             tx,
@@ -296,26 +294,6 @@ impl Store {
         (st.rv, items)
     }
 
-    /// Like [`Store::list`] but only objects created at or before `max_rv` (later changes stay
-    /// visible). The server serves true snapshots with [`Store::list_at`].
-    pub fn list_created_before(
-        &self,
-        gr: &GroupResource,
-        ns: Option<&str>,
-        max_rv: u64,
-    ) -> Vec<Arc<Value>> {
-        let st = self.read();
-        let Some(t) = st.tables.get(gr) else {
-            return Vec::new();
-        };
-        t.objects
-            .iter()
-            .filter(|((n, _), _)| ns.is_none_or(|want| want == n))
-            .filter(|(k, _)| t.created.get(*k).is_some_and(|c| *c <= max_rv))
-            .map(|(_, v)| v.clone())
-            .collect()
-    }
-
     /// Lists objects as they were at resourceVersion `at_rv`, like kube's etcd reads at a
     /// revision: the current state with every newer change of the type's history undone.
     /// 410 Expired when the history no longer reaches back to `at_rv`; 504 when `at_rv` is in
@@ -541,7 +519,6 @@ impl Store {
             return Ok(obj);
         }
         if let Some(t) = st.tables.get_mut(gr) {
-            t.created.insert((ns.clone(), name.clone()), rv);
             t.objects.insert((ns, name), obj.clone());
         }
         self.emit(&mut st, gr, EventType::Added, obj.clone(), None);
@@ -655,7 +632,6 @@ impl Store {
         if remove {
             if let Some(t) = st.tables.get_mut(gr) {
                 t.objects.remove(&key);
-                t.created.remove(&key);
             }
             self.emit(
                 &mut st,
@@ -840,7 +816,6 @@ impl Store {
         let last = Arc::new(last);
         if let Some(t) = st.tables.get_mut(gr) {
             t.objects.remove(&key);
-            t.created.remove(&key);
         }
         self.emit(&mut st, gr, EventType::Deleted, last.clone(), Some(old));
         drop(st);
