@@ -11,3 +11,4 @@ pub mod machine_set;
 pub mod manager;
 pub mod safety;
 pub mod selector;
+pub mod shell;

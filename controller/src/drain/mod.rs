@@ -17,3 +17,4 @@
 //! [`plan::EvictionFailure`], and keeping the [`plan::DrainLedger`].
 
 pub mod plan;
+pub mod reconcile;

@@ -31,4 +31,8 @@
 //! with deadlines, drawing the bootstrap token secret, metrics and event recording, and keeping the
 //! [`crate::drain::plan::DrainLedger`] per node.
 
+pub mod class_reconcile;
+pub mod node_reconcile;
 pub mod plan;
+pub mod reconcile;
+pub mod terminate;

@@ -25,5 +25,6 @@
 pub mod autoscaler;
 pub mod fencepost;
 pub mod plan;
+pub mod reconcile;
 pub mod revision;
 pub mod status;

@@ -23,5 +23,6 @@
 pub mod claim;
 pub mod expectations;
 pub mod plan;
+pub mod reconcile;
 pub mod routing;
 pub mod semantic;

@@ -4,3 +4,4 @@
 pub mod apiserver;
 pub mod orphans;
 pub mod overshoot;
+pub mod reconcile;

@@ -1,0 +1,1 @@
+//! The drain executor: runs the drain plan against the target cluster (being written).

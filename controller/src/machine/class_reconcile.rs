@@ -1,0 +1,23 @@
+//! The MachineClass and Secret finalizer shells (reference §3.8).
+//!
+//! Being written: the shell is not wired yet.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::manager::BoxError;
+use crate::shell::Shell;
+
+/// Runs the MachineClass controller until `shutdown`.
+pub fn run(
+    shell: Arc<Shell>,
+    shutdown: CancellationToken,
+) -> BoxFuture<'static, Result<(), BoxError>> {
+    let _ = shell;
+    Box::pin(async move {
+        shutdown.cancelled().await;
+        Ok(())
+    })
+}

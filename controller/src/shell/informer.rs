@@ -1,0 +1,325 @@
+//! A shared cache of one kind with change notifications (old and new object), fed by one watch.
+//!
+//! kube-runtime's reflector keeps a store but tells consumers neither the previous version of an
+//! updated object nor which objects vanished across a relist; the event routing of the plans
+//! (`machine::plan::routing`, `machine_set::routing`) needs both. One [`Informer`] per kind is
+//! shared by every controller, so each kind is watched once.
+//!
+//! Objects are keyed by name: control-cluster informers watch the single control namespace and
+//! target-cluster informers watch cluster-scoped kinds.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::StreamExt as _;
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher;
+use kube::{Api, Resource, ResourceExt as _};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+/// One change seen by an informer.
+#[derive(Debug)]
+pub enum Change<K> {
+    /// The object appeared (first list, watch ADDED, or found by a relist).
+    Added(Arc<K>),
+    /// The object changed (its resourceVersion differs).
+    Updated {
+        /// The version the cache held before.
+        old: Arc<K>,
+        /// The version the cache holds now.
+        new: Arc<K>,
+    },
+    /// The object is gone (watch DELETED, or missing from a relist).
+    Deleted(Arc<K>),
+}
+
+impl<K> Change<K> {
+    /// The object as it is now (the last known version for a deletion).
+    pub fn object(&self) -> &Arc<K> {
+        match self {
+            Change::Added(object) | Change::Deleted(object) => object,
+            Change::Updated { new, .. } => new,
+        }
+    }
+}
+
+/// A subscriber's callback. It runs under the informer's lock, so it must be cheap: enqueue keys,
+/// never block or await.
+pub type Handler<K> = Box<dyn Fn(&Change<K>) + Send + Sync>;
+
+struct State<K> {
+    objects: HashMap<String, Arc<K>>,
+    handlers: Vec<Handler<K>>,
+    synced: bool,
+}
+
+/// A shared, name-keyed cache of one kind. Clone freely.
+pub struct Informer<K> {
+    kind: &'static str,
+    state: Arc<Mutex<State<K>>>,
+    synced: tokio::sync::watch::Sender<bool>,
+}
+
+impl<K> Clone for Informer<K> {
+    fn clone(&self) -> Self {
+        Self {
+            kind: self.kind,
+            state: Arc::clone(&self.state),
+            synced: self.synced.clone(),
+        }
+    }
+}
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    /// An empty informer for `kind` (used in logs). Feed it with [`Informer::run`] or, in tests,
+    /// with [`Informer::apply`] / [`Informer::delete`].
+    pub fn new(kind: &'static str) -> Self {
+        let (synced, _) = tokio::sync::watch::channel(false);
+        Self {
+            kind,
+            state: Arc::new(Mutex::new(State {
+                objects: HashMap::new(),
+                handlers: Vec::new(),
+                synced: false,
+            })),
+            synced,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        // A panicking handler must not take every controller down with a poisoned lock.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The kind this informer caches.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The cached object called `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<K>> {
+        self.lock().objects.get(name).cloned()
+    }
+
+    /// Every cached object (no particular order).
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.lock().objects.values().cloned().collect()
+    }
+
+    /// Cached objects for which `keep` is true.
+    pub fn filter(&self, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
+        self.lock()
+            .objects
+            .values()
+            .filter(|object| keep(object))
+            .cloned()
+            .collect()
+    }
+
+    /// How many objects are cached.
+    pub fn len(&self) -> usize {
+        self.lock().objects.len()
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True once the first list has been applied.
+    pub fn is_synced(&self) -> bool {
+        self.lock().synced
+    }
+
+    /// Waits until the first list has been applied.
+    pub async fn wait_synced(&self) {
+        let mut synced = self.synced.subscribe();
+        // An error means the sender is gone, which cannot happen while `self` holds it.
+        let _ = synced.wait_for(|synced| *synced).await;
+    }
+
+    /// Registers `handler` and, atomically with that, replays every cached object to it as
+    /// [`Change::Added`], so a subscriber never misses an object whatever the timing.
+    pub fn subscribe(&self, handler: impl Fn(&Change<K>) + Send + Sync + 'static) {
+        let mut state = self.lock();
+        for object in state.objects.values() {
+            handler(&Change::Added(Arc::clone(object)));
+        }
+        state.handlers.push(Box::new(handler));
+    }
+
+    /// Puts `object` into the cache and notifies subscribers (a watch ADDED/MODIFIED).
+    pub fn apply(&self, object: K) {
+        let mut state = self.lock();
+        let change = upsert(&mut state.objects, object);
+        if let Some(change) = change {
+            notify(&state.handlers, &change);
+        }
+    }
+
+    /// Removes `object` from the cache and notifies subscribers (a watch DELETED).
+    pub fn delete(&self, object: K) {
+        let mut state = self.lock();
+        let name = object.name_any();
+        let last = state
+            .objects
+            .remove(&name)
+            .unwrap_or_else(|| Arc::new(object));
+        notify(&state.handlers, &Change::Deleted(last));
+    }
+
+    /// Replaces the whole cache with a fresh list, telling subscribers what was added, changed
+    /// and removed, and marks the informer synced.
+    pub fn replace(&self, objects: Vec<K>) {
+        let mut state = self.lock();
+        let mut seen = std::collections::HashSet::with_capacity(objects.len());
+        for object in objects {
+            seen.insert(object.name_any());
+            if let Some(change) = upsert(&mut state.objects, object) {
+                notify(&state.handlers, &change);
+            }
+        }
+        let gone: Vec<String> = state
+            .objects
+            .keys()
+            .filter(|name| !seen.contains(*name))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(last) = state.objects.remove(&name) {
+                notify(&state.handlers, &Change::Deleted(last));
+            }
+        }
+        if !state.synced {
+            state.synced = true;
+            tracing::debug!(
+                kind = self.kind,
+                objects = state.objects.len(),
+                "cache synced"
+            );
+        }
+        drop(state);
+        self.synced.send_replace(true);
+    }
+
+    /// Watches `api` with `config` and keeps the cache current until `shutdown`. Watch errors are
+    /// logged and retried with kube-runtime's default backoff.
+    pub async fn run(self, api: Api<K>, config: watcher::Config, shutdown: CancellationToken) {
+        let stream = watcher(api, config).default_backoff();
+        futures::pin_mut!(stream);
+        let mut relist: Option<Vec<K>> = None;
+        loop {
+            let event = tokio::select! {
+                () = shutdown.cancelled() => return,
+                event = stream.next() => event,
+            };
+            match event {
+                None => return,
+                Some(Ok(watcher::Event::Init)) => relist = Some(Vec::new()),
+                Some(Ok(watcher::Event::InitApply(object))) => match relist.as_mut() {
+                    Some(buffer) => buffer.push(object),
+                    None => self.apply(object),
+                },
+                Some(Ok(watcher::Event::InitDone)) => {
+                    self.replace(relist.take().unwrap_or_default());
+                }
+                Some(Ok(watcher::Event::Apply(object))) => self.apply(object),
+                Some(Ok(watcher::Event::Delete(object))) => self.delete(object),
+                Some(Err(error)) => {
+                    tracing::warn!(kind = self.kind, %error, "watch failed; retrying");
+                }
+            }
+        }
+    }
+}
+
+fn upsert<K: Resource>(objects: &mut HashMap<String, Arc<K>>, object: K) -> Option<Change<K>> {
+    let name = object.name_any();
+    let new = Arc::new(object);
+    match objects.insert(name, Arc::clone(&new)) {
+        None => Some(Change::Added(new)),
+        Some(old) if old.meta().resource_version == new.meta().resource_version => None,
+        Some(old) => Some(Change::Updated { old, new }),
+    }
+}
+
+fn notify<K>(handlers: &[Handler<K>], change: &Change<K>) {
+    for handler in handlers {
+        handler(change);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    fn config_map(name: &str, version: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                resource_version: Some(version.into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    fn recorder(informer: &Informer<ConfigMap>) -> Arc<Mutex<Vec<String>>> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        informer.subscribe(move |change| {
+            let text = match change {
+                Change::Added(o) => format!("add {}", o.name_any()),
+                Change::Updated { old, new } => format!(
+                    "update {} {}->{}",
+                    new.name_any(),
+                    old.resource_version().unwrap_or_default(),
+                    new.resource_version().unwrap_or_default()
+                ),
+                Change::Deleted(o) => format!("delete {}", o.name_any()),
+            };
+            sink.lock().unwrap().push(text);
+        });
+        seen
+    }
+
+    #[test]
+    fn subscribe_replays_the_cache_then_follows_changes() {
+        let informer = Informer::new("configmaps");
+        informer.apply(config_map("a", "1"));
+        let seen = recorder(&informer);
+        informer.apply(config_map("a", "1"));
+        informer.apply(config_map("a", "2"));
+        informer.apply(config_map("b", "3"));
+        informer.delete(config_map("a", "4"));
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec!["add a", "update a 1->2", "add b", "delete a"]
+        );
+        assert_eq!(informer.len(), 1);
+        assert!(informer.get("b").is_some());
+    }
+
+    #[test]
+    fn relist_reports_additions_changes_and_disappearances() {
+        let informer = Informer::new("configmaps");
+        informer.replace(vec![config_map("a", "1"), config_map("b", "2")]);
+        assert!(informer.is_synced());
+        let seen = recorder(&informer);
+        seen.lock().unwrap().clear();
+        informer.replace(vec![config_map("b", "5"), config_map("c", "6")]);
+        let mut changes = seen.lock().unwrap().clone();
+        changes.sort();
+        assert_eq!(changes, vec!["add c", "delete a", "update b 2->5"]);
+    }
+}

@@ -1,0 +1,322 @@
+//! What every reconcile shell shares: the clients, the driver, one informer per watched kind, the
+//! event recorder and the freeze switch of the safety controller; and [`ControllerSet`], which
+//! plugs all controllers into the manager as one [`Controller`].
+//!
+//! The shells themselves live next to their plans (`machine/reconcile.rs`,
+//! `machine_set/reconcile.rs`, ...). Each exposes a [`RunFn`]: it subscribes to the informers it
+//! needs, runs its [`queue::WorkQueue`] until shutdown and returns.
+
+pub mod informer;
+pub mod queue;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource};
+use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
+use mcm_provider_proto::DriverClient;
+use tokio_util::sync::CancellationToken;
+
+use self::informer::Informer;
+use crate::manager::config::Config;
+use crate::manager::metrics::Metrics;
+use crate::manager::{BoxError, Controller, ControllerContext};
+
+/// The component name on Events and field managers.
+pub const COMPONENT: &str = "machine-controller-manager";
+
+/// Everything a reconcile shell works with. Shared as `Arc<Shell>`.
+pub struct Shell {
+    /// Validated flags.
+    pub config: Arc<Config>,
+    /// Control cluster client (Machine* objects, Secrets, Events).
+    pub control: Client,
+    /// Target cluster client (Nodes, Pods, volumes); `None` with `--target-kubeconfig=none`.
+    pub target: Option<Client>,
+    /// The control namespace (`--namespace`).
+    pub namespace: String,
+    /// The provider driver (lazy connection; every call has a deadline).
+    pub driver: DriverClient,
+    /// Metrics to update.
+    pub metrics: Metrics,
+    /// Machines of the control namespace.
+    pub machines: Informer<Machine>,
+    /// MachineSets of the control namespace.
+    pub machine_sets: Informer<MachineSet>,
+    /// MachineDeployments of the control namespace.
+    pub machine_deployments: Informer<MachineDeployment>,
+    /// MachineClasses of the control namespace.
+    pub machine_classes: Informer<MachineClass>,
+    /// Nodes of the target cluster (always empty and synced without a target cluster).
+    pub nodes: Informer<Node>,
+    recorder: Recorder,
+    machine_controller_frozen: AtomicBool,
+}
+
+/// How a shell is started: subscribe, run its queue until `shutdown`, return.
+pub type RunFn = fn(Arc<Shell>, CancellationToken) -> BoxFuture<'static, Result<(), BoxError>>;
+
+impl Shell {
+    /// A shell over the manager's context. Informers are created empty; see [`Shell::start`].
+    pub async fn new(context: &ControllerContext) -> Result<Self, BoxError> {
+        let config = Arc::clone(&context.config);
+        let driver = DriverClient::connect(
+            &config.driver_endpoint,
+            mcm_provider_proto::client::DEFAULT_DEADLINE,
+        )
+        .await?;
+        Ok(Self::with_driver(context, driver))
+    }
+
+    /// A shell with an already connected driver (tests).
+    pub fn with_driver(context: &ControllerContext, driver: DriverClient) -> Self {
+        let reporter = Reporter {
+            controller: COMPONENT.to_owned(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            namespace: context.config.namespace.clone(),
+            config: Arc::clone(&context.config),
+            control: context.control.clone(),
+            target: context.target.clone(),
+            driver,
+            metrics: context.metrics.clone(),
+            machines: Informer::new("machines"),
+            machine_sets: Informer::new("machinesets"),
+            machine_deployments: Informer::new("machinedeployments"),
+            machine_classes: Informer::new("machineclasses"),
+            nodes: Informer::new("nodes"),
+            recorder: Recorder::new(context.control.clone(), reporter),
+            machine_controller_frozen: AtomicBool::new(false),
+        }
+    }
+
+    /// Starts one watch per kind (tasks end on `shutdown`) and waits until every cache is synced.
+    pub async fn start(&self, shutdown: &CancellationToken) {
+        let every = watcher::Config::default;
+        tokio::spawn(
+            self.machines
+                .clone()
+                .run(self.namespaced(), every(), shutdown.clone()),
+        );
+        tokio::spawn(
+            self.machine_sets
+                .clone()
+                .run(self.namespaced(), every(), shutdown.clone()),
+        );
+        tokio::spawn(self.machine_deployments.clone().run(
+            self.namespaced(),
+            every(),
+            shutdown.clone(),
+        ));
+        tokio::spawn(self.machine_classes.clone().run(
+            self.namespaced(),
+            every(),
+            shutdown.clone(),
+        ));
+        match &self.target {
+            Some(target) => {
+                tokio::spawn(self.nodes.clone().run(
+                    Api::all(target.clone()),
+                    every(),
+                    shutdown.clone(),
+                ));
+            }
+            None => self.nodes.replace(Vec::new()),
+        }
+        self.machines.wait_synced().await;
+        self.machine_sets.wait_synced().await;
+        self.machine_deployments.wait_synced().await;
+        self.machine_classes.wait_synced().await;
+        self.nodes.wait_synced().await;
+        tracing::info!(
+            machines = self.machines.len(),
+            machine_sets = self.machine_sets.len(),
+            machine_deployments = self.machine_deployments.len(),
+            machine_classes = self.machine_classes.len(),
+            nodes = self.nodes.len(),
+            "caches synced"
+        );
+    }
+
+    /// An API of kind `K` in the control namespace.
+    pub fn namespaced<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.control.clone(), &self.namespace)
+    }
+
+    /// True while the API-server safety check has frozen the Machine controller.
+    pub fn machine_controller_frozen(&self) -> bool {
+        self.machine_controller_frozen.load(Ordering::SeqCst)
+    }
+
+    /// Freezes or unfreezes the Machine controller (the API-server safety check).
+    pub fn set_machine_controller_frozen(&self, frozen: bool) {
+        self.machine_controller_frozen
+            .store(frozen, Ordering::SeqCst);
+        self.metrics.set_machine_controller_frozen(frozen);
+    }
+
+    /// Records an Event on `object` (best effort: failures are logged, never returned, and the
+    /// caller does not wait). `action` is a PascalCase verb, `reason` the `kubectl describe`
+    /// reason.
+    pub fn event<K>(&self, object: &K, warning: bool, reason: &str, action: &str, note: String)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let reference = object.object_ref(&());
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_owned(),
+            note: Some(truncate_note(note)),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        let recorder = self.recorder.clone();
+        tokio::spawn(async move {
+            if let Err(error) = recorder.publish(&event, &reference).await {
+                tracing::debug!(%error, reason = event.reason, "cannot record an event");
+            }
+        });
+    }
+}
+
+/// Event notes are limited to 1 kB by the API server.
+fn truncate_note(mut note: String) -> String {
+    const LIMIT: usize = 1000;
+    if note.len() > LIMIT {
+        let mut end = LIMIT;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+    }
+    note
+}
+
+/// All shells as one manager [`Controller`]: the informers start during warm-up (every replica),
+/// the shells run on the leader.
+pub struct ControllerSet {
+    shells: Vec<(&'static str, RunFn)>,
+    shell: Option<Arc<Shell>>,
+    driver: Option<DriverClient>,
+    informers_stop: CancellationToken,
+}
+
+impl ControllerSet {
+    /// The set of every controller this build has.
+    pub fn all() -> Self {
+        Self::with(registry())
+    }
+
+    /// A set of the given shells (tests run a subset).
+    pub fn with(shells: Vec<(&'static str, RunFn)>) -> Self {
+        Self {
+            shells,
+            shell: None,
+            driver: None,
+            informers_stop: CancellationToken::new(),
+        }
+    }
+
+    /// Uses `driver` instead of connecting to `--driver-endpoint` (tests).
+    pub fn with_driver_client(mut self, driver: DriverClient) -> Self {
+        self.driver = Some(driver);
+        self
+    }
+}
+
+/// Every shell of this build, with its name.
+pub fn registry() -> Vec<(&'static str, RunFn)> {
+    vec![
+        ("machine", crate::machine::reconcile::run),
+        ("machine-termination", crate::machine::terminate::run),
+        ("node", crate::machine::node_reconcile::run),
+        ("machineclass", crate::machine::class_reconcile::run),
+        ("machineset", crate::machine_set::reconcile::run),
+        (
+            "machinedeployment",
+            crate::machine_deployment::reconcile::run,
+        ),
+        ("safety", crate::safety::reconcile::run),
+    ]
+}
+
+impl Controller for ControllerSet {
+    fn name(&self) -> &str {
+        COMPONENT
+    }
+
+    fn warm_up<'a>(
+        &'a mut self,
+        context: &'a ControllerContext,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let shell = match self.driver.take() {
+                Some(driver) => Shell::with_driver(context, driver),
+                None => Shell::new(context).await?,
+            };
+            // Informers stop with the manager's shutdown or when this set is dropped.
+            let stop = context.shutdown.child_token();
+            self.informers_stop = stop.clone();
+            shell.start(&stop).await;
+            self.shell = Some(Arc::new(shell));
+            Ok(())
+        })
+    }
+
+    fn run(
+        self: Box<Self>,
+        context: ControllerContext,
+    ) -> BoxFuture<'static, Result<(), BoxError>> {
+        Box::pin(async move {
+            let Some(shell) = self.shell.clone() else {
+                return Err("the controllers were run without a warm-up".into());
+            };
+            // One failing shell stops the others (and then the manager) without cancelling the
+            // manager's own token.
+            let stop = context.shutdown.child_token();
+            let mut running = tokio::task::JoinSet::new();
+            for (name, run) in &self.shells {
+                let name = *name;
+                let future = run(Arc::clone(&shell), stop.clone());
+                running.spawn(async move { (name, future.await) });
+                // Upstream staggers controller starts (`--controller-start-interval`).
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let mut result = Ok(());
+            while let Some(joined) = running.join_next().await {
+                match joined {
+                    Ok((name, Err(error))) => {
+                        tracing::error!(controller = name, %error, "controller failed");
+                        result = Err(format!("controller {name} failed: {error}").into());
+                        stop.cancel();
+                    }
+                    Ok((name, Ok(()))) if !stop.is_cancelled() => {
+                        result = Err(format!("controller {name} stopped unexpectedly").into());
+                        stop.cancel();
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        result = Err(format!("a controller task failed: {error}").into());
+                        stop.cancel();
+                    }
+                }
+            }
+            self.informers_stop.cancel();
+            result
+        })
+    }
+}

@@ -1,0 +1,319 @@
+//! A de-duplicating work queue with delayed and rate-limited re-adds and a bounded worker pool,
+//! with client-go's workqueue guarantees: a key is never processed by two workers at once, a key
+//! added while it is being processed runs again afterwards, and a key queued several times runs
+//! once.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::manager::metrics::Metrics;
+
+/// First retry delay after a failure (doubles per consecutive failure of the same key).
+pub const RETRY_BASE: Duration = Duration::from_millis(5);
+/// Longest retry delay after repeated failures (client-go's default controller rate limiter).
+pub const RETRY_MAX: Duration = Duration::from_secs(1000);
+
+/// What a worker asks the queue to do with the key it processed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done: forget the failure history; wait for the next event.
+    Done,
+    /// Done for now: process the key again after this delay (forgets the failure history).
+    RequeueAfter(Duration),
+    /// Failed: process it again after an exponential per-key backoff.
+    Retry,
+}
+
+#[derive(Default)]
+struct State {
+    order: VecDeque<String>,
+    queued: HashSet<String>,
+    processing: HashSet<String>,
+    dirty: HashSet<String>,
+    failures: HashMap<String, u32>,
+    delayed: HashMap<String, Instant>,
+}
+
+struct Inner {
+    name: String,
+    state: Mutex<State>,
+    ready: Notify,
+    metrics: Option<Metrics>,
+}
+
+/// A named work queue of object keys. Clone freely.
+#[derive(Clone)]
+pub struct WorkQueue {
+    inner: Arc<Inner>,
+}
+
+impl WorkQueue {
+    /// A queue called `name` (used for the `workqueue depth` metric and logs).
+    pub fn new(name: impl Into<String>, metrics: Option<Metrics>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                name: name.into(),
+                state: Mutex::new(State::default()),
+                ready: Notify::new(),
+                metrics,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Keys waiting to be processed (not counting delayed ones).
+    pub fn len(&self) -> usize {
+        self.lock().order.len()
+    }
+
+    /// True when no key is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Queues `key` now (a no-op if it is already waiting).
+    pub fn add(&self, key: impl Into<String>) {
+        let key = key.into();
+        let mut state = self.lock();
+        if state.processing.contains(&key) {
+            state.dirty.insert(key);
+            return;
+        }
+        if state.queued.insert(key.clone()) {
+            state.order.push_back(key);
+            let depth = state.order.len();
+            drop(state);
+            self.report_depth(depth);
+            self.inner.ready.notify_one();
+        }
+    }
+
+    /// Queues `key` after `delay`. An earlier pending delayed add of the same key wins.
+    pub fn add_after(&self, key: impl Into<String>, delay: Duration) {
+        let key = key.into();
+        if delay.is_zero() {
+            self.add(key);
+            return;
+        }
+        let due = Instant::now() + delay;
+        {
+            let mut state = self.lock();
+            match state.delayed.get(&key) {
+                Some(pending) if *pending <= due => return,
+                _ => {
+                    state.delayed.insert(key.clone(), due);
+                }
+            }
+        }
+        let queue = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let still_ours = {
+                let mut state = queue.lock();
+                if state.delayed.get(&key) == Some(&due) {
+                    state.delayed.remove(&key);
+                    true
+                } else {
+                    false
+                }
+            };
+            if still_ours {
+                queue.add(key);
+            }
+        });
+    }
+
+    /// Queues `key` after its exponential backoff and counts one more failure for it.
+    pub fn add_rate_limited(&self, key: impl Into<String>) {
+        let key = key.into();
+        let failures = {
+            let mut state = self.lock();
+            let failures = state.failures.entry(key.clone()).or_insert(0);
+            *failures = failures.saturating_add(1);
+            *failures
+        };
+        self.add_after(key, backoff(failures));
+    }
+
+    /// Forgets the failure history of `key`.
+    pub fn forget(&self, key: &str) {
+        self.lock().failures.remove(key);
+    }
+
+    /// Consecutive failures recorded for `key`.
+    pub fn failures(&self, key: &str) -> u32 {
+        self.lock().failures.get(key).copied().unwrap_or(0)
+    }
+
+    fn report_depth(&self, depth: usize) {
+        if let Some(metrics) = &self.inner.metrics {
+            metrics.set_workqueue_depth(&self.inner.name, depth);
+        }
+    }
+
+    fn take(&self) -> Option<String> {
+        let mut state = self.lock();
+        let key = state.order.pop_front()?;
+        state.queued.remove(&key);
+        state.processing.insert(key.clone());
+        let depth = state.order.len();
+        drop(state);
+        self.report_depth(depth);
+        Some(key)
+    }
+
+    fn done(&self, key: &str) {
+        let mut state = self.lock();
+        state.processing.remove(key);
+        if state.dirty.remove(key) && state.queued.insert(key.to_owned()) {
+            state.order.push_back(key.to_owned());
+            drop(state);
+            self.inner.ready.notify_one();
+        }
+    }
+
+    /// Runs `workers` workers calling `process(key)` until `shutdown`; in-flight calls finish
+    /// before it returns.
+    pub async fn run<F, Fut>(&self, workers: usize, shutdown: CancellationToken, process: F)
+    where
+        F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        let mut pool = tokio::task::JoinSet::new();
+        for _ in 0..workers.max(1) {
+            let queue = self.clone();
+            let shutdown = shutdown.clone();
+            let process = process.clone();
+            pool.spawn(async move {
+                loop {
+                    let Some(key) = queue.take() else {
+                        tokio::select! {
+                            () = shutdown.cancelled() => return,
+                            () = queue.inner.ready.notified() => continue,
+                        }
+                    };
+                    if !queue.is_empty() {
+                        // Wake an idle worker for the next key while this one is busy.
+                        queue.inner.ready.notify_one();
+                    }
+                    let started = Instant::now();
+                    let outcome = process(key.clone()).await;
+                    if let Some(metrics) = &queue.inner.metrics {
+                        metrics.reconcile_finished(&queue.inner.name, started.elapsed());
+                    }
+                    match outcome {
+                        Outcome::Done => queue.forget(&key),
+                        Outcome::RequeueAfter(delay) => {
+                            queue.forget(&key);
+                            queue.add_after(key.clone(), delay);
+                        }
+                        Outcome::Retry => queue.add_rate_limited(key.clone()),
+                    }
+                    queue.done(&key);
+                    if shutdown.is_cancelled() {
+                        return;
+                    }
+                }
+            });
+        }
+        while pool.join_next().await.is_some() {}
+    }
+}
+
+/// The retry delay after `failures` consecutive failures: 5 ms doubling, capped at 1000 s.
+pub fn backoff(failures: u32) -> Duration {
+    let exponent = failures.saturating_sub(1).min(30);
+    RETRY_BASE.saturating_mul(1u32 << exponent).min(RETRY_MAX)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(backoff(1), Duration::from_millis(5));
+        assert_eq!(backoff(2), Duration::from_millis(10));
+        assert_eq!(backoff(11), Duration::from_millis(5 * 1024));
+        assert_eq!(backoff(40), RETRY_MAX);
+    }
+
+    #[test]
+    fn duplicate_adds_are_processed_once() {
+        let queue = WorkQueue::new("test", None);
+        queue.add("a");
+        queue.add("a");
+        queue.add("b");
+        assert_eq!(queue.len(), 2);
+        assert_eq!(queue.take().as_deref(), Some("a"));
+        // Added again while processing: not handed to another worker, queued after done.
+        queue.add("a");
+        assert_eq!(queue.take().as_deref(), Some("b"));
+        assert_eq!(queue.take(), None);
+        queue.done("a");
+        assert_eq!(queue.take().as_deref(), Some("a"));
+    }
+
+    #[tokio::test]
+    async fn workers_process_every_key_and_retry_failures() {
+        let queue = WorkQueue::new("test", None);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let shutdown = CancellationToken::new();
+        for key in ["a", "b", "c"] {
+            queue.add(key);
+        }
+        let runner = {
+            let queue = queue.clone();
+            let calls = Arc::clone(&calls);
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                queue
+                    .run(2, shutdown, move |key| {
+                        let calls = Arc::clone(&calls);
+                        async move {
+                            let n = calls.fetch_add(1, Ordering::SeqCst);
+                            // The first call of "b" fails once and is retried.
+                            if key == "b" && n < 3 {
+                                Outcome::Retry
+                            } else {
+                                Outcome::Done
+                            }
+                        }
+                    })
+                    .await;
+            })
+        };
+        for _ in 0..200 {
+            if calls.load(Ordering::SeqCst) >= 4 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        shutdown.cancel();
+        runner.await.unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+        assert_eq!(
+            queue.failures("b"),
+            0,
+            "a later success forgets the failures"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! Integration tests: machine_deployment (being written).
