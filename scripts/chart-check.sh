@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# `make chart-check`: checks the Helm chart end to end without a cluster.
+#
+#  1. helm lint --strict with the default values and every charts/<chart>/ci/*-values.yaml;
+#  2. helm template of each of those variants, plus assertions on what each variant must (not)
+#     contain, and renders that must fail (contradictory values);
+#  3. every value in values.yaml documented there (a "# --" comment) and in docs/helm-chart.md
+#     (`scripts/chart-check.sh --values-table` prints the table for that page);
+#  4. every rendered manifest applied with `kubectl apply --dry-run=server` to a freshly started
+#     mcm-sandbox (built with cargo), after the stand-in CRDs of the operators the chart relies
+#     on (cert-manager, prometheus-operator) from ci/stand-in-crds/; each variant must have every
+#     object accepted;
+#  5. the chart's contract with the binaries: the manager, the virtual provider and the webhook
+#     (file and self-managed mode) start with the arguments the chart renders (only addresses,
+#     kubeconfigs and paths swapped for local ones) and become healthy against the sandbox; in
+#     self-managed mode the webhook must inject its caBundle into all eight webhooks of the
+#     rendered configurations and the four rendered CRDs (conversion), applied for real.
+#
+# helm comes from scripts/helm.sh (installed under .tools/ on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+chart=charts/machine-controller-manager
+release=mcm
+namespace=mcm-system
+helm=(scripts/helm.sh)
+
+# Lists the values of values.yaml. Convention (helm-docs style): a value is documented by "# --"
+# comment lines right above its key; keys with children and no such comment are sections. Prints
+# the Markdown table rows (table) or the paths (paths), and UNDOCUMENTED <path> for values without
+# a comment.
+values_listing() {
+	python3 - "$chart/values.yaml" "$1" <<'PY'
+import re
+import sys
+
+lines = open(sys.argv[1]).read().split("\n")
+stack, doc, leaves, undocumented = [], [], [], []
+for n, line in enumerate(lines):
+    s = line.strip()
+    if s.startswith("# --"):
+        doc = [s[4:].strip()]
+        continue
+    if s.startswith("#"):
+        if doc:
+            doc.append(s[1:].strip())
+        continue
+    if not s:
+        doc = []
+        continue
+    m = re.match(r"^( *)([A-Za-z0-9_]+):(.*)$", line)
+    if not m:
+        doc = []  # list items and block content
+        continue
+    ind, key, rest = len(m.group(1)), m.group(2), m.group(3).strip()
+    while stack and stack[-1][0] >= ind:
+        stack.pop()
+    if any(documented for _, _, documented in stack):
+        doc = []  # inside a documented map value
+        continue
+    path = ".".join([k for _, k, _ in stack] + [key])
+    following = next((l for l in lines[n + 1 :] if l.strip() and not l.strip().startswith("#")), "")
+    has_children = not rest and len(following) - len(following.lstrip()) > ind
+    if doc:
+        leaves.append((path, rest or "(see values.yaml)", " ".join(doc)))
+        if has_children:
+            stack.append((ind, key, True))
+    elif has_children:
+        stack.append((ind, key, False))
+    else:
+        undocumented.append(path)
+    doc = []
+for path, default, text in leaves:
+    text = text.replace("<", "&lt;").replace("|", "\\|")  # Markdown: no stray HTML tags or cells
+    print(f"| `{path}` | `{default}` | {text} |" if sys.argv[2] == "table" else path)
+for path in undocumented:
+    print("UNDOCUMENTED " + path)
+PY
+}
+
+values_table() {
+	echo "| Value | Default | Meaning |"
+	echo "|---|---|---|"
+	values_listing table
+}
+
+if [[ ${1:-} == --values-table ]]; then
+	values_table
+	exit 0
+fi
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for pid in "${pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "chart-check: $*" >&2
+	exit 1
+}
+
+command -v kubectl >/dev/null || fail "kubectl not found on PATH"
+"${helm[@]}" version --short >/dev/null
+
+# Helm logs an INFO line for the crds -> files/crds/v1alpha1 symlink on every load; it is expected
+# (see the chart's .helmignore), so it is filtered out of what we show.
+quiet() { grep -v 'found symbolic link in path' || true; }
+
+variants=(default)
+for file in "$chart"/ci/*-values.yaml; do
+	variants+=("$(basename "$file" -values.yaml)")
+done
+values_args() {
+	if [[ $1 != default ]]; then
+		echo "--values=$chart/ci/$1-values.yaml"
+	fi
+}
+
+echo "== values documented"
+if values_listing paths | grep '^UNDOCUMENTED '; then
+	fail "values.yaml: the values above have no '# --' comment"
+fi
+# The page ends with the generated table, which must match values.yaml (defaults and texts).
+if ! diff -u <(sed -n '/^## Values$/,$p' docs/helm-chart.md | tail -n +3) <(values_table) >"$tmp/values.diff"; then
+	cat "$tmp/values.diff" >&2
+	fail "the values table of docs/helm-chart.md is stale: replace it with 'scripts/chart-check.sh --values-table'"
+fi
+echo "values ok: $(values_listing paths | wc -l) documented in values.yaml and docs/helm-chart.md"
+
+echo "== helm lint (${#variants[@]} value sets)"
+for variant in "${variants[@]}"; do
+	# shellcheck disable=SC2046
+	if ! "${helm[@]}" lint --strict "$chart" --namespace "$namespace" $(values_args "$variant") >"$tmp/lint.log" 2>&1; then
+		quiet <"$tmp/lint.log"
+		fail "helm lint failed for $variant"
+	fi
+	echo "lint ok: $variant"
+done
+
+echo "== helm template"
+for variant in "${variants[@]}"; do
+	# shellcheck disable=SC2046
+	"${helm[@]}" template "$release" "$chart" --namespace "$namespace" $(values_args "$variant") \
+		>"$tmp/$variant.yaml" 2> >(quiet >&2) || fail "helm template failed for $variant"
+	echo "rendered $variant: $(grep -c '^kind:' "$tmp/$variant.yaml") objects"
+done
+
+# What each variant promises, checked on the rendered text.
+has() { grep -qE -- "$2" "$tmp/$1.yaml" || fail "$1: expected a line matching '$2'"; }
+lacks() { ! grep -qE -- "$2" "$tmp/$1.yaml" || fail "$1: unexpected line matching '$2'"; }
+count() {
+	local got
+	got=$(grep -cE -- "$2" "$tmp/$1.yaml" || true)
+	[[ $got == "$3" ]] || fail "$1: expected $3 line(s) matching '$2', got $got"
+}
+count default '^kind: CustomResourceDefinition' 4
+lacks default '^  conversion:'
+lacks default '^(  - |    )name: v1beta1$'
+count default '^kind: (Validating|Mutating)WebhookConfiguration' 2
+for kind in machine machineset machinedeployment machineclass; do
+	has default "path: /validate-machine-sapcloud-io-$kind\$"
+	has default "path: /mutate-machine-sapcloud-io-$kind\$"
+done
+count default 'cert-manager.io/inject-ca-from: mcm-system/mcm-machine-controller-manager-webhook-serving' 2
+has default '--driver-endpoint=unix:///run/mcm/driver.sock'
+has default '--endpoint=unix:///run/mcm/driver.sock'
+has default 'readOnlyRootFilesystem: true'
+has default 'runAsNonRoot: true'
+has default 'type: RuntimeDefault'
+has default '^kind: ClusterRole$'
+lacks default '^ *caBundle:'
+count conversion '^    strategy: Webhook' 4
+count conversion '^(  - |    )name: v1beta1$' 4
+count conversion 'cert-manager.io/inject-ca-from' 6
+count conversion '^          port: 8443' 4
+lacks cert-manager '^kind: Issuer'
+has cert-manager 'kind: ClusterIssuer'
+count self-managed '^kind: Certificate' 0
+has self-managed '--cert-mode=self-managed'
+lacks self-managed 'inject-ca-from'
+lacks self-managed 'customresourcedefinitions'
+count conversion-self-managed '--crd=.*\.machine\.sapcloud\.io' 4
+has conversion-self-managed 'customresourcedefinitions'
+count crds-off '^kind: CustomResourceDefinition' 0
+lacks crds-off 'WebhookConfiguration'
+lacks crds-off '^kind: ClusterRole'
+has crds-off 'namespace: shoot--dev--ci'
+has target-rbac '^kind: ClusterRole$'
+has target-rbac 'name: machine-controller-manager$'
+has target-rbac '--target-kubeconfig=/etc/mcm/target/kubeconfig'
+count monitoring '^kind: ServiceMonitor' 2
+count monitoring '^kind: PrometheusRule' 1
+for alert in MachineControllerManagerDown MachineFailed MachineStuck MachineSetFrozen MachineWebhookErrors; do
+	has monitoring "alert: $alert\$"
+done
+has custom-provider '--target-kubeconfig=none'
+has custom-provider '@sha256:0000'
+echo "assertions ok"
+
+echo "== renders that must fail"
+must_fail() {
+	local why=$1
+	shift
+	if "${helm[@]}" template "$release" "$chart" "$@" >/dev/null 2>"$tmp/fail.log"; then
+		fail "rendering with $* succeeded, but must fail ($why)"
+	fi
+	grep -q "$why" "$tmp/fail.log" || {
+		cat "$tmp/fail.log" >&2
+		fail "rendering with $* failed without saying '$why'"
+	}
+	echo "refused: $*"
+}
+must_fail "conversion.enabled needs crds.install" --set conversion.enabled=true --set crds.install=false
+must_fail "conversion.enabled needs webhook.enabled" --set conversion.enabled=true --set webhook.enabled=false
+must_fail "needs manager.targetKubeconfig.secretName" --set manager.targetKubeconfig.mode=secret
+must_fail "use inCluster, secret or none" --set manager.targetKubeconfig.mode=somewhere
+must_fail "use cert-manager or self-managed" --set webhook.certificates.mode=helm
+
+echo "== kubectl apply --dry-run=server on a fresh sandbox"
+cargo build --quiet -p mcm-sandbox --bin mcm-sandbox
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+sandbox_bin="$target_dir/debug/mcm-sandbox"
+[[ -x $sandbox_bin ]] || fail "no sandbox binary at $sandbox_bin"
+export KUBECONFIG="$tmp/kubeconfig"
+"$sandbox_bin" serve --port 0 --kubeconfig "$KUBECONFIG" >"$tmp/sandbox.log" 2>&1 &
+sandbox_pid=$!
+pids+=("$sandbox_pid")
+for _ in $(seq 1 100); do
+	if [[ -s $KUBECONFIG ]] && kubectl get --raw /readyz >/dev/null 2>&1; then
+		break
+	fi
+	kill -0 "$sandbox_pid" 2>/dev/null || {
+		cat "$tmp/sandbox.log" >&2
+		fail "the sandbox exited"
+	}
+	sleep 0.2
+done
+kubectl get --raw /readyz >/dev/null || fail "the sandbox did not become ready"
+
+for ns in "$namespace" shoot--dev--ci kube-system; do
+	kubectl get namespace "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
+done
+kubectl apply -f "$chart/ci/stand-in-crds/" >/dev/null
+kubectl wait --for=condition=Established --timeout=30s \
+	crd/certificates.cert-manager.io crd/issuers.cert-manager.io crd/clusterissuers.cert-manager.io \
+	crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com >/dev/null
+
+total=0
+for variant in "${variants[@]}"; do
+	expected=$(grep -c '^kind:' "$tmp/$variant.yaml")
+	if ! kubectl apply --dry-run=server -f "$tmp/$variant.yaml" >"$tmp/apply.log" 2>&1; then
+		cat "$tmp/apply.log" >&2
+		fail "the sandbox refused objects of $variant"
+	fi
+	accepted=$(grep -c '(server dry run)$' "$tmp/apply.log" || true)
+	if [[ $accepted != "$expected" ]]; then
+		cat "$tmp/apply.log" >&2
+		fail "$variant: $accepted of $expected objects accepted"
+	fi
+	if grep -qi 'warning' "$tmp/apply.log"; then
+		grep -i 'warning' "$tmp/apply.log" >&2
+		fail "$variant: the sandbox warned (unknown or dropped fields)"
+	fi
+	echo "dry-run ok: $variant ($accepted objects)"
+	total=$((total + accepted))
+done
+
+echo "== the binaries accept what the chart renders"
+cargo build --quiet -p mcm-controller -p mcm-webhook -p mcm-provider-virtual --bins
+bin="$target_dir/debug"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# The args of one container in a rendered variant, one per line.
+container_args() {
+	awk -v name="$2" '$0 ~ "- name: " name "$" {f=1} f&&/args:/{a=1;next} a&&/^ *- /{sub(/^ *- /,""); gsub(/^"|"$/,""); print; next} a{exit}' "$tmp/$1.yaml"
+}
+# Starts a binary with the rendered args of a container, where each given --flag=value replaces
+# the value of that rendered flag (local addresses, kubeconfigs, paths); every given flag must be
+# among the rendered ones. Waits until http://127.0.0.1:$port/healthz answers.
+start_rendered() {
+	local variant=$1 container=$2 binary=$3 port=$4
+	shift 4
+	local rendered=() args=() arg flag used=0
+	mapfile -t rendered < <(container_args "$variant" "$container")
+	[[ ${#rendered[@]} -gt 3 ]] || fail "$variant: found no args of container $container"
+	for arg in "${rendered[@]}"; do
+		for flag in "$@"; do
+			if [[ ${arg%%=*} == "${flag%%=*}" ]]; then
+				arg=$flag
+				used=$((used + 1))
+			fi
+		done
+		args+=("$arg")
+	done
+	[[ $used == "$#" ]] || fail "$variant/$container: the chart renders only $used of the flags $*"
+	"$bin/$binary" "${args[@]}" >"$tmp/$binary-$variant.log" 2>&1 &
+	local pid=$!
+	pids+=("$pid")
+	for _ in $(seq 1 100); do
+		if curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then
+			echo "started: $binary with the ${#rendered[@]} rendered args of $variant/$container ($# localised)"
+			return
+		fi
+		kill -0 "$pid" 2>/dev/null || {
+			cat "$tmp/$binary-$variant.log" >&2
+			fail "$binary exited with the rendered args of $variant/$container"
+		}
+		sleep 0.2
+	done
+	fail "$binary did not become healthy on port $port"
+}
+ready() { [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/readyz") == 200 ]]; }
+
+port=$(free_port)
+start_rendered default machine-controller-manager machine-controller-manager "$port" \
+	--control-kubeconfig="$KUBECONFIG" --target-kubeconfig="$KUBECONFIG" --port="$port" \
+	--driver-endpoint="unix://$tmp/driver.sock"
+port=$(free_port)
+start_rendered default provider-virtual provider-virtual "$port" --endpoint="unix://$tmp/driver.sock" \
+	--state-file="$tmp/state.json" --metrics-address="127.0.0.1:$port" --target-kubeconfig="$KUBECONFIG"
+port=$(free_port)
+start_rendered default machine-webhook machine-webhook "$port" --bind-address=127.0.0.1:0 \
+	--admin-address="127.0.0.1:$port" --tls-cert-file="$tmp/missing.crt" --tls-private-key-file="$tmp/missing.key"
+! ready "$port" || fail "the file-mode webhook is ready without a certificate"
+
+# Self-managed mode with conversion: apply the variant for real, then the webhook must fill in
+# every caBundle the chart left out.
+kubectl apply -f "$tmp/conversion-self-managed.yaml" >/dev/null
+port=$(free_port)
+start_rendered conversion-self-managed machine-webhook machine-webhook "$port" \
+	--bind-address=127.0.0.1:0 --admin-address="127.0.0.1:$port" --cert-reload-seconds=1
+bundles() {
+	{
+		kubectl get mutatingwebhookconfiguration,validatingwebhookconfiguration -l app.kubernetes.io/instance="$release" \
+			-o jsonpath='{range .items[*].webhooks[*]}{.name}={.clientConfig.caBundle}{"\n"}{end}'
+		kubectl get crd -l app.kubernetes.io/instance="$release" \
+			-o jsonpath='{range .items[*]}{.metadata.name}={.spec.conversion.webhook.clientConfig.caBundle}{"\n"}{end}'
+	} | grep -c '=LS0t' || true
+}
+for _ in $(seq 1 100); do
+	[[ $(bundles) == 12 ]] && ready "$port" && break
+	sleep 0.2
+done
+[[ $(bundles) == 12 ]] || fail "self-managed webhook: $(bundles) of 12 caBundles injected"
+ready "$port" || fail "self-managed webhook not ready"
+echo "self-managed webhook: 12 of 12 caBundles injected (8 webhooks, 4 CRDs), ready"
+
+echo "chart-check: ${#variants[@]} value sets, $total objects accepted by the sandbox, binaries agree with the chart"
