@@ -3,6 +3,7 @@
 //! - `GET counters`, `POST counters/reset`
 //! - `POST unavailable` `{"seconds": 5, "mode": "ServiceUnavailable" | "Refuse"}`, `DELETE unavailable`
 //! - `POST latency` `{"millis": 100}`
+//! - `POST watch-delay` `{"millis": 300}` (0 turns it off)
 //! - `POST errors` (an [`ErrorRule`]), `DELETE errors`
 //! - `POST watches/close`
 
@@ -77,6 +78,15 @@ pub async fn handle(state: &AppState, method: Method, rest: &str, body: Body) ->
             };
             let ms = v.get("millis").and_then(Value::as_u64).unwrap_or(0);
             f.set_latency(Duration::from_millis(ms));
+            ok(json!({"millis": ms}))
+        }
+        (Method::POST, "/watch-delay") => {
+            let v = match parse() {
+                Ok(v) => v,
+                Err(r) => return *r,
+            };
+            let ms = v.get("millis").and_then(Value::as_u64).unwrap_or(0);
+            f.set_watch_delay(Duration::from_millis(ms));
             ok(json!({"millis": ms}))
         }
         (Method::POST, "/errors") => {

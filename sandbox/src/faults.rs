@@ -1,5 +1,5 @@
-//! Fault injection (unavailability, latency, injected error codes, dropped watches) and request
-//! counters per verb, resource and status code.
+//! Fault injection (unavailability, latency, injected error codes, dropped or delayed watches) and
+//! request counters per verb, resource and status code.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -165,6 +165,7 @@ impl RequestCounters {
 struct FaultState {
     unavailable_until: Option<(Instant, UnavailableMode)>,
     latency: Duration,
+    watch_delay: Duration,
     rules: Vec<(ErrorRule, u64)>,
     counters: BTreeMap<(Verb, String, u16), u64>,
     rng: u64,
@@ -241,6 +242,15 @@ impl Faults {
     /// The configured latency.
     pub fn latency(&self) -> Duration {
         self.lock().latency
+    }
+    /// Holds back every event delivered to a watch by `delay` (order is kept), so clients see a
+    /// cache lagging behind their own writes. Zero turns it off. Applies to open watches too.
+    pub fn set_watch_delay(&self, delay: Duration) {
+        self.lock().watch_delay = delay;
+    }
+    /// The configured watch delay.
+    pub fn watch_delay(&self) -> Duration {
+        self.lock().watch_delay
     }
     /// Adds an error injection rule.
     pub fn inject_errors(&self, rule: ErrorRule) {
@@ -364,6 +374,16 @@ mod tests {
         f.reset_counters();
         assert_eq!(f.counters().total(), 0);
         assert_eq!(Verb::DeleteCollection.to_string(), "deletecollection");
+    }
+
+    #[test]
+    fn watch_delay_is_settable() {
+        let f = Faults::default();
+        assert_eq!(f.watch_delay(), Duration::ZERO);
+        f.set_watch_delay(Duration::from_millis(250));
+        assert_eq!(f.watch_delay(), Duration::from_millis(250));
+        f.set_watch_delay(Duration::ZERO);
+        assert_eq!(f.watch_delay(), Duration::ZERO);
     }
 
     #[test]

@@ -1075,7 +1075,18 @@ async fn watch(ctx: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
             }
             render_event(&app, &def, &version, &filter, partial_mode, ev)
         };
+        // Events held back by the watch-delay fault, with the instant they arrived; each is due at
+        // arrival + the delay configured now (lowering the delay releases them early).
+        let mut held: std::collections::VecDeque<(tokio::time::Instant, Arc<Event>)> =
+            std::collections::VecDeque::new();
+        let delay_of = |app: &AppState| app.faults.watch_delay();
         for ev in start.replay {
+            let delay = delay_of(&app);
+            // Initial events of a streaming list end with a bookmark sent right after them: not delayed.
+            if !delay.is_zero() && !send_initial {
+                held.push_back((tokio::time::Instant::now(), ev));
+                continue;
+            }
             if let Some(line) = send_event(ev, &mut last_rv).await
                 && tx.send(Ok(line)).await.is_err()
             {
@@ -1095,19 +1106,40 @@ async fn watch(ctx: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.tick().await;
         loop {
+            // Re-check at least every 100 ms so a changed delay takes effect on held events.
+            let next_due = held.front().map(|(arrived, _)| {
+                (*arrived + delay_of(&app))
+                    .min(tokio::time::Instant::now() + Duration::from_millis(100))
+            });
             tokio::select! {
                 _ = &mut deadline => break,
                 _ = closer.changed() => break,
                 _ = tx.closed() => break,
                 r = rx_events.recv() => match r {
                     Ok(ev) => {
-                        if let Some(line) = send_event(ev, &mut last_rv).await && tx.send(Ok(line)).await.is_err() {
+                        let delay = delay_of(&app);
+                        if !delay.is_zero() || !held.is_empty() {
+                            held.push_back((tokio::time::Instant::now(), ev));
+                        } else if let Some(line) = send_event(ev, &mut last_rv).await && tx.send(Ok(line)).await.is_err() {
                             break;
                         }
                     }
                     // A slow watcher that fell behind is closed; the client re-watches from its last version.
                     Err(_) => break,
                 },
+                () = tokio::time::sleep_until(next_due.unwrap_or_else(tokio::time::Instant::now)), if next_due.is_some() => {
+                    let now = tokio::time::Instant::now();
+                    let delay = delay_of(&app);
+                    let mut closed = false;
+                    while held.front().is_some_and(|(arrived, _)| *arrived + delay <= now) {
+                        let Some((_, ev)) = held.pop_front() else { break };
+                        if let Some(line) = send_event(ev, &mut last_rv).await && tx.send(Ok(line)).await.is_err() {
+                            closed = true;
+                            break;
+                        }
+                    }
+                    if closed { break; }
+                }
                 _ = tick.tick(), if bookmarks => {
                     let cur = store.current_rv();
                     // Events up to `cur` are already in the channel: drain them before the bookmark.
@@ -1115,7 +1147,10 @@ async fn watch(ctx: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
                     loop {
                         match rx_events.try_recv() {
                             Ok(ev) => {
-                                if let Some(line) = send_event(ev, &mut last_rv).await && tx.send(Ok(line)).await.is_err() {
+                                let delay = delay_of(&app);
+                                if !delay.is_zero() || !held.is_empty() {
+                                    held.push_back((tokio::time::Instant::now(), ev));
+                                } else if let Some(line) = send_event(ev, &mut last_rv).await && tx.send(Ok(line)).await.is_err() {
                                     closed = true;
                                     break;
                                 }
@@ -1125,6 +1160,8 @@ async fn watch(ctx: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
                         }
                     }
                     if closed { break; }
+                    // A bookmark must not claim versions of events still held back.
+                    if !held.is_empty() { continue; }
                     last_rv = last_rv.max(cur);
                     let bm = json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": last_rv.to_string()}});
                     if tx.send(Ok(encode("BOOKMARK", &bm))).await.is_err() {

@@ -34,6 +34,9 @@ pub struct SetExpectations {
     pub deleting: BTreeSet<String>,
     /// Machines whose watch event arrived before the API response of their creation.
     pub observed_early: BTreeSet<String>,
+    /// Created machines settled by a cache snapshot before their watch event was processed (the
+    /// event must then not settle another, still unknown, creation).
+    pub settled_by_snapshot: BTreeSet<String>,
     /// Last time an operation was recorded; the entry expires `ttl` after it.
     pub recorded_at: Timestamp,
 }
@@ -45,6 +48,7 @@ impl SetExpectations {
             created: BTreeSet::new(),
             deleting: BTreeSet::new(),
             observed_early: BTreeSet::new(),
+            settled_by_snapshot: BTreeSet::new(),
             recorded_at: now,
         }
     }
@@ -170,6 +174,7 @@ impl Expectations {
     pub fn observe_added(&mut self, key: &str, name: &str) {
         if let Some(e) = self.by_set.get_mut(key)
             && !e.created.remove(name)
+            && !e.settled_by_snapshot.remove(name)
             && e.in_flight_creations > 0
         {
             // Response not processed yet (or timed out): the event settles an in-flight creation.
@@ -200,7 +205,11 @@ impl Expectations {
                 ))
             })
             .collect();
-        e.created.retain(|n| !present.contains_key(n.as_str()));
+        let (seen, missing): (BTreeSet<String>, BTreeSet<String>) = std::mem::take(&mut e.created)
+            .into_iter()
+            .partition(|n| present.contains_key(n.as_str()));
+        e.created = missing;
+        e.settled_by_snapshot.extend(seen);
         e.deleting
             .retain(|n| present.get(n.as_str()).is_some_and(|deleting| !deleting));
     }
@@ -314,6 +323,24 @@ mod tests {
         e.observe_added("k", "x");
         e.observe_added("k", "y");
         assert_eq!(e.get("k").unwrap().in_flight_creations, 0);
+    }
+
+    #[test]
+    fn event_after_snapshot_does_not_settle_an_unknown_creation() {
+        let mut e = Expectations::default();
+        e.expect_creations("k", 2, t(0));
+        e.creation_succeeded("k", "m1", t(1));
+        // The second create timed out: it may exist, unseen.
+        e.creation_outcome_unknown("k");
+        e.observe_snapshot("k", &[machine("m1", false)]);
+        // m1's watch event is processed after the snapshot settled it.
+        e.observe_added("k", "m1");
+        assert!(
+            !e.readiness("k", t(2)).may_act(),
+            "the unknown creation is still outstanding"
+        );
+        e.observe_added("k", "m2");
+        assert_eq!(e.readiness("k", t(2)), Readiness::Satisfied);
     }
 
     proptest! {

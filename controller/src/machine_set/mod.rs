@@ -19,6 +19,7 @@
 //! | §4.1/Q5 expectations (consulted here, unlike upstream) | [`expectations::Expectations`] | `expectations::tests::*` |
 //! | §4.2/§5.1 event routing (machine → sets, set → deployments) | [`routing::owners_to_sync`] | `routing::tests::routing_table` |
 //! | §11 MachineSet validation | [`plan::validate`] | `plan::tests::invalid_*` |
+//! | §4.1–§4.9 shell: watches, routing, execution, expectations, status, §9.2 gauges | [`reconcile::run`] | `tests/it/machine_set.rs` |
 
 pub mod claim;
 pub mod expectations;

@@ -565,7 +565,8 @@ fn is_active(m: &Machine) -> bool {
     )
 }
 
-fn apply_update(m: &mut Machine, u: &MachineUpdate) {
+/// Applies `u` to `m` (the shell re-applies it to a freshly read machine after a conflict).
+pub fn apply_update(m: &mut Machine, u: &MachineUpdate) {
     if let Some(nt) = &u.node_template {
         m.spec.node_template.clone_from(nt);
     }

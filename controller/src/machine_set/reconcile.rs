@@ -1,23 +1,429 @@
-//! The MachineSet controller shell.
+//! The MachineSet controller shell (reference §4): watches MachineSets and Machines, routes
+//! machine changes to their MachineSets, and reconciles each MachineSet with [`plan::plan`].
 //!
-//! Being written: the shell is not wired yet.
+//! Zero overshoot rests on the [`Expectations`]: creations and deletions are recorded before
+//! they are issued, every machine add/delete seen by the watch lowers them, and a pass only
+//! creates or deletes when nothing it issued is still unseen. The readiness check and the cache
+//! snapshot the plan works on are taken under the same lock, and watch observations are applied
+//! by a routing task *after* the informer has put the object into its cache, so "satisfied"
+//! always means "the snapshot contains everything issued so far".
 
-use std::sync::Arc;
+mod execute;
+mod metrics;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::PostParams;
+use mcm_api::keys::annotation;
+use mcm_api::v1alpha1::{Machine, MachinePhase, MachineSet};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::claim::controller_ref;
+use super::expectations::Expectations;
+use super::plan::{self, MachineSetAction, MachineSetInput, ReplicaError};
+use super::routing;
 use crate::manager::BoxError;
 use crate::shell::Shell;
+use crate::shell::informer::Change;
+use crate::shell::queue::{Outcome, WorkQueue};
+
+/// Name of the work queue (and of the reconcile metrics label).
+pub const QUEUE: &str = "machineset";
+
+/// What can go wrong in one MachineSet pass. Every variant names the object and the call.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// A call to the control cluster failed.
+    #[error("{action} {kind} {name}: {source}")]
+    Api {
+        /// What was attempted (`get`, `adopt`, `update status`, ...).
+        action: &'static str,
+        /// `MachineSet` or `Machine`.
+        kind: &'static str,
+        /// Object name.
+        name: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A read-modify-write kept conflicting.
+    #[error("{action} {kind} {name}: still conflicting after {attempts} attempts")]
+    Conflicts {
+        /// What was attempted.
+        action: &'static str,
+        /// `MachineSet` or `Machine`.
+        kind: &'static str,
+        /// Object name.
+        name: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+}
+
+impl SyncError {
+    fn api(action: &'static str, kind: &'static str, name: &str, source: kube::Error) -> Self {
+        Self::Api {
+            action,
+            kind,
+            name: name.to_owned(),
+            source,
+        }
+    }
+}
+
+/// A machine change as the routing task sees it (the informer's [`Change`], owned).
+enum MachineChange {
+    Added(Arc<Machine>),
+    Updated(Arc<Machine>, Arc<Machine>),
+    Deleted(Arc<Machine>),
+}
+
+/// The controller's state shared by the informer handlers, the routing task and the workers.
+pub(crate) struct Controller {
+    shell: Arc<Shell>,
+    queue: WorkQueue,
+    expectations: Mutex<Expectations>,
+}
 
 /// Runs the MachineSet controller until `shutdown`.
 pub fn run(
     shell: Arc<Shell>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
-    let _ = shell;
     Box::pin(async move {
+        let controller = Arc::new(Controller {
+            queue: WorkQueue::new(QUEUE, Some(shell.metrics.clone())),
+            shell,
+            expectations: Mutex::new(Expectations::default()),
+        });
+        metrics::register(&controller.shell);
+
+        let (changes, routed) = mpsc::unbounded_channel();
+        // Handlers run under the informer lock: they only hand the change on.
+        controller.shell.machines.subscribe(move |change| {
+            let owned = match change {
+                Change::Added(m) => MachineChange::Added(Arc::clone(m)),
+                Change::Updated { old, new } => {
+                    MachineChange::Updated(Arc::clone(old), Arc::clone(new))
+                }
+                Change::Deleted(m) => MachineChange::Deleted(Arc::clone(m)),
+            };
+            // A closed channel means the controller is stopping.
+            let _ = changes.send(owned);
+        });
+        let queue = controller.queue.clone();
+        controller.shell.machine_sets.subscribe(move |change| {
+            if let Change::Updated { old, new } = change
+                && old.metadata.resource_version.is_some()
+                && old.metadata.resource_version == new.metadata.resource_version
+            {
+                return;
+            }
+            if let Some(name) = change.object().metadata.name.as_deref() {
+                queue.add(name);
+            }
+        });
+
+        let router = tokio::spawn(Arc::clone(&controller).route(routed, shutdown.clone()));
+        let workers = controller.shell.config.concurrent_syncs.max(1);
+        let worker = Arc::clone(&controller);
+        controller
+            .queue
+            .run(workers, shutdown.clone(), move |key| {
+                let worker = Arc::clone(&worker);
+                async move { worker.sync(key).await }
+            })
+            .await;
         shutdown.cancelled().await;
+        router.abort();
         Ok(())
     })
+}
+
+impl Controller {
+    fn expectations(&self) -> MutexGuard<'_, Expectations> {
+        self.expectations
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Applies machine changes to the expectations, then enqueues the MachineSets concerned.
+    async fn route(
+        self: Arc<Self>,
+        mut routed: mpsc::UnboundedReceiver<MachineChange>,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            let first = tokio::select! {
+                () = shutdown.cancelled() => return,
+                change = routed.recv() => match change {
+                    Some(change) => change,
+                    None => return,
+                },
+            };
+            let mut batch = vec![first];
+            while batch.len() < 1024
+                && let Ok(change) = routed.try_recv()
+            {
+                batch.push(change);
+            }
+            self.observe(&batch);
+            // The full MachineSet list is read at most once per batch, and only for orphans.
+            let mut all_sets: Option<Vec<MachineSet>> = None;
+            for change in &batch {
+                for name in self.owners_of(change, &mut all_sets) {
+                    self.queue.add(name);
+                }
+            }
+        }
+    }
+
+    /// Every machine add/delete observed lowers the expectations of its controller MachineSet.
+    fn observe(&self, batch: &[MachineChange]) {
+        let mut expectations = self.expectations();
+        for change in batch {
+            match change {
+                MachineChange::Added(m) => {
+                    if let Some(owner) = owner_set(&m.metadata) {
+                        let name = m.metadata.name.as_deref().unwrap_or_default();
+                        expectations.observe_added(owner, name);
+                        if m.metadata.deletion_timestamp.is_some() {
+                            expectations.observe_deleted(owner, name);
+                        }
+                    }
+                }
+                MachineChange::Updated(old, new) => {
+                    if new.metadata.deletion_timestamp.is_some()
+                        && old.metadata.deletion_timestamp.is_none()
+                        && let Some(owner) = owner_set(&new.metadata)
+                    {
+                        let name = new.metadata.name.as_deref().unwrap_or_default();
+                        expectations.observe_deleted(owner, name);
+                    }
+                }
+                MachineChange::Deleted(m) => {
+                    if let Some(owner) = owner_set(&m.metadata) {
+                        let name = m.metadata.name.as_deref().unwrap_or_default();
+                        expectations.observe_deleted(owner, name);
+                    }
+                }
+            }
+        }
+    }
+
+    fn owners_of(
+        &self,
+        change: &MachineChange,
+        all_sets: &mut Option<Vec<MachineSet>>,
+    ) -> Vec<String> {
+        let (old, new) = match change {
+            MachineChange::Added(m) | MachineChange::Deleted(m) => (None, &m.metadata),
+            MachineChange::Updated(old, new) => (Some(&old.metadata), &new.metadata),
+        };
+        let old_uid = old.and_then(controller_ref).map(|r| r.uid.as_str());
+        let new_ref = controller_ref(new);
+        let same_controller = old.is_none() || old_uid == new_ref.map(|r| r.uid.as_str());
+        match new_ref {
+            // Controlled and unchanged: only the controller can be concerned.
+            Some(r) if same_controller => {
+                let owners: Vec<MachineSet> = self
+                    .shell
+                    .machine_sets
+                    .get(&r.name)
+                    .map(|ms| (*ms).clone())
+                    .into_iter()
+                    .collect();
+                routing::owners_to_sync(old, new, &owners)
+            }
+            _ => {
+                let owners = all_sets.get_or_insert_with(|| {
+                    self.shell
+                        .machine_sets
+                        .list()
+                        .iter()
+                        .map(|ms| (**ms).clone())
+                        .collect()
+                });
+                routing::owners_to_sync(old, new, owners)
+            }
+        }
+    }
+
+    async fn sync(self: Arc<Self>, name: String) -> Outcome {
+        match self.reconcile(&name).await {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::warn!(machine_set = %name, namespace = %self.shell.namespace, %error, "MachineSet reconcile failed");
+                Outcome::Retry
+            }
+        }
+    }
+
+    /// One pass of §4.3.
+    async fn reconcile(&self, name: &str) -> Result<Outcome, SyncError> {
+        let api = self.shell.namespaced::<MachineSet>();
+        // Step 1: a live read, never the cache.
+        let Some(ms) = api
+            .get_opt(name)
+            .await
+            .map_err(|e| SyncError::api("get", "MachineSet", name, e))?
+        else {
+            self.expectations().forget(name);
+            return Ok(Outcome::Done);
+        };
+        let uid = ms.metadata.uid.clone().unwrap_or_default();
+        let now = Timestamp::now();
+        let (machines, readiness) = {
+            let mut expectations = self.expectations();
+            // Only machines this set controls or nobody controls can be claimed.
+            let machines: Vec<Machine> = self
+                .shell
+                .machines
+                .filter(|m| controller_ref(&m.metadata).is_none_or(|r| r.uid == uid))
+                .iter()
+                .map(|m| (**m).clone())
+                .collect();
+            let owned: Vec<Machine> = machines
+                .iter()
+                .filter(|m| controller_ref(&m.metadata).is_some())
+                .cloned()
+                .collect();
+            expectations.observe_snapshot(name, &owned);
+            (machines, expectations.readiness(name, now))
+        };
+        let node_preserve = self.node_preserve(&machines);
+        let planned = match plan::plan(MachineSetInput {
+            machine_set: &ms,
+            machines: &machines,
+            node_preserve: &node_preserve,
+            readiness,
+            now,
+        }) {
+            Ok(planned) => planned,
+            Err(error) => {
+                // Upstream skips invalid objects until they change.
+                tracing::warn!(machine_set = %name, %error, "invalid MachineSet, not reconciled");
+                self.shell.event(
+                    &ms,
+                    true,
+                    "InvalidMachineSet",
+                    "Validate",
+                    error.to_string(),
+                );
+                return Ok(Outcome::Done);
+            }
+        };
+        let mut ms = ms;
+        let mut replica_error: Option<ReplicaError> = None;
+        for action in planned.actions {
+            match action {
+                MachineSetAction::AddFinalizer => ms = self.set_finalizer(&ms, true).await?,
+                MachineSetAction::RemoveFinalizer => {
+                    self.set_finalizer(&ms, false).await?;
+                    self.expectations().forget(name);
+                    return Ok(Outcome::Done);
+                }
+                MachineSetAction::AdoptMachine { machine, owner } => {
+                    self.adopt(&ms, &machines, &machine, owner).await?;
+                }
+                MachineSetAction::ReleaseMachine { machine } => {
+                    self.release(&ms, &machines, &machine).await?;
+                }
+                MachineSetAction::UpdateMachine { machine, update } => {
+                    self.update_machine(&ms, &machine, &update).await?;
+                }
+                MachineSetAction::CreateMachines {
+                    machine,
+                    count,
+                    batches,
+                } => {
+                    if let Some(error) = self.create_machines(&ms, &machine, count, &batches).await
+                    {
+                        replica_error.get_or_insert(error);
+                    }
+                }
+                MachineSetAction::DeleteMachines { machines: victims } => {
+                    // Termination errors are only logged (upstream `manageReplicas`).
+                    self.delete_machines(&ms, &machines, &victims, now).await;
+                }
+            }
+        }
+        let status = plan::machine_set_status(&ms, &planned.claimed, replica_error.as_ref(), now);
+        if plan::status_needs_update(&ms, &status) {
+            self.write_status(ms, status).await?;
+        }
+        if replica_error.is_some() {
+            return Ok(Outcome::Retry);
+        }
+        let requeue = Duration::try_from(planned.requeue_after).unwrap_or(Duration::from_secs(1));
+        Ok(Outcome::RequeueAfter(
+            requeue.max(Duration::from_millis(100)),
+        ))
+    }
+
+    /// Preserve annotations of the nodes of Failed machines (the only ones the plan asks about).
+    fn node_preserve(&self, machines: &[Machine]) -> BTreeMap<String, Option<String>> {
+        machines
+            .iter()
+            .filter(|m| m.phase() == Some(&MachinePhase::Failed))
+            .filter_map(|m| m.node_name().filter(|n| !n.is_empty()))
+            .filter_map(|node| {
+                let found = self.shell.nodes.get(node)?;
+                let value = found
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(annotation::PRESERVE))
+                    .cloned();
+                Some((node.to_owned(), value))
+            })
+            .collect()
+    }
+
+    /// Writes `status` through `/status`; after a conflict, once more on a fresh read (§4.8).
+    async fn write_status(
+        &self,
+        ms: MachineSet,
+        status: mcm_api::v1alpha1::MachineSetStatus,
+    ) -> Result<(), SyncError> {
+        let api = self.shell.namespaced::<MachineSet>();
+        let name = ms.metadata.name.clone().unwrap_or_default();
+        let mut current = ms;
+        for attempt in 0..2 {
+            current.status = Some(status.clone());
+            match api
+                .replace_status(&name, &PostParams::default(), &current)
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt == 0 => {
+                    current = api
+                        .get(&name)
+                        .await
+                        .map_err(|e| SyncError::api("get", "MachineSet", &name, e))?;
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+                Err(e) => return Err(SyncError::api("update status", "MachineSet", &name, e)),
+            }
+        }
+        Err(SyncError::Conflicts {
+            action: "update status",
+            kind: "MachineSet",
+            name,
+            attempts: 2,
+        })
+    }
+}
+
+/// Name of the MachineSet controlling a machine, if its controller is one.
+fn owner_set(meta: &ObjectMeta) -> Option<&str> {
+    controller_ref(meta)
+        .filter(|r| r.kind == plan::KIND)
+        .map(|r| r.name.as_str())
 }

@@ -363,3 +363,88 @@ async fn admin_http_endpoints_control_faults_and_counters() {
     assert_eq!(bad.status, 400, "an unknown mode is a 400");
     t.finish().await;
 }
+
+/// The watch-delay fault holds watch events back (in order) while reads see the write at once;
+/// lowering the delay releases the held events. Set through `/sandbox/admin/watch-delay`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_delay_holds_events_back_in_order_until_lowered() {
+    use crate::common::{raw, unique_suffix};
+    use futures::{StreamExt, TryStreamExt};
+    use kube::ResourceExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let t = Target::sandbox_or_env().await;
+    let Some(sb) = t.sandbox_only(
+        "watch_delay_holds_events_back_in_order_until_lowered",
+        "fault injection is sandbox-only",
+    ) else {
+        return t.finish().await;
+    };
+    let cms = t.api::<ConfigMap>();
+    let prefix = format!("delayed-{}", unique_suffix());
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("list resourceVersion");
+    let mut stream = cms
+        .watch(&WatchParams::default().timeout(60), &rv)
+        .await
+        .expect("open watch")
+        .boxed();
+
+    // An hour: nothing can be delivered before the delay is lowered below.
+    let response = raw(
+        &t.client,
+        "POST",
+        "/sandbox/admin/watch-delay",
+        &[("content-type", "application/json")],
+        br#"{"millis": 3600000}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(response.status, 200, "POST /sandbox/admin/watch-delay");
+    assert_eq!(sb.faults().watch_delay(), Duration::from_secs(3600));
+    let names: Vec<String> = (0..3).map(|i| format!("{prefix}-{i}")).collect();
+    for name in &names {
+        cms.create(&PostParams::default(), &configmap(name, &[], &[]))
+            .await
+            .expect("create while watch events are delayed");
+    }
+    cms.get(&names[2])
+        .await
+        .expect("reads are not delayed: the object is there at once");
+    // Whatever the machine's speed, an event held for an hour cannot show up in this window.
+    let early = tokio::time::timeout(Duration::from_millis(500), async {
+        loop {
+            match stream.try_next().await {
+                Ok(Some(WatchEvent::Bookmark(_))) => continue,
+                other => return other.map(|o| o.map(|e| format!("{e:?}"))),
+            }
+        }
+    })
+    .await;
+    assert!(
+        early.is_err(),
+        "a watch event was delivered while the delay holds it back: {early:?}"
+    );
+
+    sb.faults().set_watch_delay(Duration::ZERO);
+    let mut seen = Vec::new();
+    while seen.len() < names.len() {
+        let event = tokio::time::timeout(EVENTUALLY, stream.try_next())
+            .await
+            .expect("held events are released once the delay is lowered")
+            .expect("watch stream error")
+            .expect("watch stream ended early");
+        match event {
+            WatchEvent::Added(cm) if cm.name_any().starts_with(&prefix) => {
+                seen.push(cm.name_any());
+            }
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected watch event {other:?}"),
+        }
+    }
+    assert_eq!(seen, names, "held events keep their order");
+    t.finish().await;
+}

@@ -1,0 +1,384 @@
+//! Execution of the plan's actions against the control cluster: finalizer, adopt, release,
+//! in-place machine updates, slow-start creations and deletions, with the expectations recorded
+//! before every create and delete.
+
+use futures::StreamExt as _;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use mcm_api::keys::finalizer;
+use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineSet};
+use serde_json::json;
+
+use super::{Controller, SyncError};
+use crate::machine_set::plan::{self, MachineRef, MachineUpdate, ReplicaError, events};
+
+/// Read-modify-write attempts on one machine before giving up for this pass.
+const UPDATE_ATTEMPTS: u32 = 5;
+/// Concurrent deletions of one pass.
+const DELETE_CONCURRENCY: usize = 16;
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// How the outcome of one create request is known.
+enum Created {
+    Yes(String),
+    /// Timeout or transport error: the machine may exist; the expectation stays until it shows.
+    Unknown(String),
+    No(String),
+}
+
+impl Controller {
+    fn record(&self, ms: &MachineSet, event: &plan::Event, action: &str) {
+        let warning = event.type_ == plan::EventType::Warning;
+        self.shell
+            .event(ms, warning, &event.reason, action, event.message.clone());
+    }
+
+    /// Adds or removes the MachineSet finalizer (merge patch guarded by the resourceVersion).
+    pub(super) async fn set_finalizer(
+        &self,
+        ms: &MachineSet,
+        present: bool,
+    ) -> Result<MachineSet, SyncError> {
+        let name = ms.metadata.name.clone().unwrap_or_default();
+        let mut finalizers: Vec<String> = ms
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .filter(|f| *f != finalizer::MACHINE_CONTROLLER_MANAGER)
+            .cloned()
+            .collect();
+        if present {
+            finalizers.push(finalizer::MACHINE_CONTROLLER_MANAGER.to_owned());
+        }
+        let patch = json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": ms.metadata.resource_version,
+        }});
+        self.shell
+            .namespaced::<MachineSet>()
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| {
+                let action = if present {
+                    "add finalizer to"
+                } else {
+                    "remove finalizer from"
+                };
+                SyncError::api(action, "MachineSet", &name, e)
+            })
+    }
+
+    /// Sets the controller reference on an orphan (guarded by the cached resourceVersion, so a
+    /// concurrent adopter or label change makes it fail and the pass retry).
+    pub(super) async fn adopt(
+        &self,
+        ms: &MachineSet,
+        cache: &[Machine],
+        machine: &MachineRef,
+        owner: OwnerReference,
+    ) -> Result<(), SyncError> {
+        let Some(cached) = find(cache, machine) else {
+            return Ok(());
+        };
+        let mut refs = cached.metadata.owner_references.clone().unwrap_or_default();
+        refs.push(owner);
+        self.patch_owner_refs(cached, refs, "adopt").await?;
+        tracing::info!(machine_set = ?ms.metadata.name, machine = %machine.name, "adopted machine");
+        self.shell.event(
+            ms,
+            false,
+            "Adopted",
+            "Adopt",
+            format!("Adopted machine {}", machine.name),
+        );
+        Ok(())
+    }
+
+    /// Removes this MachineSet's controller reference from a machine it no longer selects (a
+    /// real removal, unlike upstream's merge patch, quirk Q9).
+    pub(super) async fn release(
+        &self,
+        ms: &MachineSet,
+        cache: &[Machine],
+        machine: &MachineRef,
+    ) -> Result<(), SyncError> {
+        let Some(cached) = find(cache, machine) else {
+            return Ok(());
+        };
+        let uid = ms.metadata.uid.clone().unwrap_or_default();
+        let refs: Vec<OwnerReference> = cached
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .filter(|r| r.uid != uid)
+            .cloned()
+            .collect();
+        self.patch_owner_refs(cached, refs, "release").await?;
+        tracing::info!(machine_set = ?ms.metadata.name, machine = %machine.name, "released machine");
+        self.shell.event(
+            ms,
+            false,
+            "Released",
+            "Release",
+            format!("Released machine {}", machine.name),
+        );
+        Ok(())
+    }
+
+    async fn patch_owner_refs(
+        &self,
+        cached: &Machine,
+        refs: Vec<OwnerReference>,
+        action: &'static str,
+    ) -> Result<(), SyncError> {
+        let name = cached.metadata.name.clone().unwrap_or_default();
+        // The whole list is replaced; the resourceVersion makes it a compare-and-swap.
+        let refs = if refs.is_empty() {
+            serde_json::Value::Null
+        } else {
+            json!(refs)
+        };
+        let patch = json!({"metadata": {
+            "ownerReferences": refs,
+            "resourceVersion": cached.metadata.resource_version,
+        }});
+        match self
+            .shell
+            .namespaced::<Machine>()
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(SyncError::api(action, "Machine", &name, e)),
+        }
+    }
+
+    /// Propagates template fields / preserve annotations onto an existing machine (§4.3 steps
+    /// 6–9): read, apply, replace; a conflict reads again.
+    pub(super) async fn update_machine(
+        &self,
+        ms: &MachineSet,
+        machine: &MachineRef,
+        update: &MachineUpdate,
+    ) -> Result<(), SyncError> {
+        let api = self.shell.namespaced::<Machine>();
+        for _ in 0..UPDATE_ATTEMPTS {
+            let Some(mut live) = api
+                .get_opt(&machine.name)
+                .await
+                .map_err(|e| SyncError::api("get", "Machine", &machine.name, e))?
+            else {
+                return Ok(());
+            };
+            if !machine.uid.is_empty() && live.metadata.uid.as_deref() != Some(&machine.uid) {
+                return Ok(());
+            }
+            let before = live.clone();
+            plan::apply_update(&mut live, update);
+            if live == before {
+                return Ok(());
+            }
+            match api
+                .replace(&machine.name, &PostParams::default(), &live)
+                .await
+            {
+                Ok(_) => {
+                    tracing::debug!(machine_set = ?ms.metadata.name, machine = %machine.name, "updated machine in place");
+                    return Ok(());
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) if is_not_found(&e) => return Ok(()),
+                Err(e) => return Err(SyncError::api("update", "Machine", &machine.name, e)),
+            }
+        }
+        Err(SyncError::Conflicts {
+            action: "update",
+            kind: "Machine",
+            name: machine.name.clone(),
+            attempts: UPDATE_ATTEMPTS,
+        })
+    }
+
+    /// Creates `count` machines in slow-start `batches` (§4.4), the expectations recorded
+    /// first. Returns the first error.
+    pub(super) async fn create_machines(
+        &self,
+        ms: &MachineSet,
+        machine: &Machine,
+        count: usize,
+        batches: &[usize],
+    ) -> Option<ReplicaError> {
+        let key = ms.metadata.name.clone().unwrap_or_default();
+        let expected = u32::try_from(count).unwrap_or(u32::MAX);
+        self.expectations()
+            .expect_creations(&key, expected, Timestamp::now());
+        tracing::info!(machine_set = %key, namespace = %self.shell.namespace, count, "creating machines");
+        let api = self.shell.namespaced::<Machine>();
+        let mut issued = 0usize;
+        let mut first_error: Option<ReplicaError> = None;
+        for &size in batches {
+            let results = futures::future::join_all((0..size).map(|_| {
+                let api = api.clone();
+                async move {
+                    match api.create(&PostParams::default(), machine).await {
+                        Ok(created) => Created::Yes(created.metadata.name.unwrap_or_default()),
+                        Err(kube::Error::Api(s)) if s.code == 504 || s.reason == "Timeout" => {
+                            Created::Unknown(s.message)
+                        }
+                        Err(kube::Error::Api(s)) => Created::No(s.message),
+                        Err(e) => Created::Unknown(e.to_string()),
+                    }
+                }
+            }))
+            .await;
+            issued += size;
+            let mut batch_failed = false;
+            for result in results {
+                match result {
+                    Created::Yes(name) => {
+                        self.expectations()
+                            .creation_succeeded(&key, &name, Timestamp::now());
+                        self.record(ms, &events::created(&name), "Create");
+                    }
+                    Created::Unknown(message) => {
+                        // The machine may exist: the expectation waits for it to show up (or
+                        // to expire), and the slow start stops as after any error.
+                        self.expectations().creation_outcome_unknown(&key);
+                        self.record(ms, &events::create_failed(&message), "Create");
+                        tracing::warn!(machine_set = %key, error = %message, "machine creation outcome unknown");
+                        first_error.get_or_insert(ReplicaError { message });
+                        batch_failed = true;
+                    }
+                    Created::No(message) => {
+                        self.expectations().creation_skipped(&key, 1);
+                        self.record(ms, &events::create_failed(&message), "Create");
+                        tracing::warn!(machine_set = %key, error = %message, "machine creation failed");
+                        first_error.get_or_insert(ReplicaError { message });
+                        batch_failed = true;
+                    }
+                }
+            }
+            if batch_failed {
+                break;
+            }
+        }
+        let skipped = count.saturating_sub(issued);
+        if skipped > 0 {
+            self.expectations()
+                .creation_skipped(&key, u32::try_from(skipped).unwrap_or(u32::MAX));
+        }
+        first_error
+    }
+
+    /// Deletes `victims` (expectations first), records events and writes the Terminating status
+    /// on machines that still exist (§4.4 `terminateMachines`). Errors are logged only.
+    pub(super) async fn delete_machines(
+        &self,
+        ms: &MachineSet,
+        cache: &[Machine],
+        victims: &[MachineRef],
+        now: Timestamp,
+    ) {
+        let key = ms.metadata.name.clone().unwrap_or_default();
+        let to_delete: Vec<&MachineRef> = victims
+            .iter()
+            .filter(|v| find(cache, v).is_none_or(|m| m.metadata.deletion_timestamp.is_none()))
+            .collect();
+        self.expectations()
+            .expect_deletions(&key, to_delete.iter().map(|v| v.name.as_str()), now);
+        tracing::info!(machine_set = %key, count = to_delete.len(), "deleting machines");
+        let deletions: Vec<_> = to_delete
+            .into_iter()
+            .map(|victim| self.delete_one(ms, cache, victim, now))
+            .collect();
+        let stale_health_check = futures::stream::iter(deletions)
+            .buffer_unordered(DELETE_CONCURRENCY)
+            .fold(0u64, |n, stale| async move { n + u64::from(stale) })
+            .await;
+        if stale_health_check > 0 {
+            self.shell
+                .metrics
+                .stale_machines_deleted(stale_health_check);
+        }
+    }
+
+    /// Deletes one machine; true when it was a Failed machine whose last operation was a
+    /// health check (the stale-machine counter of §9.2).
+    async fn delete_one(
+        &self,
+        ms: &MachineSet,
+        cache: &[Machine],
+        victim: &MachineRef,
+        now: Timestamp,
+    ) -> bool {
+        let key = ms.metadata.name.clone().unwrap_or_default();
+        let api = self.shell.namespaced::<Machine>();
+        let params = DeleteParams {
+            preconditions: (!victim.uid.is_empty()).then(|| Preconditions {
+                uid: Some(victim.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&victim.name, &params).await {
+            Ok(_) => {
+                self.record(ms, &events::deleted(&victim.name), "Delete");
+            }
+            Err(e) => {
+                // Gone already or replaced by another object: nothing to wait for.
+                self.expectations().deletion_failed(&key, &victim.name);
+                if !is_not_found(&e) {
+                    tracing::warn!(machine_set = %key, machine = %victim.name, error = %e, "machine deletion failed");
+                    self.record(ms, &events::delete_failed(&e.to_string()), "Delete");
+                }
+                return false;
+            }
+        }
+        let stale = find(cache, victim).is_some_and(|m| {
+            m.phase() == Some(&MachinePhase::Failed)
+                && m.last_operation()
+                    .is_some_and(|l| l.type_ == Some(MachineOperationType::HealthCheck))
+        });
+        // A machine with finalizers is still there: say it is terminating.
+        for _ in 0..UPDATE_ATTEMPTS {
+            let live = match api.get_opt(&victim.name).await {
+                Ok(Some(live)) => live,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(machine = %victim.name, error = %e, "cannot read deleted machine");
+                    break;
+                }
+            };
+            let Some(status) = plan::terminating_status(&live, now) else {
+                break;
+            };
+            let mut updated = live;
+            updated.status = Some(status);
+            match api
+                .replace_status(&victim.name, &PostParams::default(), &updated)
+                .await
+            {
+                Ok(_) => break,
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => {
+                    tracing::debug!(machine = %victim.name, error = %e, "cannot write terminating status");
+                    break;
+                }
+            }
+        }
+        stale
+    }
+}
+
+fn find<'a>(cache: &'a [Machine], machine: &MachineRef) -> Option<&'a Machine> {
+    cache
+        .iter()
+        .find(|m| m.metadata.name.as_deref() == Some(machine.name.as_str()))
+}
