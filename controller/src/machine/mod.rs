@@ -26,10 +26,23 @@
 //! | §12 phase transitions | spread over the above | transitions asserted in the tests above |
 //! | §16 retry periods | [`plan::common::Retry`] | `common::tests::retry_periods_match_upstream` |
 //!
-//! Left for the shell (`reconcile.rs`, not written here): reading caches, the per-MachineDeployment
-//! failure permit, executing status/metadata/node writes with optimistic concurrency, driver calls
-//! with deadlines, drawing the bootstrap token secret, metrics and event recording, and keeping the
-//! [`crate::drain::plan::DrainLedger`] per node.
+//! Shell of the Machine controller ([`reconcile`]; integration tests in
+//! `controller/tests/it/machine.rs`, named `it::machine::<test>` below):
+//!
+//! | Reference | Shell | Tests |
+//! |---|---|---|
+//! | §3.1/§3.2 queue, routing of machines/nodes/classes, status-only changes that matter | [`reconcile::run`] | every `it::machine` test (event-driven progress); `preservation_follows_the_annotations` (user edit of preserveExpiryTime acted on at once) |
+//! | §3.3 finalizer first, order, frozen | `reconcile::MachineController::reconcile` | `machine_is_created_and_runs_with_its_node` |
+//! | §3.4 creation flow, intent before CreateMachine, placeholders, bootstrap token | [`reconcile::creation`] | `machine_is_created_and_runs_with_its_node`, `crashes_during_creation_leave_exactly_one_vm_per_machine`, `reconcile::creation::tests::*` |
+//! | §8.4 GetMachineStatus (creation) / CreateMachine / InitializeMachine rows | [`reconcile::creation`] | `driver_errors_follow_the_reaction_matrix` (13 cells) |
+//! | §3.6 Pending → Running, startup taint, Unknown → Failed with the permit, creation timeout | [`reconcile::health`], [`reconcile::permits`] | `machine_is_created_and_runs_with_its_node`, `unhealthy_nodes_fail_one_machine_per_deployment_at_a_time`, `creation_timeout_fails_a_pending_machine`, `permits::tests::*` |
+//! | §3.7 node metadata | [`reconcile::node_sync`] | `node_template_is_synced_to_the_node`, `machine_is_created_and_runs_with_its_node` (machine-name label) |
+//! | Issue item 5 hot update | [`reconcile::hot_update`] | `hot_update_changes_tags_in_place` |
+//! | §3.13/§10 preservation (now / when-failed / false, Node wins, expiry, CA annotation, drain of a preserved failed node, recovery) | [`reconcile::preservation`] | `preservation_follows_the_annotations`, `unhealthy_nodes_fail_one_machine_per_deployment_at_a_time` |
+//! | §9.1 metrics (driver calls, durations, machine gauges on scrape) | [`reconcile::driver`], [`reconcile::run`] | `machine_is_created_and_runs_with_its_node` (scrape) |
+//! | Shell rules: 409 conflicts | [`reconcile::writes`] | `machine_writes_converge_under_conflicts` |
+//!
+//! Not in the Machine controller shell yet: the in-place update steps (§3.9).
 
 pub mod class_reconcile;
 pub mod node_reconcile;

@@ -1,23 +1,388 @@
 //! The Machine controller shell (creation, health, node sync, hot update, preservation).
 //!
-//! Being written: the shell is not wired yet.
+//! [`run`] subscribes to the machine, node and class informers, routes changes with
+//! [`plan::routing`] (only keys routed to [`MachineQueue::Machine`] are handled here; deletions
+//! belong to the termination shell in [`crate::machine::terminate`]) and runs one work queue of
+//! machine names with `--concurrent-syncs` workers. Each pass reads the caches, runs the plans in
+//! the order of [`plan::order::plan_reconcile_order`] and executes what they return; every pass
+//! ends with a requeue after the plan's retry period (the upstream periodic resync).
+//!
+//! Submodules: [`writes`] (status/metadata/node writes with optimistic concurrency, shared with
+//! the termination shell), [`creation`], [`health`], [`node_sync`], [`hot_update`],
+//! [`preservation`], [`driver`] (timed driver calls) and [`permits`] (the per-MachineDeployment
+//! failure permit).
 
-use std::sync::Arc;
+pub mod creation;
+pub mod driver;
+pub mod error;
+pub mod health;
+pub mod hot_update;
+pub mod node_sync;
+pub mod permits;
+pub mod preservation;
+pub mod writes;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
+use jiff::Timestamp;
+use mcm_api::keys::finalizer;
+use mcm_api::v1alpha1::{Machine, MachineClass};
 use tokio_util::sync::CancellationToken;
 
+use self::error::ReconcileError;
+use self::permits::Permits;
+use crate::drain::reconcile::NodeDrainState;
+use crate::machine::plan;
+use crate::machine::plan::common::{ControllerSettings, Event, Retry, name_of};
+use crate::machine::plan::creation::SecretData;
+use crate::machine::plan::order::{EntryDecision, ReconcileOrder, ReconcileStep};
+use crate::machine::plan::routing::{self, MachineQueue, NodeRoute};
 use crate::manager::BoxError;
+use crate::manager::metrics::MachineSample;
 use crate::shell::Shell;
+use crate::shell::informer::Change;
+use crate::shell::queue::{Outcome, WorkQueue};
+
+/// Name of the machine work queue (metric label, logs).
+pub const QUEUE_NAME: &str = "machine";
+
+/// Marks a machine as being in the creation flow ([`Shell::creation_started`]) until dropped, so
+/// the termination shell and the orphan collector leave it alone meanwhile, whatever way the
+/// flow ends.
+struct CreationFlowGuard<'a> {
+    shell: &'a Shell,
+    machine: String,
+}
+
+impl<'a> CreationFlowGuard<'a> {
+    fn enter(shell: &'a Shell, machine: &str) -> Self {
+        shell.creation_started(machine);
+        Self {
+            shell,
+            machine: machine.to_owned(),
+        }
+    }
+}
+
+impl Drop for CreationFlowGuard<'_> {
+    fn drop(&mut self) {
+        self.shell.creation_finished(&self.machine);
+    }
+}
+
+/// The state of one running Machine controller.
+pub struct MachineController {
+    pub(crate) shell: Arc<Shell>,
+    pub(crate) queue: WorkQueue,
+    pub(crate) settings: ControllerSettings,
+    pub(crate) permits: Permits,
+    /// Hot-updatable providerSpec paths (GetCapabilities, asked once).
+    pub(crate) hot_paths: tokio::sync::OnceCell<Vec<String>>,
+    /// (machine, class resourceVersion) pairs already told that a new class is needed.
+    pub(crate) cold_change_warned: Mutex<HashSet<(String, String)>>,
+    /// Drains of preserved failed machines' nodes in progress, by node name.
+    pub(crate) drain_states: Mutex<HashMap<String, NodeDrainState>>,
+}
+
+/// The class of a machine and its merged secret data, read by the `ValidateClass` step.
+pub(crate) struct ClassContext {
+    pub(crate) class: Arc<MachineClass>,
+    pub(crate) secret: SecretData,
+}
+
+/// What a reconcile step tells the pass.
+pub(crate) enum Step {
+    /// Go on with the next step; the pass's final retry is at most this.
+    Continue(Option<Retry>),
+    /// The pass ends; requeue after this.
+    End(Retry),
+}
+
+/// The controller settings of the plans from the validated flags.
+pub fn controller_settings(shell: &Shell) -> ControllerSettings {
+    let machine = &shell.config.machine;
+    ControllerSettings {
+        creation_timeout: machine.creation_timeout,
+        health_timeout: machine.health_timeout,
+        drain_timeout: machine.drain_timeout,
+        in_place_update_timeout: machine.inplace_update_timeout,
+        preserve_timeout: machine.preserve_timeout,
+        max_evict_retries: i32::try_from(machine.max_evict_retries).unwrap_or(i32::MAX),
+        node_conditions: machine.node_conditions.clone(),
+        pv_detach_timeout: machine.pv_detach_timeout,
+        pv_reattach_timeout: machine.pv_reattach_timeout,
+        resource_exhausted_retry: machine.resource_exhausted_retry,
+        bootstrap_token_auth_extra_groups: machine.bootstrap_token_auth_extra_groups.clone(),
+        target_cluster: shell.target.is_some(),
+    }
+}
 
 /// Runs the Machine controller until `shutdown`.
 pub fn run(
     shell: Arc<Shell>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
-    let _ = shell;
     Box::pin(async move {
-        shutdown.cancelled().await;
+        let controller = Arc::new(MachineController {
+            settings: controller_settings(&shell),
+            queue: WorkQueue::new(QUEUE_NAME, Some(shell.metrics.clone())),
+            permits: Permits::default(),
+            hot_paths: tokio::sync::OnceCell::new(),
+            cold_change_warned: Mutex::new(HashSet::new()),
+            drain_states: Mutex::new(HashMap::new()),
+            shell,
+        });
+        controller.subscribe();
+        let machines = controller.shell.machines.clone();
+        controller.shell.metrics.on_scrape(Box::new(move |metrics| {
+            let samples: Vec<MachineSample> = machines
+                .list()
+                .iter()
+                .map(|machine| MachineSample::from_machine(machine))
+                .collect();
+            metrics.replace_machines(&samples);
+        }));
+        let workers = controller.shell.config.concurrent_syncs.max(1);
+        let worker = Arc::clone(&controller);
+        controller
+            .queue
+            .run(workers, shutdown, move |key| {
+                let controller = Arc::clone(&worker);
+                async move { controller.process(&key).await }
+            })
+            .await;
         Ok(())
     })
+}
+
+impl MachineController {
+    fn subscribe(self: &Arc<Self>) {
+        let queue = self.queue.clone();
+        // Weak: the informer (owned by the shell) keeps this handler.
+        let shell = Arc::downgrade(&self.shell);
+        self.shell.machines.subscribe(move |change| {
+            let creating = |name: &str| {
+                shell
+                    .upgrade()
+                    .is_some_and(|shell| shell.in_creation_flow(name))
+            };
+            let route = match change {
+                Change::Added(machine) => Some(routing::route_machine_add(
+                    machine,
+                    creating(name_of(machine)),
+                )),
+                Change::Updated { old, new } => {
+                    routing::route_machine_update(old, new, creating(name_of(new)))
+                }
+                Change::Deleted(_) => None,
+            };
+            if route == Some(MachineQueue::Machine) {
+                queue.add(name_of(change.object()));
+            }
+        });
+
+        let queue = self.queue.clone();
+        let machines = self.shell.machines.clone();
+        self.shell.nodes.subscribe(move |change| {
+            let node = change.object();
+            let Some(node_name) = node.metadata.name.as_deref() else {
+                return;
+            };
+            let owners: Vec<Machine> = machines
+                .filter(|machine| machine.node_name() == Some(node_name))
+                .iter()
+                .map(|machine| Machine::clone(machine))
+                .collect();
+            let routes = match change {
+                Change::Updated { old, new } => routing::route_node_update(old, new, &owners),
+                // A Node appearing or vanishing matters to the health check of its machine
+                // (Pending → Running, Running → Unknown) at once rather than at the next recheck.
+                Change::Added(_) | Change::Deleted(_) => {
+                    match routing::machine_for_node(node_name, &owners) {
+                        Ok(Some(machine)) if !routing::is_not_managed(node) => {
+                            vec![NodeRoute::EnqueueMachine(name_of(machine).to_owned())]
+                        }
+                        _ => Vec::new(),
+                    }
+                }
+            };
+            for route in routes {
+                if let NodeRoute::EnqueueMachine(name) = route {
+                    queue.add(name);
+                }
+            }
+        });
+
+        let queue = self.queue.clone();
+        let machines = self.shell.machines.clone();
+        self.shell.machine_classes.subscribe(move |change| {
+            if let Change::Deleted(_) = change {
+                return;
+            }
+            let Some(class_name) = change.object().metadata.name.clone() else {
+                return;
+            };
+            for machine in machines.filter(|machine| {
+                routing::class_key_for_machine(machine).as_deref() == Some(class_name.as_str())
+                    && machine.metadata.deletion_timestamp.is_none()
+            }) {
+                queue.add(name_of(&machine));
+            }
+        });
+    }
+
+    /// One pass over machine `key`.
+    async fn process(&self, key: &str) -> Outcome {
+        let Some(machine) = self.shell.machines.get(key) else {
+            return Outcome::Done;
+        };
+        let machine = Machine::clone(&machine);
+        let decision = plan::order::plan_entry(Some(&machine), self.shell.in_creation_flow(key));
+        let machine = match decision {
+            EntryDecision::Gone | EntryDecision::RouteToTermination => return Outcome::Done,
+            EntryDecision::AddFinalizer => match self.add_finalizer(&machine).await {
+                Ok(updated) => updated,
+                Err(error) => {
+                    tracing::warn!(machine = key, %error, "cannot add the machine finalizer");
+                    return to_outcome(error.retry());
+                }
+            },
+            EntryDecision::Reconcile => machine,
+        };
+        let retry = self.reconcile(machine).await;
+        to_outcome(retry)
+    }
+
+    async fn add_finalizer(&self, machine: &Machine) -> Result<Machine, ReconcileError> {
+        let mut updated = machine.clone();
+        updated
+            .metadata
+            .finalizers
+            .get_or_insert_with(Vec::new)
+            .push(finalizer::MACHINE_CONTROLLER_MANAGER.to_owned());
+        let updated = writes::replace_machine(&self.shell, &updated).await?;
+        tracing::info!(machine = name_of(machine), "machine finalizer added");
+        Ok(updated)
+    }
+
+    /// `reconcileClusterMachine`: runs the planned steps in order; returns the next requeue.
+    async fn reconcile(&self, machine: Machine) -> Retry {
+        let name = name_of(&machine).to_owned();
+        let frozen = self.shell.machine_controller_frozen();
+        let steps = match plan::order::plan_reconcile_order(&machine, frozen) {
+            ReconcileOrder::Blocked { retry, reason } => {
+                tracing::info!(machine = %name, %reason, "machine not reconciled");
+                // A frozen controller is visible on its metric; an invalid machine only here.
+                if !frozen {
+                    self.event(&machine, &Event::warning("MachineInvalid", reason));
+                }
+                return retry;
+            }
+            ReconcileOrder::Steps(steps) => steps,
+        };
+        let mut machine = machine;
+        let mut retry = Retry::Long;
+        let mut class: Option<ClassContext> = None;
+        let now = Timestamp::now;
+        for step in steps {
+            let result = match step {
+                ReconcileStep::ValidateClass => match self.validate_class(&machine).await {
+                    Ok(found) => {
+                        class = Some(found);
+                        Ok(Step::Continue(None))
+                    }
+                    Err(end) => Ok(Step::End(end)),
+                },
+                ReconcileStep::Health => self.health(&mut machine, now()).await,
+                ReconcileStep::SyncMachineNameToNode => self.sync_machine_name(&machine).await,
+                ReconcileStep::SyncNodeTemplates => {
+                    self.sync_node_templates(&machine, class.as_ref()).await
+                }
+                // In-place updates (§3.9) are not part of this shell yet.
+                ReconcileStep::InPlaceNodeCondition | ReconcileStep::InPlaceUpdate => {
+                    Ok(Step::Continue(None))
+                }
+                ReconcileStep::HotUpdate => match class.as_ref() {
+                    Some(class) => self.hot_update(&mut machine, class, now()).await,
+                    None => Ok(Step::Continue(None)),
+                },
+                ReconcileStep::Preservation => self.preservation(&mut machine, now()).await,
+                ReconcileStep::Creation => match class.as_ref() {
+                    Some(class) => {
+                        let _guard = CreationFlowGuard::enter(&self.shell, &name);
+                        self.creation(&mut machine, class).await
+                    }
+                    None => Ok(Step::End(Retry::Long)),
+                },
+            };
+            match result {
+                Ok(Step::Continue(wish)) => {
+                    if let Some(wish) = wish {
+                        retry = retry.min(wish);
+                    }
+                }
+                Ok(Step::End(end)) => return end,
+                Err(error) => {
+                    tracing::warn!(machine = %name, ?step, %error, "reconcile step failed");
+                    return error.retry();
+                }
+            }
+        }
+        retry
+    }
+
+    /// `ValidateMachineClass`: the class from the cache and its secrets read on demand.
+    async fn validate_class(&self, machine: &Machine) -> Result<ClassContext, Retry> {
+        let name = name_of(machine);
+        let class_name = machine
+            .spec
+            .class
+            .as_ref()
+            .and_then(|class| class.name.clone())
+            .unwrap_or_default();
+        let Some(class) = self.shell.machine_classes.get(&class_name) else {
+            let note = format!("MachineClass {class_name:?} of machine {name} was not found");
+            tracing::warn!(machine = name, class = %class_name, "machine class not found");
+            self.event(machine, &Event::warning("MachineClassNotFound", note));
+            return Err(Retry::Long);
+        };
+        if let Err((retry, message)) = plan::order::validate_machine_class(&class) {
+            tracing::info!(machine = name, class = %class_name, %message, "machine class not usable yet");
+            return Err(retry);
+        }
+        match writes::class_secret_data(&self.shell, &class).await {
+            Ok(secret) => Ok(ClassContext { class, secret }),
+            Err(error) => {
+                tracing::warn!(machine = name, class = %class_name, %error, "cannot read the class secrets");
+                Err(Retry::Long)
+            }
+        }
+    }
+
+    /// Records `event` on the machine.
+    pub(crate) fn event(&self, machine: &Machine, event: &Event) {
+        self.shell.event(
+            machine,
+            event.type_ == plan::common::EventType::Warning,
+            &event.reason,
+            "Reconcile",
+            event.message.clone(),
+        );
+    }
+
+    /// Records every event of a plan.
+    pub(crate) fn events(&self, machine: &Machine, events: &[Event]) {
+        for event in events {
+            self.event(machine, event);
+        }
+    }
+}
+
+fn to_outcome(retry: Retry) -> Outcome {
+    match retry.period().to_std() {
+        Some(delay) => Outcome::RequeueAfter(delay),
+        None => Outcome::Retry,
+    }
 }

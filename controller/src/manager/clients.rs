@@ -20,7 +20,8 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio_util::sync::CancellationToken;
 
-use super::config::KubeconfigSource;
+use super::config::{ClientSettings, KubeconfigSource};
+use super::throttle::Throttle;
 
 /// API version whose `machines` resource must be served by the control cluster.
 pub const MACHINE_API_VERSION: &str = "machine.sapcloud.io/v1alpha1";
@@ -163,22 +164,44 @@ pub async fn kube_config(
     }
 }
 
-async fn client(source: &KubeconfigSource, cluster: Cluster) -> Result<Client, ClientError> {
+async fn client(
+    source: &KubeconfigSource,
+    cluster: Cluster,
+    throttle: &Throttle,
+) -> Result<Client, ClientError> {
     let config = kube_config(source, cluster).await?;
-    Client::try_from(config).map_err(|source| ClientError::Build { cluster, source })
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .map_err(|source| ClientError::Build { cluster, source })?;
+    Ok(builder.with_layer(throttle).build())
 }
 
 /// Builds the control client and, unless disabled, the target client. When both use the same
 /// credentials, one client (and its connection pool) serves both.
+///
+/// Each cluster gets its own `--kube-api-qps`/`--kube-api-burst` bucket (client-go keeps one per
+/// rest config); a shared client shares its bucket.
 pub async fn build(
     control: &KubeconfigSource,
     target: Option<&KubeconfigSource>,
+    settings: &ClientSettings,
 ) -> Result<Clients, ClientError> {
-    let control_client = client(control, Cluster::Control).await?;
+    let control_client = client(
+        control,
+        Cluster::Control,
+        &Throttle::new(settings.qps, settings.burst),
+    )
+    .await?;
     let target_client = match target {
         None => None,
         Some(source) if source == control => Some(control_client.clone()),
-        Some(source) => Some(client(source, Cluster::Target).await?),
+        Some(source) => Some(
+            client(
+                source,
+                Cluster::Target,
+                &Throttle::new(settings.qps, settings.burst),
+            )
+            .await?,
+        ),
     };
     Ok(Clients {
         control: control_client,

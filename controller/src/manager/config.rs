@@ -274,9 +274,9 @@ pub struct SafetySettings {
 /// API client settings shared by both clusters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClientSettings {
-    /// `--kube-api-qps` (recorded only: kube-rs has no client-side rate limiter).
+    /// `--kube-api-qps`: the client-side token bucket's refill rate ([`super::throttle`]).
     pub qps: f32,
-    /// `--kube-api-burst` (recorded only, as `qps`).
+    /// `--kube-api-burst`: the token bucket's size.
     pub burst: u32,
     /// `--kube-api-content-type` (validated only, as upstream).
     pub content_type: String,

@@ -21,6 +21,7 @@ pub mod clients;
 pub mod config;
 pub mod leader;
 pub mod metrics;
+pub mod throttle;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -255,6 +256,7 @@ async fn manage(
     let clients = clients::build(
         &config.control_kubeconfig,
         config.target_kubeconfig.as_ref(),
+        &config.client,
     )
     .await?;
     match clients::wait_for_control_api(&clients.control, api_wait, api_poll, &shutdown).await {

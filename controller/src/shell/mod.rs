@@ -56,6 +56,7 @@ pub struct Shell {
     pub nodes: Informer<Node>,
     recorder: Recorder,
     machine_controller_frozen: AtomicBool,
+    creations_in_flight: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// How a shell is started: subscribe, run its queue until `shutdown`, return.
@@ -93,6 +94,7 @@ impl Shell {
             nodes: Informer::new("nodes"),
             recorder: Recorder::new(context.control.clone(), reporter),
             machine_controller_frozen: AtomicBool::new(false),
+            creations_in_flight: std::sync::Mutex::default(),
         }
     }
 
@@ -163,6 +165,32 @@ impl Shell {
         self.machine_controller_frozen
             .store(frozen, Ordering::SeqCst);
         self.metrics.set_machine_controller_frozen(frozen);
+    }
+
+    /// Marks the Machine `name` as inside the creation flow (a CreateMachine/InitializeMachine
+    /// call may be running); the termination shell and the orphan collector leave it alone until
+    /// [`Shell::creation_finished`]. Returns false if it already was.
+    pub fn creation_started(&self, name: &str) -> bool {
+        self.creations_in_flight
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(name.to_owned())
+    }
+
+    /// Ends what [`Shell::creation_started`] began.
+    pub fn creation_finished(&self, name: &str) {
+        self.creations_in_flight
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(name);
+    }
+
+    /// True while the Machine `name` is inside the creation flow.
+    pub fn in_creation_flow(&self, name: &str) -> bool {
+        self.creations_in_flight
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .contains(name)
     }
 
     /// Records an Event on `object` (best effort: failures are logged, never returned, and the

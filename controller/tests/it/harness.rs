@@ -160,6 +160,10 @@ impl World {
             namespace.as_str(),
             "--leader-elect=false",
         ];
+        // Tests are not about client throttling unless they say so.
+        if !extra.iter().any(|flag| flag.starts_with("--kube-api-")) {
+            argv.extend(["--kube-api-qps=5000", "--kube-api-burst=10000"]);
+        }
         argv.extend_from_slice(extra);
         let args = Args::try_parse_from(argv).expect("valid flags");
         validate(&args).expect("flags pass validation")

@@ -1,0 +1,325 @@
+//! Executes the creation flow (§3.4) planned by [`plan::creation::next_creation_step`]: user-data
+//! placeholders and the bootstrap token Secret, GetMachineStatus → (intent) → CreateMachine →
+//! labels/providerID → InitializeMachine, with the §8.4 error reactions decided by the plan.
+//!
+//! The intent write ("Calling CreateMachine on cloud provider") always lands before
+//! CreateMachine, and CreateMachine is idempotent by machine name, so a crash at any point
+//! leaves at most one VM per Machine.
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use mcm_api::keys::{annotation, label};
+use mcm_api::v1alpha1::Machine;
+
+use super::driver::{provider_of, timed};
+use super::error::ReconcileError;
+use super::{ClassContext, MachineController, Step, writes};
+use crate::machine::plan;
+use crate::machine::plan::common::{DriverError, Event, Retry, effective_settings, name_of};
+use crate::machine::plan::creation::{
+    BOOTSTRAP_TOKEN_ALPHABET, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_SECRET_LENGTH,
+    CreationContext, CreationPass, CreationStep, MetadataUpdate, SecretData, StatusCallError,
+};
+use crate::manager::metrics::MachineDurationLabels;
+
+impl MachineController {
+    /// `triggerCreationFlow`.
+    pub(crate) async fn creation(
+        &self,
+        machine: &mut Machine,
+        class: &ClassContext,
+    ) -> Result<Step, ReconcileError> {
+        let name = name_of(machine).to_owned();
+        let settings = effective_settings(machine, &self.settings);
+        for warning in &settings.warnings {
+            tracing::warn!(machine = %name, %warning, "machine settings");
+        }
+        let token = if self.settings.target_cluster {
+            match self.bootstrap_token(&name, settings.creation_timeout).await {
+                Ok(token) => Some(token),
+                Err(message) => {
+                    tracing::warn!(machine = %name, %message, "cannot prepare the bootstrap token");
+                    self.event(
+                        machine,
+                        &Event::warning("BootstrapTokenFailed", message.clone()),
+                    );
+                    return Ok(Step::End(Retry::Short));
+                }
+            }
+        } else {
+            None
+        };
+        let patched = match plan::creation::patch_user_data(&class.secret, &name, token.as_deref())
+        {
+            Ok(patched) => patched,
+            Err(error) => {
+                tracing::warn!(machine = %name, %error, "cannot prepare the user data");
+                self.event(
+                    machine,
+                    &Event::warning("UserDataMissing", error.to_string()),
+                );
+                return Ok(Step::End(Retry::Short));
+            }
+        };
+        for warning in &patched.warnings {
+            tracing::info!(machine = %name, %warning, "user data");
+        }
+        let secret: SecretData = patched.data;
+        let provider = provider_of(&class.class).to_owned();
+        let instance_type = class
+            .class
+            .node_template
+            .as_ref()
+            .map(|template| template.instance_type.clone());
+        let labels = |machine: &Machine| {
+            MachineDurationLabels::for_machine(machine, instance_type.as_deref())
+        };
+
+        let mut pass = CreationPass::default();
+        loop {
+            let now = Timestamp::now();
+            // The context holds a non-Send closure: compute the step before any await.
+            let step = {
+                let nodes = &self.shell.nodes;
+                let node_exists = |node: &str| nodes.get(node).is_some();
+                let ctx = CreationContext {
+                    machine,
+                    settings: &settings,
+                    controller: &self.settings,
+                    now,
+                    node_exists: &node_exists,
+                };
+                plan::creation::next_creation_step(&ctx, &pass)
+            };
+            match step {
+                CreationStep::CallGetMachineStatus => {
+                    let result = timed(
+                        &self.shell,
+                        &provider,
+                        "GetMachineStatus",
+                        self.shell
+                            .driver
+                            .get_machine_status(machine, &class.class, &secret),
+                    )
+                    .await;
+                    pass.get_status = Some(result.map_err(|error| StatusCallError {
+                        error: DriverError::Coded(error.error),
+                        response: error.response,
+                    }));
+                }
+                CreationStep::RecordCreateIntent(write) => {
+                    match writes::write_status(&self.shell, machine, &write).await {
+                        Ok(stored) => {
+                            *machine = stored;
+                            pass.create_intent_recorded = true;
+                        }
+                        Err(error) => {
+                            tracing::info!(machine = %name, %error, "cannot record the creation intent");
+                            return Ok(Step::End(error.retry()));
+                        }
+                    }
+                }
+                CreationStep::CallCreateMachine => {
+                    tracing::info!(machine = %name, "calling CreateMachine");
+                    let result = timed(
+                        &self.shell,
+                        &provider,
+                        "CreateMachine",
+                        self.shell
+                            .driver
+                            .create_machine(machine, &class.class, &secret),
+                    )
+                    .await;
+                    if let Ok(created) = &result {
+                        if let Some(labels) = labels(machine)
+                            && let Some(seconds) =
+                                plan::creation::seconds_since_creation(machine, Timestamp::now())
+                        {
+                            #[allow(clippy::cast_precision_loss)]
+                            self.shell.metrics.machine_created(&labels, seconds as f64);
+                        }
+                        self.event(
+                            machine,
+                            &Event::normal(
+                                "MachineCreated",
+                                format!(
+                                    "VM {} created for machine {name} (node {})",
+                                    created.provider_id, created.node_name
+                                ),
+                            ),
+                        );
+                    }
+                    pass.create = Some(result.map_err(DriverError::Coded));
+                }
+                CreationStep::DeleteStaleVm { provider_id } => {
+                    let mut synthetic = machine.clone();
+                    synthetic.spec.provider_id = Some(provider_id.clone());
+                    let result = timed(
+                        &self.shell,
+                        &provider,
+                        "DeleteMachine",
+                        self.shell
+                            .driver
+                            .delete_machine(&synthetic, &class.class, &secret),
+                    )
+                    .await;
+                    tracing::warn!(machine = %name, %provider_id, ok = result.is_ok(), "deleted a VM that reused a stale node name");
+                    pass.stale_vm_delete = Some(result.map(|_| ()).map_err(DriverError::Coded));
+                }
+                CreationStep::UpdateMachineMetadata(update) => {
+                    let result = self.update_metadata(machine, &update).await;
+                    pass.metadata_update = Some(match result {
+                        Ok(stored) => {
+                            *machine = stored;
+                            Ok(())
+                        }
+                        Err(error) => Err(error.as_write_failure()),
+                    });
+                }
+                CreationStep::CallInitializeMachine => {
+                    let result = timed(
+                        &self.shell,
+                        &provider,
+                        "InitializeMachine",
+                        self.shell
+                            .driver
+                            .initialize_machine(machine, &class.class, &secret),
+                    )
+                    .await;
+                    if result.is_ok()
+                        && let Some(labels) = labels(machine)
+                        && let Some(seconds) =
+                            plan::creation::seconds_since_creation(machine, Timestamp::now())
+                    {
+                        #[allow(clippy::cast_precision_loss)]
+                        self.shell
+                            .metrics
+                            .machine_initialized(&labels, seconds as f64);
+                    }
+                    pass.initialize = Some(result.map_err(DriverError::Coded));
+                }
+                CreationStep::Finish(outcome) => {
+                    tracing::info!(machine = %name, reason = %outcome.reason, retry = ?outcome.retry, "creation pass finished");
+                    self.events(machine, &outcome.events);
+                    if let Some(write) = &outcome.status
+                        && !write.is_redundant(machine, now)
+                    {
+                        match writes::write_status(&self.shell, machine, write).await {
+                            Ok(stored) => *machine = stored,
+                            Err(error) => return Ok(Step::End(error.retry())),
+                        }
+                    }
+                    return Ok(Step::End(outcome.retry));
+                }
+            }
+        }
+    }
+
+    /// Step 5 of §3.4: label `node`, priority annotation and `spec.providerID` in one Update.
+    async fn update_metadata(
+        &self,
+        machine: &Machine,
+        update: &MetadataUpdate,
+    ) -> Result<Machine, ReconcileError> {
+        let mut updated = machine.clone();
+        if let Some(node) = &update.node_label {
+            updated
+                .metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(label::NODE.to_owned(), node.clone());
+        }
+        if let Some(priority) = &update.priority {
+            updated
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(annotation::MACHINE_PRIORITY.to_owned(), priority.clone());
+        }
+        updated.spec.provider_id = Some(update.provider_id.clone());
+        writes::replace_machine(&self.shell, &updated).await
+    }
+
+    /// The bootstrap token `<id>.<secret>` of `machine`: the existing Secret in the target
+    /// cluster's `kube-system`, or a new one (expiring after the creation timeout).
+    async fn bootstrap_token(
+        &self,
+        machine: &str,
+        creation_timeout: mcm_api::duration::Duration,
+    ) -> Result<String, String> {
+        let Some(target) = self.shell.target.clone() else {
+            return Err("no target cluster".to_owned());
+        };
+        let token_id = plan::creation::bootstrap_token_id(machine).map_err(|e| e.to_string())?;
+        let name = plan::creation::bootstrap_token_secret_name(&token_id);
+        let api: Api<Secret> = Api::namespaced(target, BOOTSTRAP_TOKEN_NAMESPACE);
+        let existing = api
+            .get_opt(&name)
+            .await
+            .map_err(|error| format!("get Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}"))?;
+        if let Some(secret) = existing {
+            return plan::creation::bootstrap_token_from_secret(&secret).map_err(|e| e.to_string());
+        }
+        let token_secret = random_token_secret()?;
+        let secret = plan::creation::bootstrap_token_secret(
+            machine,
+            &token_id,
+            &token_secret,
+            creation_timeout,
+            &self.settings.bootstrap_token_auth_extra_groups,
+            Timestamp::now(),
+        );
+        match api.create(&PostParams::default(), &secret).await {
+            Ok(created) => {
+                plan::creation::bootstrap_token_from_secret(&created).map_err(|e| e.to_string())
+            }
+            // Another pass created it meanwhile: use that one.
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let secret = api.get(&name).await.map_err(|error| {
+                    format!("get Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}")
+                })?;
+                plan::creation::bootstrap_token_from_secret(&secret).map_err(|e| e.to_string())
+            }
+            Err(error) => Err(format!(
+                "create Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}"
+            )),
+        }
+    }
+}
+
+/// 16 characters of the bootstrap token alphabet from the system's secure random generator
+/// (rejection sampling keeps the draw uniform).
+fn random_token_secret() -> Result<String, String> {
+    let alphabet = BOOTSTRAP_TOKEN_ALPHABET.as_bytes();
+    let provider = rustls::crypto::ring::default_provider();
+    let limit = 256 - 256 % alphabet.len();
+    let mut out = String::with_capacity(BOOTSTRAP_TOKEN_SECRET_LENGTH);
+    let mut buffer = [0u8; 64];
+    while out.len() < BOOTSTRAP_TOKEN_SECRET_LENGTH {
+        provider
+            .secure_random
+            .fill(&mut buffer)
+            .map_err(|_| "the secure random generator failed".to_owned())?;
+        for byte in buffer {
+            if usize::from(byte) < limit && out.len() < BOOTSTRAP_TOKEN_SECRET_LENGTH {
+                out.push(char::from(alphabet[usize::from(byte) % alphabet.len()]));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_secrets_have_the_bootstrap_token_shape_and_differ() {
+        let a = random_token_secret().unwrap_or_default();
+        let b = random_token_secret().unwrap_or_default();
+        assert!(plan::creation::is_valid_token_secret(&a), "{a:?}");
+        assert!(plan::creation::is_valid_token_secret(&b), "{b:?}");
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,177 @@
+//! Executes the health check (§3.6) planned by [`plan::health::plan_health`]: status writes,
+//! removal of the `instance-not-ready` startup taint, the bootstrap token clean-up, join metrics,
+//! and the per-MachineDeployment failure permit for Unknown → Failed.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams};
+use mcm_api::keys::label;
+use mcm_api::v1alpha1::{Machine, MachinePhase};
+
+use super::error::ReconcileError;
+use super::permits::PERMIT_WAIT;
+use super::{MachineController, Step, writes};
+use crate::machine::plan;
+use crate::machine::plan::common::{
+    Retry, effective_settings, label as machine_label, name_of, node_name_of, phase_of,
+};
+use crate::machine::plan::creation::BOOTSTRAP_TOKEN_NAMESPACE;
+use crate::machine::plan::health::{FailurePermit, HealthInput, HealthOutcome, NodeLookup};
+use crate::manager::metrics::MachineDurationLabels;
+use crate::shell::informer::Informer;
+
+/// How long the permit is kept after failing a machine when the cache does not show the write
+/// yet (upstream sleeps 10s holding it), so a sibling never decides on a stale "Unknown".
+const PERMIT_HOLD: Duration = Duration::from_secs(10);
+
+impl MachineController {
+    /// `reconcileMachineHealth`.
+    pub(crate) async fn health(
+        &self,
+        machine: &mut Machine,
+        now: Timestamp,
+    ) -> Result<Step, ReconcileError> {
+        let name = name_of(machine).to_owned();
+        let settings = effective_settings(machine, &self.settings);
+        let node = node_name_of(machine).and_then(|node| self.shell.nodes.get(node));
+        let siblings: Vec<Machine> = match machine_label(machine, label::NAME) {
+            Some(deployment) => self
+                .shell
+                .machines
+                .filter(|m| machine_label(m, label::NAME) == Some(deployment))
+                .iter()
+                .map(|m| Machine::clone(m))
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut permit_state = FailurePermit::NotRequested;
+        let mut permit = None;
+        let plan = loop {
+            let lookup = match &node {
+                Some(node) => NodeLookup::Found(node),
+                None => NodeLookup::NotFound,
+            };
+            let plan = plan::health::plan_health(&HealthInput {
+                machine,
+                node: lookup,
+                settings: &settings,
+                siblings: &siblings,
+                permit: permit_state,
+                now,
+            });
+            if let HealthOutcome::NeedsFailurePermit { key } = &plan.outcome
+                && permit_state == FailurePermit::NotRequested
+            {
+                permit = self.permits.try_acquire(key, PERMIT_WAIT).await;
+                permit_state = if permit.is_some() {
+                    FailurePermit::Granted
+                } else {
+                    FailurePermit::Busy
+                };
+                continue;
+            }
+            break plan;
+        };
+
+        self.events(machine, &plan.events);
+        if let Some(write) = &plan.status {
+            match writes::write_status(&self.shell, machine, write).await {
+                Ok(stored) => *machine = stored,
+                Err(error) => return Ok(Step::End(error.retry())),
+            }
+            if let Some(permit) = permit.take() {
+                hold_until_cached(self.shell.machines.clone(), name.clone(), permit).await;
+            }
+        }
+        drop(permit);
+
+        let instance_type = machine
+            .spec
+            .class
+            .as_ref()
+            .and_then(|class| class.name.as_deref())
+            .and_then(|class| self.shell.machine_classes.get(class))
+            .and_then(|class| {
+                class
+                    .node_template
+                    .as_ref()
+                    .map(|t| t.instance_type.clone())
+            });
+        let labels = MachineDurationLabels::for_machine(machine, instance_type.as_deref());
+        if let (Some(duration), Some(labels)) = (plan.join_duration, &labels) {
+            #[allow(clippy::cast_precision_loss)]
+            self.shell
+                .metrics
+                .machine_joined(labels, duration.as_secs() as f64);
+        }
+        if let (true, Some(labels)) = (plan.failed_join, &labels) {
+            self.shell.metrics.machine_failed_join(labels);
+        }
+        if !plan.remove_node_taints.is_empty()
+            && let Some(node) = &node
+        {
+            let remove: Vec<(String, String)> = plan
+                .remove_node_taints
+                .iter()
+                .map(|taint| (taint.key.clone(), taint.effect.clone()))
+                .collect();
+            match writes::remove_node_taints(&self.shell, node, &remove).await {
+                Ok(_) => tracing::info!(machine = %name, taints = ?remove, "startup taint removed"),
+                // The plan asks again on every healthy pass.
+                Err(error) => return Ok(Step::End(error.retry())),
+            }
+        }
+        if let Some(secret) = &plan.delete_bootstrap_token
+            && let Some(target) = self.shell.target.clone()
+        {
+            let api: Api<Secret> = Api::namespaced(target, BOOTSTRAP_TOKEN_NAMESPACE);
+            if let Err(error) = api.delete(secret, &DeleteParams::default()).await {
+                tracing::info!(machine = %name, secret, %error, "cannot delete the bootstrap token");
+            }
+        }
+        Ok(match plan.outcome {
+            HealthOutcome::Continue { recheck_after } => {
+                Step::Continue(recheck_after.map(Retry::After))
+            }
+            HealthOutcome::EndPass { retry, reason } => {
+                tracing::debug!(machine = %name, %reason, "health pass ended");
+                Step::End(retry)
+            }
+            // The loop above always answers the permit question.
+            HealthOutcome::NeedsFailurePermit { .. } => Step::End(Retry::Short),
+        })
+    }
+}
+
+fn settled(machines: &Informer<Machine>, name: &str) -> bool {
+    machines.get(name).is_none_or(|m| {
+        matches!(
+            phase_of(&m),
+            Some(MachinePhase::Failed | MachinePhase::Terminating)
+        )
+    })
+}
+
+/// Keeps the failure permit until the cache shows the machine Failed (polling 1s in the worker),
+/// else up to [`PERMIT_HOLD`] in the background, so siblings see the new phase.
+async fn hold_until_cached(
+    machines: Informer<Machine>,
+    name: String,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    for _ in 0..10 {
+        if settled(&machines, &name) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + PERMIT_HOLD;
+        while tokio::time::Instant::now() < deadline && !settled(&machines, &name) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        drop(permit);
+    });
+}

@@ -1,0 +1,225 @@
+//! API writes of the machine shells, all with optimistic concurrency: every write carries the
+//! resourceVersion of the object it was computed from, so a concurrent change answers 409 (the
+//! caller requeues after ConflictRetry) instead of being overwritten. `pub(crate)` so the
+//! termination shell may reuse them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Secret, Taint};
+use kube::api::{Api, PostParams};
+use mcm_api::v1alpha1::{Machine, MachineClass};
+
+use super::error::ReconcileError;
+use crate::machine::plan::common::{StatusWrite, name_of, set_entries};
+use crate::machine::plan::creation::SecretData;
+use crate::shell::Shell;
+
+fn api_error(
+    action: &'static str,
+    kind: &'static str,
+    name: &str,
+) -> impl FnOnce(kube::Error) -> ReconcileError {
+    let name = name.to_owned();
+    move |source| ReconcileError::Api {
+        action,
+        kind,
+        name,
+        source,
+    }
+}
+
+/// `Update` of a Machine (metadata and spec) with its resourceVersion; returns the stored object.
+pub(crate) async fn replace_machine(
+    shell: &Shell,
+    machine: &Machine,
+) -> Result<Machine, ReconcileError> {
+    let name = name_of(machine);
+    shell
+        .namespaced::<Machine>()
+        .replace(name, &PostParams::default(), machine)
+        .await
+        .map_err(api_error("update", "Machine", name))
+}
+
+/// `UpdateStatus` of a Machine with `write` applied to its status; returns the stored object.
+pub(crate) async fn write_status(
+    shell: &Shell,
+    machine: &Machine,
+    write: &StatusWrite,
+) -> Result<Machine, ReconcileError> {
+    let name = name_of(machine);
+    let mut updated = machine.clone();
+    updated.status = Some(write.apply(machine.status.as_ref()));
+    let stored = shell
+        .namespaced::<Machine>()
+        .replace_status(name, &PostParams::default(), &updated)
+        .await
+        .map_err(api_error("update status of", "Machine", name))?;
+    tracing::debug!(
+        machine = name,
+        phase = ?write.current_status.phase,
+        description = write.last_operation.description.as_deref().unwrap_or(""),
+        "machine status written"
+    );
+    Ok(stored)
+}
+
+/// Sets or removes (`None`) Machine annotations; returns the machine unchanged when nothing
+/// changes.
+pub(crate) async fn set_machine_annotations(
+    shell: &Shell,
+    machine: &Machine,
+    changes: &BTreeMap<String, Option<String>>,
+) -> Result<Machine, ReconcileError> {
+    let mut updated = machine.clone();
+    if !set_entries(&mut updated.metadata.annotations, changes) {
+        return Ok(machine.clone());
+    }
+    replace_machine(shell, &updated).await
+}
+
+/// The merged data of the class's `secretRef` and `credentialsSecretRef` (the latter wins), read
+/// from the control cluster on demand (Secrets are not cached). A missing Secret counts as empty,
+/// as upstream.
+pub(crate) async fn class_secret_data(
+    shell: &Shell,
+    class: &MachineClass,
+) -> Result<SecretData, ReconcileError> {
+    let mut data = SecretData::new();
+    for reference in [&class.secret_ref, &class.credentials_secret_ref]
+        .into_iter()
+        .flatten()
+    {
+        let Some(name) = reference.name.as_deref().filter(|name| !name.is_empty()) else {
+            continue;
+        };
+        let namespace = reference
+            .namespace
+            .as_deref()
+            .filter(|namespace| !namespace.is_empty())
+            .unwrap_or(&shell.namespace);
+        let api: Api<Secret> = Api::namespaced(shell.control.clone(), namespace);
+        let secret = api
+            .get_opt(name)
+            .await
+            .map_err(api_error("get", "Secret", name))?;
+        let Some(secret) = secret else { continue };
+        for (key, value) in secret.data.unwrap_or_default() {
+            data.insert(key, value.0);
+        }
+        // A server that does not fold `stringData` into `data` still serves it.
+        for (key, value) in secret.string_data.unwrap_or_default() {
+            data.insert(key, value.into_bytes());
+        }
+    }
+    Ok(data)
+}
+
+/// The target cluster's Nodes API.
+pub(crate) fn nodes_api(shell: &Shell) -> Result<Api<Node>, ReconcileError> {
+    shell
+        .target
+        .clone()
+        .map(Api::all)
+        .ok_or(ReconcileError::NoTarget {
+            what: "a Node write",
+        })
+}
+
+/// `Update` of a Node with its resourceVersion.
+pub(crate) async fn replace_node(shell: &Shell, node: &Node) -> Result<Node, ReconcileError> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    nodes_api(shell)?
+        .replace(&name, &PostParams::default(), node)
+        .await
+        .map_err(api_error("update", "Node", &name))
+}
+
+/// `UpdateStatus` of a Node with its resourceVersion.
+pub(crate) async fn replace_node_status(
+    shell: &Shell,
+    node: &Node,
+) -> Result<Node, ReconcileError> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    nodes_api(shell)?
+        .replace_status(&name, &PostParams::default(), node)
+        .await
+        .map_err(api_error("update status of", "Node", &name))
+}
+
+/// Sets or removes Node annotations (Update; no-op when nothing changes).
+pub(crate) async fn set_node_annotations(
+    shell: &Shell,
+    node: &Node,
+    changes: &BTreeMap<String, Option<String>>,
+) -> Result<Node, ReconcileError> {
+    let mut updated = node.clone();
+    if !set_entries(&mut updated.metadata.annotations, changes) {
+        return Ok(node.clone());
+    }
+    replace_node(shell, &updated).await
+}
+
+/// Removes the taints with these (key, effect) pairs (Update; no-op when none is present).
+pub(crate) async fn remove_node_taints(
+    shell: &Shell,
+    node: &Node,
+    remove: &[(String, String)],
+) -> Result<Node, ReconcileError> {
+    let mut updated = node.clone();
+    let Some(taints) = updated.spec.as_mut().and_then(|spec| spec.taints.as_mut()) else {
+        return Ok(node.clone());
+    };
+    let before = taints.len();
+    taints.retain(|taint| {
+        !remove
+            .iter()
+            .any(|(key, effect)| &taint.key == key && &taint.effect == effect)
+    });
+    if taints.len() == before {
+        return Ok(node.clone());
+    }
+    replace_node(shell, &updated).await
+}
+
+/// Adds `taint` unless a taint with its key and effect is present.
+pub(crate) async fn add_node_taint(
+    shell: &Shell,
+    node: &Node,
+    taint: &Taint,
+) -> Result<Node, ReconcileError> {
+    let mut updated = node.clone();
+    let taints = updated
+        .spec
+        .get_or_insert_with(Default::default)
+        .taints
+        .get_or_insert_with(Vec::new);
+    if taints
+        .iter()
+        .any(|t| t.key == taint.key && t.effect == taint.effect)
+    {
+        return Ok(node.clone());
+    }
+    taints.push(taint.clone());
+    replace_node(shell, &updated).await
+}
+
+/// Sets the node condition of `condition.type_` (UpdateStatus).
+pub(crate) async fn set_node_condition(
+    shell: &Shell,
+    node: &Node,
+    condition: &NodeCondition,
+) -> Result<Node, ReconcileError> {
+    let mut updated = node.clone();
+    let conditions = updated
+        .status
+        .get_or_insert_with(Default::default)
+        .conditions
+        .get_or_insert_with(Vec::new);
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(existing) if existing == condition => return Ok(node.clone()),
+        Some(existing) => *existing = condition.clone(),
+        None => conditions.push(condition.clone()),
+    }
+    replace_node_status(shell, &updated).await
+}
