@@ -12,9 +12,18 @@
 //! | §3.11 volume pods serially by priority, detach wait, shared PVs excluded | [`plan::plan_drain`], [`plan::exclude_shared_volumes`] | `volume_pods_are_drained_one_by_one_waiting_for_detach`, `shared_volumes_are_excluded` |
 //! | DESIGN §4 bounded drain: next decision never after the deadline | [`plan::DrainOutcome::InProgress`] | `deadline_fails_normal_drain`, `prop_never_touches_daemon_set_or_mirror_pods` (asserts `next_check_at <= deadline`) |
 //!
-//! Left for the shell: listing the node's pods (live), PVC→PV→GetVolumeIDs, POSTing evictions
-//! (preferred `policy` version) and deletions, classifying 429 answers (PDB lookup) into
-//! [`plan::EvictionFailure`], and keeping the [`plan::DrainLedger`].
+//! Integration tests (`controller/tests/it/termination.rs`, through the termination shell):
+//! `deleting_a_running_machine_drains_then_removes_vm_node_and_machine` (cordon, eviction,
+//! DaemonSet and mirror pods left alone), `a_pdb_refuses_eviction_until_the_drain_timeout_forces_the_drain`
+//! (misconfigured budget, force after the timeout), `a_blocking_pdb_is_retried_until_it_allows_the_eviction`,
+//! `a_pod_with_a_volume_is_evicted_and_its_detach_awaited` (GetVolumeIDs, detach wait),
+//! `force_deletion_label_deletes_pods_and_volume_attachments_without_eviction`.
+//!
+//! The shell part is [`reconcile::drain_pass`]: it lists the node's pods live (field selector),
+//! resolves PVC → PV → GetVolumeIDs, POSTs evictions and deletions, classifies 429 answers with
+//! [`pdb`] into [`plan::EvictionFailure`] and records results in the [`plan::DrainLedger`] the
+//! termination shell keeps per node ([`reconcile::NodeDrainState`]).
 
+pub mod pdb;
 pub mod plan;
 pub mod reconcile;

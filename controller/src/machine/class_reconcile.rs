@@ -1,23 +1,332 @@
-//! The MachineClass and Secret finalizer shells (reference §3.8).
+//! The MachineClass and Secret controllers (reference §3.8), one queue `machineclass` with keys
+//! `class/<name>` and `secret/<namespace>/<name>`.
 //!
-//! Being written: the shell is not wired yet.
+//! - A MachineClass carries finalizer `machine.sapcloud.io/machine-controller-manager` while at
+//!   least one Machine references it; it is removed when none does. A class being deleted while
+//!   machines still use it stays (Warning event `DeletionBlocked`, retried).
+//! - A Secret in the control namespace referenced by name by some MachineClass (`secretRef` or
+//!   `credentialsSecretRef`) carries finalizer `machine.sapcloud.io/machine-controller`; it is
+//!   removed when no class references it. Secrets are read and written on demand (GET + Update
+//!   with the read resourceVersion): no Secret cache, so memory does not grow with unrelated
+//!   Secrets.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use mcm_api::keys::finalizer;
+use mcm_api::v1alpha1::{Machine, MachineClass};
 use tokio_util::sync::CancellationToken;
 
+use super::plan::common::Retry;
+use super::plan::routing::class_key_for_machine;
 use crate::manager::BoxError;
 use crate::shell::Shell;
+use crate::shell::informer::Change;
+use crate::shell::queue::{Outcome, WorkQueue};
 
-/// Runs the MachineClass controller until `shutdown`.
+/// Name of the queue.
+pub const QUEUE: &str = "machineclass";
+/// Upstream re-checks every Secret every 10 minutes.
+const SECRET_RESYNC: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// What can go wrong in one pass (logged; the key is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum ClassError {
+    /// A Kubernetes API call failed.
+    #[error("{what} of {object} failed: {source}")]
+    Api {
+        /// The call.
+        what: &'static str,
+        /// `kind namespace/name`.
+        object: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn class_key(name: &str) -> String {
+    format!("class/{name}")
+}
+
+fn secret_keys(class: &MachineClass, default_namespace: &str) -> Vec<String> {
+    [&class.secret_ref, &class.credentials_secret_ref]
+        .into_iter()
+        .flatten()
+        .filter_map(|reference| {
+            let name = reference.name.as_deref()?;
+            let namespace = reference.namespace.as_deref().unwrap_or(default_namespace);
+            Some(format!("secret/{namespace}/{name}"))
+        })
+        .collect()
+}
+
+/// Whether any class references the Secret `name` by name (upstream ignores the namespace).
+#[must_use]
+pub fn secret_is_referenced(name: &str, classes: &[Arc<MachineClass>]) -> bool {
+    classes.iter().any(|class| {
+        [&class.secret_ref, &class.credentials_secret_ref]
+            .into_iter()
+            .flatten()
+            .any(|reference| reference.name.as_deref() == Some(name))
+    })
+}
+
+/// The finalizer list with `wanted` present (`true`) or absent, sorted; `None` when unchanged.
+#[must_use]
+pub fn finalizers_with(current: &[String], name: &str, wanted: bool) -> Option<Vec<String>> {
+    let has = current.iter().any(|f| f == name);
+    if has == wanted {
+        return None;
+    }
+    let mut next: Vec<String> = current.iter().filter(|f| *f != name).cloned().collect();
+    if wanted {
+        next.push(name.to_owned());
+    }
+    next.sort();
+    next.dedup();
+    Some(next)
+}
+
+/// Runs the MachineClass/Secret controller until `shutdown`.
 pub fn run(
     shell: Arc<Shell>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
-    let _ = shell;
     Box::pin(async move {
-        shutdown.cancelled().await;
+        let queue = WorkQueue::new(QUEUE, Some(shell.metrics.clone()));
+        let classes_queue = queue.clone();
+        let namespace = shell.namespace.clone();
+        shell
+            .machine_classes
+            .subscribe(move |change: &Change<MachineClass>| {
+                let class = change.object();
+                if let Some(name) = class.metadata.name.as_deref() {
+                    classes_queue.add(class_key(name));
+                }
+                for key in secret_keys(class, &namespace) {
+                    classes_queue.add(key);
+                }
+                if let Change::Updated { old, .. } = change {
+                    for key in secret_keys(old, &namespace) {
+                        classes_queue.add(key);
+                    }
+                }
+            });
+        let machines_queue = queue.clone();
+        shell.machines.subscribe(move |change: &Change<Machine>| {
+            let keys = match change {
+                Change::Added(machine) | Change::Deleted(machine) => {
+                    vec![class_key_for_machine(machine)]
+                }
+                Change::Updated { old, new } => {
+                    let (before, after) = (class_key_for_machine(old), class_key_for_machine(new));
+                    if before == after {
+                        Vec::new()
+                    } else {
+                        vec![before, after]
+                    }
+                }
+            };
+            for name in keys.into_iter().flatten() {
+                machines_queue.add(class_key(&name));
+            }
+        });
+        let workers = shell.config.concurrent_syncs.max(1);
+        let worker_shell = Arc::clone(&shell);
+        queue
+            .run(workers, shutdown, move |key| {
+                let shell = Arc::clone(&worker_shell);
+                async move {
+                    let result = if let Some(name) = key.strip_prefix("class/") {
+                        reconcile_class(&shell, name).await
+                    } else if let Some(rest) = key.strip_prefix("secret/") {
+                        let (namespace, name) = rest.split_once('/').unwrap_or(("", rest));
+                        reconcile_secret(&shell, namespace, name).await
+                    } else {
+                        Ok(Outcome::Done)
+                    };
+                    result.unwrap_or_else(|error| {
+                        tracing::warn!(key, %error, "machine class/secret reconcile failed");
+                        Outcome::Retry
+                    })
+                }
+            })
+            .await;
         Ok(())
     })
+}
+
+fn period(retry: Retry) -> std::time::Duration {
+    retry.period().to_std().unwrap_or_default()
+}
+
+async fn reconcile_class(shell: &Shell, name: &str) -> Result<Outcome, ClassError> {
+    let api = shell.namespaced::<MachineClass>();
+    let object = format!("MachineClass {}/{name}", shell.namespace);
+    let Some(class) = api.get_opt(name).await.map_err(|source| ClassError::Api {
+        what: "GET",
+        object: object.clone(),
+        source,
+    })?
+    else {
+        return Ok(Outcome::Done);
+    };
+    let users = shell
+        .machines
+        .filter(|machine| class_key_for_machine(machine).as_deref() == Some(name));
+    let deleting = class.metadata.deletion_timestamp.is_some();
+    let current = class.metadata.finalizers.clone().unwrap_or_default();
+    if !users.is_empty() && deleting {
+        let reason = format!(
+            "Retry as machine objects are still referring the machineclass ({} machine(s), e.g. {})",
+            users.len(),
+            users[0].metadata.name.as_deref().unwrap_or("")
+        );
+        tracing::info!(class = name, reason, "machine class deletion blocked");
+        shell.event(&class, true, "DeletionBlocked", "Delete", reason);
+        return Ok(Outcome::RequeueAfter(period(Retry::Short)));
+    }
+    let wanted = !users.is_empty();
+    if let Some(finalizers) =
+        finalizers_with(&current, finalizer::MACHINE_CONTROLLER_MANAGER, wanted)
+    {
+        let mut updated = class.clone();
+        updated.metadata.finalizers = Some(finalizers);
+        match api.replace(name, &PostParams::default(), &updated).await {
+            Ok(_) => {
+                tracing::info!(
+                    class = name,
+                    finalizer = wanted,
+                    "machine class finalizer updated"
+                );
+                let (reason, note) = if wanted {
+                    (
+                        "FinalizerAdded",
+                        format!("{} machine(s) use this class", users.len()),
+                    )
+                } else {
+                    (
+                        "FinalizerRemoved",
+                        "No machine uses this class any more".to_owned(),
+                    )
+                };
+                shell.event(&class, false, reason, "Update", note);
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
+                return Ok(Outcome::RequeueAfter(period(Retry::Conflict)));
+            }
+            Err(source) => {
+                return Err(ClassError::Api {
+                    what: "UPDATE finalizers",
+                    object,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(Outcome::RequeueAfter(period(Retry::Long)))
+}
+
+async fn reconcile_secret(
+    shell: &Shell,
+    namespace: &str,
+    name: &str,
+) -> Result<Outcome, ClassError> {
+    if namespace != shell.namespace {
+        return Ok(Outcome::Done);
+    }
+    let api: Api<Secret> = Api::namespaced(shell.control.clone(), namespace);
+    let object = format!("Secret {namespace}/{name}");
+    let Some(secret) = api.get_opt(name).await.map_err(|source| ClassError::Api {
+        what: "GET",
+        object: object.clone(),
+        source,
+    })?
+    else {
+        return Ok(Outcome::Done);
+    };
+    let referenced = secret_is_referenced(name, &shell.machine_classes.list());
+    let current = secret.metadata.finalizers.clone().unwrap_or_default();
+    // A Secret being deleted cannot get new finalizers; only removal applies then.
+    let wanted = referenced
+        && (secret.metadata.deletion_timestamp.is_none()
+            || current.iter().any(|f| f == finalizer::MACHINE_CONTROLLER));
+    if let Some(finalizers) = finalizers_with(&current, finalizer::MACHINE_CONTROLLER, wanted) {
+        let mut updated = secret.clone();
+        updated.metadata.finalizers = Some(finalizers);
+        match api.replace(name, &PostParams::default(), &updated).await {
+            Ok(_) => {
+                tracing::info!(
+                    secret = name,
+                    finalizer = wanted,
+                    "secret finalizer updated"
+                );
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
+                return Ok(Outcome::RequeueAfter(period(Retry::Conflict)));
+            }
+            Err(source) => {
+                return Err(ClassError::Api {
+                    what: "UPDATE finalizers",
+                    object,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(Outcome::RequeueAfter(SECRET_RESYNC))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finalizer_lists_are_sorted_sets() {
+        let current = vec!["z".to_owned(), "a".to_owned()];
+        assert_eq!(
+            finalizers_with(&current, "m", true),
+            Some(vec!["a".to_owned(), "m".to_owned(), "z".to_owned()])
+        );
+        assert_eq!(finalizers_with(&current, "m", false), None);
+        let with = vec!["m".to_owned(), "a".to_owned()];
+        assert_eq!(finalizers_with(&with, "m", true), None);
+        assert_eq!(
+            finalizers_with(&with, "m", false),
+            Some(vec!["a".to_owned()])
+        );
+    }
+
+    fn class(secret: Option<&str>, credentials: Option<&str>) -> Arc<MachineClass> {
+        let mut value = serde_json::json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1",
+            "kind": "MachineClass",
+            "metadata": {"name": "c", "namespace": "ns"},
+            "providerSpec": {},
+        });
+        if let Some(name) = secret {
+            value["secretRef"] = serde_json::json!({"name": name, "namespace": "ns"});
+        }
+        if let Some(name) = credentials {
+            value["credentialsSecretRef"] = serde_json::json!({"name": name, "namespace": "other"});
+        }
+        Arc::new(serde_json::from_value(value).unwrap_or_else(|error| panic!("{error}")))
+    }
+
+    #[test]
+    fn secrets_are_referenced_by_name_through_either_ref() {
+        let classes = vec![class(Some("s1"), None), class(None, Some("s2"))];
+        assert!(secret_is_referenced("s1", &classes));
+        // Upstream matches by name only, whatever the namespace of the reference.
+        assert!(secret_is_referenced("s2", &classes));
+        assert!(!secret_is_referenced("s3", &classes));
+        assert!(!secret_is_referenced("s1", &[]));
+        assert_eq!(
+            secret_keys(&class(Some("s1"), Some("s2")), "ns"),
+            vec!["secret/ns/s1".to_owned(), "secret/other/s2".to_owned()]
+        );
+    }
 }

@@ -1,23 +1,240 @@
-//! The Node controller shell (reference §3.12) and not-managed-by-mcm handling.
+//! The Node controller shell (reference §3.12, §3.14 not-managed nodes): queue `node`.
 //!
-//! Being written: the shell is not wired yet.
+//! - A Node backed by a Machine (label `node=<node>` on exactly one machine) gets finalizer
+//!   `node.machine.sapcloud.io/machine-controller` while the machine is not being deleted (JSON
+//!   merge patch of the sorted finalizer list, conditional on the read resourceVersion).
+//! - A Node being deleted, or deleted, deletes its Machine (if not already deleting): the
+//!   MachineSet then creates a replacement.
+//! - Nodes annotated `node.machine.sapcloud.io/not-managed-by-mcm` are ignored.
+//!
+//! Decisions come from [`super::plan::routing`]; node events are forwarded from the informer to a
+//! task (the informer handler runs under its lock and must not read the machine cache).
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use mcm_api::v1alpha1::Machine;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::plan::common::Retry;
+use super::plan::routing::{
+    NodeControllerAction, NodeRoute, plan_node_controller, route_node_add, route_node_delete,
+    route_node_update,
+};
 use crate::manager::BoxError;
 use crate::shell::Shell;
+use crate::shell::informer::Change;
+use crate::shell::queue::{Outcome, WorkQueue};
+
+/// Name of the queue.
+pub const QUEUE: &str = "node";
+
+/// What can go wrong in one pass (logged; the key is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// A Kubernetes API call failed.
+    #[error("{what} for node {node:?} failed: {source}")]
+    Api {
+        /// The call.
+        what: &'static str,
+        /// The node.
+        node: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Several machines claim the node.
+    #[error("node {node:?}: {reason}")]
+    Ambiguous {
+        /// The node.
+        node: String,
+        /// Which machines.
+        reason: String,
+    },
+}
+
+enum NodeEvent {
+    Added(Arc<Node>),
+    Updated(Arc<Node>, Arc<Node>),
+    Deleted(Arc<Node>),
+}
+
+fn period(retry: Retry) -> std::time::Duration {
+    retry.period().to_std().unwrap_or_default()
+}
+
+fn machines_of(shell: &Shell, node: &str) -> Vec<Machine> {
+    shell
+        .machines
+        .filter(|machine| machine.node_name() == Some(node))
+        .into_iter()
+        .map(|machine| (*machine).clone())
+        .collect()
+}
 
 /// Runs the Node controller until `shutdown`.
 pub fn run(
     shell: Arc<Shell>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
-    let _ = shell;
     Box::pin(async move {
-        shutdown.cancelled().await;
+        let queue = WorkQueue::new(QUEUE, Some(shell.metrics.clone()));
+        if shell.target.is_none() {
+            shutdown.cancelled().await;
+            return Ok(());
+        }
+        let (sender, receiver) = mpsc::unbounded_channel();
+        shell.nodes.subscribe(move |change: &Change<Node>| {
+            let event = match change {
+                Change::Added(node) => NodeEvent::Added(Arc::clone(node)),
+                Change::Updated { old, new } => {
+                    NodeEvent::Updated(Arc::clone(old), Arc::clone(new))
+                }
+                Change::Deleted(node) => NodeEvent::Deleted(Arc::clone(node)),
+            };
+            let _ = sender.send(event);
+        });
+        tokio::spawn(route_events(
+            Arc::clone(&shell),
+            queue.clone(),
+            receiver,
+            shutdown.clone(),
+        ));
+        let workers = shell.config.concurrent_syncs.max(1);
+        let worker_shell = Arc::clone(&shell);
+        queue
+            .run(workers, shutdown, move |key| {
+                let shell = Arc::clone(&worker_shell);
+                async move {
+                    reconcile(&shell, &key).await.unwrap_or_else(|error| {
+                        tracing::warn!(node = key, %error, "node reconcile failed");
+                        Outcome::Retry
+                    })
+                }
+            })
+            .await;
         Ok(())
     })
+}
+
+async fn route_events(
+    shell: Arc<Shell>,
+    queue: WorkQueue,
+    mut receiver: mpsc::UnboundedReceiver<NodeEvent>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let event = tokio::select! {
+            () = shutdown.cancelled() => return,
+            event = receiver.recv() => match event {
+                Some(event) => event,
+                None => return,
+            },
+        };
+        let (node, routes) = match &event {
+            NodeEvent::Added(node) => (node, route_node_add(node)),
+            NodeEvent::Updated(old, new) => {
+                let machines = machines_of(&shell, new.metadata.name.as_deref().unwrap_or(""));
+                (new, route_node_update(old, new, &machines))
+            }
+            NodeEvent::Deleted(node) => {
+                let machines = machines_of(&shell, node.metadata.name.as_deref().unwrap_or(""));
+                (node, route_node_delete(node, &machines))
+            }
+        };
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        for route in routes {
+            match route {
+                NodeRoute::EnqueueNode { delay: None } => queue.add(node_name.clone()),
+                NodeRoute::EnqueueNode { delay: Some(retry) } => {
+                    queue.add(node_name.clone());
+                    queue.add_after(node_name.clone(), period(retry));
+                }
+                // The Machine controller watches nodes itself.
+                NodeRoute::EnqueueMachine(_) => {}
+                NodeRoute::DeleteMachine(machine) => {
+                    if let Err(error) = delete_machine(&shell, &node_name, &machine).await {
+                        tracing::warn!(node = node_name, machine, %error, "deleting the machine of a deleted node failed");
+                        queue.add_after(node_name.clone(), period(Retry::Short));
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn delete_machine(shell: &Shell, node: &str, machine: &str) -> Result<(), NodeError> {
+    let api = shell.namespaced::<Machine>();
+    match api.delete(machine, &DeleteParams::default()).await {
+        Ok(_) => {
+            tracing::info!(node, machine, "node deleted: deleting its machine");
+            if let Some(object) = shell.machines.get(machine) {
+                shell.event(
+                    &*object,
+                    false,
+                    "NodeDeleted",
+                    "Delete",
+                    format!("Node {node} was deleted; deleting machine {machine}"),
+                );
+            }
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(NodeError::Api {
+            what: "DELETE machine",
+            node: node.to_owned(),
+            source,
+        }),
+    }
+}
+
+async fn reconcile(shell: &Shell, name: &str) -> Result<Outcome, NodeError> {
+    let Some(target) = shell.target.clone() else {
+        return Ok(Outcome::Done);
+    };
+    let node = shell.nodes.get(name);
+    let machines = machines_of(shell, name);
+    match plan_node_controller(node.as_deref(), &machines) {
+        NodeControllerAction::Nothing => Ok(Outcome::Done),
+        NodeControllerAction::Error(reason) => Err(NodeError::Ambiguous {
+            node: name.to_owned(),
+            reason,
+        }),
+        NodeControllerAction::DeleteMachine(machine) => {
+            delete_machine(shell, name, &machine).await?;
+            Ok(Outcome::Done)
+        }
+        NodeControllerAction::SetFinalizers(finalizers) => {
+            let api: Api<Node> = Api::all(target);
+            let resource_version = node
+                .as_ref()
+                .and_then(|n| n.metadata.resource_version.clone());
+            let patch = serde_json::json!({"metadata": {
+                "resourceVersion": resource_version,
+                "finalizers": finalizers,
+            }});
+            match api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    tracing::debug!(node = name, "node finalizer added");
+                    Ok(Outcome::Done)
+                }
+                // The cache was stale: try again once it has caught up.
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    Ok(Outcome::RequeueAfter(period(Retry::Conflict)))
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(Outcome::Done),
+                Err(source) => Err(NodeError::Api {
+                    what: "PATCH finalizers",
+                    node: name.to_owned(),
+                    source,
+                }),
+            }
+        }
+    }
 }

@@ -1,23 +1,214 @@
-//! The termination shell: its own bounded worker pool for deleting machines (drain, volumes, VM, node, finalizer).
+//! The termination shell: deleting machines (§3.10) in its OWN bounded worker pool (queue
+//! `machine-termination`, `--concurrent-syncs` workers), so draining machines never delay
+//! creations (user-pain-points: head-of-line blocking).
 //!
-//! Being written: the shell is not wired yet.
+//! Every pass re-reads the machine live, validates its class (a missing or unfinalized class
+//! blocks deletion, as upstream), and runs the stage state machine of
+//! [`crate::machine::plan::deletion`]: Terminating → GetVMStatus → drain → (force:
+//! VolumeAttachments) → DeleteMachine → Node deletion → finalizer removal. Each stage's result is
+//! written to `status.lastOperation` before the next stage runs, so a crash resumes where it
+//! stopped and the VM deletion intent («Initiate VM deletion») is on the Machine before
+//! DeleteMachine is called. Unlike upstream, a pass continues with the next stage right away after
+//! a successful step (using the object the API returned) instead of waiting 5 s per stage.
+//!
+//! The drain deadline comes from the deletionTimestamp, every drain pass is bounded by the time
+//! left until it, and the next pass is due no later than the deadline, so the deadline is honoured
+//! within one pass even when the API server is slow.
+//!
+//! A machine whose CreateMachine/InitializeMachine is running (`Shell::in_creation_flow`) is
+//! not touched: the pass is retried after ShortRetry (upstream: MediumRetry), so a VM created
+//! after the deletion started is still deleted and never leaks.
+//!
+//! Nothing is done while the API-server safety check has frozen the Machine controller.
 
-use std::sync::Arc;
+mod stages;
+mod writes;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Node;
+use mcm_api::v1alpha1::Machine;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::plan::deletion::{self, DeletionStage};
+use super::plan::routing::{self, MachineQueue};
+use crate::drain::reconcile::NodeDrainState;
 use crate::manager::BoxError;
 use crate::shell::Shell;
+use crate::shell::informer::Change;
+use crate::shell::queue::{Outcome, WorkQueue};
+
+/// Name of the termination work queue (metrics, logs).
+pub const QUEUE: &str = "machine-termination";
+
+/// What can go wrong in one termination pass (logged; the key is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum TerminationError {
+    /// A Kubernetes API call failed.
+    #[error("{what} for machine {machine:?} failed: {source}")]
+    Api {
+        /// The call.
+        what: String,
+        /// The machine.
+        machine: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// State shared by the termination workers.
+pub(crate) struct Termination {
+    shell: Arc<Shell>,
+    /// Drain memory per node name.
+    drains: Mutex<HashMap<String, NodeDrainState>>,
+}
+
+impl Termination {
+    fn drain_state(&self, node: &str, now: jiff::Timestamp) -> NodeDrainState {
+        self.lock_drains()
+            .entry(node.to_owned())
+            .or_insert_with(|| NodeDrainState::new(now))
+            .clone()
+    }
+
+    fn store_drain_state(&self, node: &str, state: NodeDrainState) {
+        self.lock_drains().insert(node.to_owned(), state);
+    }
+
+    fn forget_drain(&self, node: &str) {
+        self.lock_drains().remove(node);
+    }
+
+    fn lock_drains(&self) -> std::sync::MutexGuard<'_, HashMap<String, NodeDrainState>> {
+        self.drains
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
 
 /// Runs the termination workers until `shutdown`.
 pub fn run(
     shell: Arc<Shell>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
-    let _ = shell;
     Box::pin(async move {
-        shutdown.cancelled().await;
+        let queue = WorkQueue::new(QUEUE, Some(shell.metrics.clone()));
+        let termination = Arc::new(Termination {
+            shell: Arc::clone(&shell),
+            drains: Mutex::new(HashMap::new()),
+        });
+        subscribe(&shell, &queue, &shutdown);
+        let workers = shell.config.concurrent_syncs.max(1);
+        let worker = Arc::clone(&termination);
+        queue
+            .run(workers, shutdown, move |key| {
+                let worker = Arc::clone(&worker);
+                async move { worker.reconcile(&key).await }
+            })
+            .await;
         Ok(())
     })
+}
+
+fn subscribe(shell: &Arc<Shell>, queue: &WorkQueue, shutdown: &CancellationToken) {
+    let machines_queue = queue.clone();
+    shell.machines.subscribe(move |change: &Change<Machine>| {
+        // Routed as if no creation were running: a deleting machine whose CreateMachine is still
+        // in flight must come back here once it ends, and the pass itself waits for that
+        // (`Shell::in_creation_flow`, ShortRetry). Handing it to the Machine queue instead would
+        // lose the deletion until the next resync.
+        let route = match change {
+            Change::Added(machine) => Some(routing::route_machine_add(machine, false)),
+            Change::Updated { old, new } => {
+                // Beyond upstream's generation rule: a label change of a deleting machine (a
+                // user adding `force-deletion` to cut a stuck drain short) is acted on at once.
+                // Status changes are not: our own status writes would re-run a stage before its
+                // retry period (e.g. DeleteMachine right after an aborted one).
+                routing::route_machine_update(old, new, false).or_else(|| {
+                    (new.metadata.deletion_timestamp.is_some()
+                        && old.metadata.labels != new.metadata.labels)
+                        .then_some(MachineQueue::Termination)
+                })
+            }
+            Change::Deleted(_) => Some(routing::route_machine_delete()),
+        };
+        if route == Some(MachineQueue::Termination)
+            && let Some(name) = change.object().metadata.name.as_deref()
+        {
+            machines_queue.add(name);
+        }
+    });
+    // A node whose attached volumes changed (a drained pod's volume detached) or that is gone
+    // wakes the machine draining it. Other node updates (heartbeats, our own cordon) must not:
+    // they would defeat the retry periods of the other stages (e.g. LongRetry after an aborted
+    // DeleteMachine). The handler only forwards the node name: looking machines up under the
+    // node informer's lock could deadlock against a machine handler reading nodes.
+    let (sender, mut receiver) = mpsc::unbounded_channel::<String>();
+    shell.nodes.subscribe(move |change: &Change<Node>| {
+        let relevant = match change {
+            Change::Added(_) => false,
+            Change::Deleted(_) => true,
+            Change::Updated { old, new } => volumes_attached(old) != volumes_attached(new),
+        };
+        if relevant && let Some(name) = change.object().metadata.name.as_deref() {
+            let _ = sender.send(name.to_owned());
+        }
+    });
+    let shell = Arc::clone(shell);
+    let queue = queue.clone();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        loop {
+            let node = tokio::select! {
+                () = shutdown.cancelled() => return,
+                node = receiver.recv() => match node {
+                    Some(node) => node,
+                    None => return,
+                },
+            };
+            for machine in shell.machines.filter(|machine| {
+                machine.metadata.deletion_timestamp.is_some()
+                    && machine.node_name() == Some(node.as_str())
+                    && deletion::deletion_stage(machine, false) == DeletionStage::Drain
+            }) {
+                if let Some(name) = machine.metadata.name.as_deref() {
+                    queue.add(name);
+                }
+            }
+        }
+    });
+}
+
+fn volumes_attached(node: &Node) -> Option<&Vec<k8s_openapi::api::core::v1::AttachedVolume>> {
+    node.status
+        .as_ref()
+        .and_then(|status| status.volumes_attached.as_ref())
+}
+
+impl Termination {
+    async fn reconcile(&self, key: &str) -> Outcome {
+        if self.shell.machine_controller_frozen() {
+            tracing::debug!(
+                machine = key,
+                "machine controller frozen; termination waits"
+            );
+            return Outcome::RequeueAfter(
+                super::plan::common::Retry::Short
+                    .period()
+                    .to_std()
+                    .unwrap_or_default(),
+            );
+        }
+        match stages::run_pass(self, key).await {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::warn!(machine = key, %error, "termination pass failed");
+                Outcome::Retry
+            }
+        }
+    }
 }

@@ -169,7 +169,11 @@ async fn client(
     cluster: Cluster,
     throttle: &Throttle,
 ) -> Result<Client, ClientError> {
-    let config = kube_config(source, cluster).await?;
+    let mut config = kube_config(source, cluster).await?;
+    // kube retries 429/503/504 inside the client for up to minutes. The reconcilers requeue with
+    // their own backoff, a PodDisruptionBudget's 429 on an eviction is an answer to act on, and
+    // the API-server safety check must see an unavailable server at once.
+    config.default_retry = false;
     let builder = kube::client::ClientBuilder::try_from(config)
         .map_err(|source| ClientError::Build { cluster, source })?;
     Ok(builder.with_layer(throttle).build())

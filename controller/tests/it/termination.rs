@@ -1,1 +1,1139 @@
-//! Integration tests: termination (being written).
+//! Integration tests of the deletion flow (§3.10, §3.11, §8.4 deletion rows), the Node controller
+//! (§3.12, §3.14 not-managed nodes) and the MachineClass/Secret finalizers (§3.8), against the
+//! sandboxes with provider-virtual in-process.
+//!
+//! Running machines are set up without the Machine controller: the VM is created through the
+//! driver (provider-virtual registers its Node, named after the machine) and the Machine is
+//! written with finalizer, providerID, `node` label and phase Running, so these tests exercise
+//! only the termination, node and class shells.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace, Node, Pod, Secret};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use mcm_api::keys::{annotation, finalizer, label};
+use mcm_api::v1alpha1::{Machine, MachineClass, MachineState};
+use mcm_controller::shell::RunFn;
+use mcm_provider_proto::{DriverClient, SecretData};
+use mcm_sandbox::faults::{ErrorRule, Verb};
+use serde_json::{Value, json};
+
+use crate::harness::{NAMESPACE, World, eventually};
+
+const LIMIT: Duration = Duration::from_secs(60);
+/// Namespace of the workload pods in the target cluster.
+const PODS: &str = "workload";
+
+fn termination_shells() -> Vec<(&'static str, RunFn)> {
+    vec![
+        (
+            "machine-termination",
+            mcm_controller::machine::terminate::run,
+        ),
+        ("node", mcm_controller::machine::node_reconcile::run),
+    ]
+}
+
+/// A provider-virtual class with its finalizer already set (the class controller is not part of
+/// the termination tests).
+async fn ready_class(world: &World, name: &str, spec: Value) -> MachineClass {
+    world.create_class(name, spec).await;
+    world
+        .machine_classes()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"finalizers": [finalizer::MACHINE_CONTROLLER_MANAGER]}}),
+            ),
+        )
+        .await
+        .unwrap()
+}
+
+async fn ensure_target_namespace(world: &World) {
+    let api: Api<Namespace> = Api::all(world.target.clone());
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": PODS}})).unwrap();
+    match api.create(&PostParams::default(), &namespace).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("namespace: {error}"),
+    }
+}
+
+/// Creates the VM of machine `name` through the driver, waits for its Node and writes a Running
+/// Machine (finalizer, providerID, `node` label, `labels`). Returns the providerID.
+async fn running_machine(world: &World, name: &str, class: &MachineClass, labels: Value) -> String {
+    let driver = DriverClient::connect(&world.driver_endpoint, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let mut bare = Machine::new(name, Default::default());
+    bare.metadata.namespace = Some(NAMESPACE.to_owned());
+    let secret = SecretData::from([("userData".to_owned(), b"#!/bin/sh\n".to_vec())]);
+    let provider_id = driver
+        .create_machine(&bare, class, &secret)
+        .await
+        .expect("VM created")
+        .provider_id;
+    eventually(&format!("node {name} to register"), LIMIT, || async {
+        world.nodes().get_opt(name).await.ok().flatten().map(|_| ())
+    })
+    .await;
+    let mut all_labels = json!({"node": name});
+    if let (Some(all), Value::Object(extra)) = (all_labels.as_object_mut(), labels) {
+        all.extend(extra);
+        // `"node": null` asks for a machine without the node label.
+        all.retain(|_, value| !value.is_null());
+    }
+    let machine: Machine = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1",
+        "kind": "Machine",
+        "metadata": {
+            "name": name, "namespace": NAMESPACE, "labels": all_labels,
+            "finalizers": [finalizer::MACHINE_CONTROLLER_MANAGER],
+        },
+        "spec": {
+            "class": {"kind": "MachineClass", "name": class.metadata.name},
+            "providerID": provider_id,
+        }
+    }))
+    .unwrap();
+    world
+        .machines()
+        .create(&PostParams::default(), &machine)
+        .await
+        .unwrap();
+    let now = jiff::Timestamp::now().to_string();
+    world
+        .machines()
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "currentStatus": {"phase": "Running", "lastUpdateTime": now, "timeoutActive": false},
+                "lastOperation": {"description": "Machine joined the cluster", "state": "Successful", "type": "Create", "lastUpdateTime": now}
+            }})),
+        )
+        .await
+        .unwrap();
+    provider_id
+}
+
+fn vm_exists(world: &World, provider_id: &str) -> bool {
+    world
+        .fleet
+        .vms()
+        .iter()
+        .any(|vm| vm.provider_id == provider_id)
+}
+
+fn description(machine: &Machine) -> String {
+    machine
+        .last_operation()
+        .and_then(|op| op.description.clone())
+        .unwrap_or_default()
+}
+
+fn state(machine: &Machine) -> Option<MachineState> {
+    machine.last_operation().and_then(|op| op.state.clone())
+}
+
+async fn wait_machine(
+    world: &World,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Machine) -> bool,
+) -> Machine {
+    // Like `eventually`, but the failure names the machine's last lastOperation.
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let last = match world.machines().get_opt(name).await {
+            Ok(Some(machine)) => {
+                if check(&machine) {
+                    return machine;
+                }
+                format!("{:?}", machine.last_operation())
+            }
+            Ok(None) => "machine gone".to_owned(),
+            Err(error) => error.to_string(),
+        };
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {LIMIT:?} waiting for machine {name}: {what}; last seen: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn wait_gone<K>(api: &Api<K>, name: &str, what: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(&format!("{what} {name} to be gone"), LIMIT, || async {
+        matches!(api.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await;
+}
+
+async fn delete_machine(world: &World, name: &str) {
+    world
+        .machines()
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+async fn events_with_reason(world: &World, reason: &str) -> Vec<CoreEvent> {
+    let api: Api<CoreEvent> = Api::namespaced(world.control.clone(), NAMESPACE);
+    api.list(&Default::default())
+        .await
+        .map(|list| {
+            list.items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some(reason))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn wait_event(world: &World, reason: &str, about: &str) -> CoreEvent {
+    eventually(&format!("event {reason} about {about}"), LIMIT, || async {
+        events_with_reason(world, reason)
+            .await
+            .into_iter()
+            .find(|e| e.involved_object.name.as_deref() == Some(about))
+    })
+    .await
+}
+
+fn pods(world: &World) -> Api<Pod> {
+    Api::namespaced(world.target.clone(), PODS)
+}
+
+/// A workload pod bound to `node`.
+async fn create_pod(world: &World, name: &str, node: &str, extra: Value) -> Pod {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": PODS, "labels": {"app": name}},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": "busybox"}],
+        }
+    });
+    merge(&mut pod, extra);
+    pods(world)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await
+        .unwrap()
+}
+
+fn merge(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(base), Value::Object(extra)) => {
+            for (key, value) in extra {
+                merge(base.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (base, extra) => *base = extra,
+    }
+}
+
+/// Creates a namespaced object in namespace [`PODS`] of the target cluster.
+async fn create_target<K>(world: &World, object: Value) -> K
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(world.target.clone(), PODS);
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(object).unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+async fn create_cluster_scoped<K>(world: &World, object: Value) -> K
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all(world.target.clone());
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(object).unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// A CSI PersistentVolume `pv` bound to claim `pvc` (namespace [`PODS`]).
+async fn create_volume(world: &World, pv: &str, pvc: &str, handle: &str) {
+    create_cluster_scoped::<k8s_openapi::api::core::v1::PersistentVolume>(
+        world,
+        json!({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": pv},
+            "spec": {
+                "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                "csi": {"driver": "disk.csi.virtual", "volumeHandle": handle},
+                "claimRef": {"namespace": PODS, "name": pvc},
+            }
+        }),
+    )
+    .await;
+    create_target::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
+        world,
+        json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": pvc, "namespace": PODS},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "volumeName": pv}
+        }),
+    )
+    .await;
+}
+
+fn volumes_attached(node: &Node) -> Vec<String> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.volumes_attached.as_ref())
+        .map(|v| v.iter().map(|v| v.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+fn eviction_requests(world: &World) -> Option<u64> {
+    world.target_sandbox.as_ref().map(|s| {
+        s.faults()
+            .counters()
+            .by_verb_resource(Verb::Create, "pods/eviction")
+    })
+}
+
+// ----- §3.10 happy path, §3.11 pod selection ---------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_running_machine_drains_then_removes_vm_node_and_machine() {
+    let mut world = World::start().await;
+    ensure_target_namespace(&world).await;
+    let class = ready_class(&world, "c", json!({})).await;
+    let provider_id = running_machine(&world, "m1", &class, json!({})).await;
+    // A workload pod with a grace period (evicted, completed by the virtual kubelet later), a
+    // DaemonSet pod and a mirror pod (both left alone by the drain).
+    create_pod(
+        &world,
+        "web",
+        "m1",
+        json!({"spec": {"terminationGracePeriodSeconds": 3}}),
+    )
+    .await;
+    let daemon_set: k8s_openapi::api::apps::v1::DaemonSet = create_target(
+        &world,
+        json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "ds", "namespace": PODS},
+            "spec": {"selector": {"matchLabels": {"app": "ds"}},
+                     "template": {"metadata": {"labels": {"app": "ds"}},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+        }),
+    )
+    .await;
+    create_pod(
+        &world,
+        "ds-pod",
+        "m1",
+        json!({"metadata": {"labels": {"app": "ds"}, "ownerReferences": [{
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds",
+            "uid": daemon_set.metadata.uid, "controller": true
+        }]}}),
+    )
+    .await;
+    create_pod(
+        &world,
+        "static",
+        "m1",
+        json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "hash"}}}),
+    )
+    .await;
+    world.start_manager(termination_shells(), &[]).await;
+    // The Node controller puts its finalizer on the machine's node.
+    eventually("the node finalizer", LIMIT, || async {
+        let node = world.nodes().get("m1").await.ok()?;
+        node.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&finalizer::NODE.to_owned())
+            .then_some(())
+    })
+    .await;
+
+    delete_machine(&world, "m1").await;
+    // While the evicted pod terminates, the node is cordoned and marked Terminating.
+    let node = eventually("the node to be cordoned and marked", LIMIT, || async {
+        let node = world.nodes().get_opt("m1").await.ok().flatten()?;
+        let cordoned = node.spec.as_ref()?.unschedulable == Some(true);
+        let terminating = node
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .any(|c| c.type_ == "Terminating" && c.status == "True");
+        (cordoned && terminating).then_some(node)
+    })
+    .await;
+    assert!(node.spec.unwrap().unschedulable == Some(true));
+
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(!vm_exists(&world, &provider_id), "the VM is deleted");
+    assert!(
+        world.nodes().get_opt("m1").await.unwrap().is_none(),
+        "the node object is deleted"
+    );
+    assert!(
+        pods(&world).get_opt("web").await.unwrap().is_none(),
+        "the workload pod was drained"
+    );
+    // DaemonSet and mirror pods are never evicted nor deleted by the drain.
+    for name in ["ds-pod", "static"] {
+        let pod = pods(&world).get(name).await.unwrap();
+        assert!(
+            pod.metadata.deletion_timestamp.is_none(),
+            "{name} was left alone"
+        );
+    }
+    if let Some(evictions) = eviction_requests(&world) {
+        assert!(evictions >= 1, "the workload pod was evicted, not deleted");
+    }
+    wait_event(&world, "DrainSucceeded", "m1").await;
+    wait_event(&world, "MachineDeleted", "m1").await;
+    assert!(world.fleet.is_empty(), "no VM leaked");
+}
+
+// ----- §3.11 PDBs, §3.10 force after the drain timeout ----------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdb_refuses_eviction_until_the_drain_timeout_forces_the_drain() {
+    let mut world = World::start().await;
+    ensure_target_namespace(&world).await;
+    let class = ready_class(&world, "c", json!({})).await;
+    let provider_id = running_machine(&world, "m1", &class, json!({})).await;
+    create_pod(&world, "guarded", "m1", json!({})).await;
+    // minAvailable 1 of 1 pod: no voluntary eviction is ever allowed; the drain is forced after
+    // the drain timeout.
+    create_target::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
+        &world,
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guard", "namespace": PODS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}
+        }),
+    )
+    .await;
+    // 20s lets one eviction happen: max evict retries = min(360, timeout / 20s) (§3.10).
+    world
+        .start_manager(termination_shells(), &["--machine-drain-timeout=20s"])
+        .await;
+    delete_machine(&world, "m1").await;
+    if let Some(sandbox) = &world.target_sandbox {
+        let faults = sandbox.faults();
+        eventually("an eviction refused by the PDB (429)", LIMIT, || async {
+            (faults.counters().get(Verb::Create, "pods/eviction", 429) >= 1).then_some(())
+        })
+        .await;
+    } else {
+        eprintln!("SKIPPED (partly): no sandbox counters to see the refused eviction");
+    }
+    // Every pod is healthy and the budget still allows nothing: upstream's "misconfigured" budget
+    // fails the drain at once instead of retrying (§3.11).
+    let failed = wait_machine(&world, "m1", "drain failed on the misconfigured PDB", |m| {
+        description(m).contains("pod disruption budget workload/guard is misconfigured")
+    })
+    .await;
+    assert_eq!(state(&failed), Some(MachineState::Failed));
+    assert!(
+        description(&failed).ends_with("Will retry in next sync. Initiate node drain"),
+        "{}",
+        description(&failed)
+    );
+    assert!(
+        vm_exists(&world, &provider_id),
+        "no VM deletion before the drain ends"
+    );
+    assert!(
+        pods(&world)
+            .get_opt("guarded")
+            .await
+            .unwrap()
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+        "the PDB protected the pod"
+    );
+    // After the drain timeout the drain is forced: the pod is deleted and the flow finishes.
+    wait_event(&world, "ForceDrain", "m1").await;
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(pods(&world).get_opt("guarded").await.unwrap().is_none());
+    assert!(!vm_exists(&world, &provider_id));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_pdb_is_retried_until_it_allows_the_eviction() {
+    let mut world = World::start().await;
+    ensure_target_namespace(&world).await;
+    let class = ready_class(&world, "c", json!({})).await;
+    let provider_id = running_machine(&world, "m1", &class, json!({})).await;
+    create_pod(
+        &world,
+        "pair-a",
+        "m1",
+        json!({"metadata": {"labels": {"app": "pair"}}}),
+    )
+    .await;
+    // Its twin is not scheduled (never healthy): the budget blocks for now but is not
+    // misconfigured, so the eviction is retried every 20s.
+    pods(&world)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "pair-b", "namespace": PODS, "labels": {"app": "pair"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    create_target::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
+        &world,
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "pair", "namespace": PODS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "pair"}}}
+        }),
+    )
+    .await;
+    world
+        .start_manager(termination_shells(), &["--machine-drain-timeout=2m"])
+        .await;
+    delete_machine(&world, "m1").await;
+    let Some(faults) = world.target_sandbox.as_ref().map(|s| s.faults()) else {
+        eprintln!("SKIPPED: no sandbox counters to see the refused eviction");
+        return;
+    };
+    eventually("an eviction refused by the PDB (429)", LIMIT, || async {
+        (faults.counters().get(Verb::Create, "pods/eviction", 429) >= 1).then_some(())
+    })
+    .await;
+    let draining = world.machines().get("m1").await.unwrap();
+    assert!(
+        description(&draining).contains("Initiate node drain"),
+        "{}",
+        description(&draining)
+    );
+    assert!(vm_exists(&world, &provider_id));
+    // The budget is lifted: the next retry's eviction goes through and the flow finishes
+    // without forcing anything.
+    let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(world.target.clone(), PODS);
+    budgets
+        .delete("pair", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(!vm_exists(&world, &provider_id));
+    assert!(
+        faults.counters().get(Verb::Create, "pods/eviction", 201) >= 1,
+        "the retried eviction was accepted"
+    );
+    assert!(
+        events_with_reason(&world, "ForceDrain").await.is_empty(),
+        "no force drain was needed"
+    );
+}
+
+// ----- §3.11 pods with volumes: evicted, then wait for detach ----------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_with_a_volume_is_evicted_and_its_detach_awaited() {
+    let mut world = World::start().await;
+    ensure_target_namespace(&world).await;
+    let class = ready_class(&world, "c", json!({})).await;
+    let provider_id = running_machine(&world, "m1", &class, json!({})).await;
+    create_volume(&world, "pv-1", "data", "vol-0001").await;
+    create_pod(
+        &world,
+        "db",
+        "m1",
+        json!({"spec": {
+            "terminationGracePeriodSeconds": 4,
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        }}),
+    )
+    .await;
+    eventually("the volume to be attached", LIMIT, || async {
+        let node = world.nodes().get("m1").await.ok()?;
+        volumes_attached(&node)
+            .iter()
+            .any(|v| v.contains("vol-0001"))
+            .then_some(())
+    })
+    .await;
+    world.start_manager(termination_shells(), &[]).await;
+    delete_machine(&world, "m1").await;
+    // The drain waits while the volume is still attached: the VM stays until the pod is gone and
+    // the node reports the volume detached.
+    eventually("the pod to be evicted", LIMIT, || async {
+        let pod = pods(&world).get_opt("db").await.ok()?;
+        pod.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    // The pod terminates for 4s; while the node still reports its volume attached, the flow
+    // stays in the drain stage and the VM exists.
+    let node = world.nodes().get_opt("m1").await.unwrap();
+    if let Some(node) = node
+        && volumes_attached(&node)
+            .iter()
+            .any(|v| v.contains("vol-0001"))
+    {
+        let machine = world.machines().get("m1").await.unwrap();
+        assert!(
+            description(&machine).contains("Initiate node drain"),
+            "{}",
+            description(&machine)
+        );
+        assert!(
+            vm_exists(&world, &provider_id),
+            "the VM is not deleted while the volume is attached"
+        );
+    } else {
+        eprintln!("note: the volume detached before it could be observed attached");
+    }
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(!vm_exists(&world, &provider_id));
+    if let Some(evictions) = eviction_requests(&world) {
+        assert!(evictions >= 1, "the volume pod was evicted");
+    }
+    let text = scrape(&world).await;
+    assert!(
+        text.lines()
+            .any(|l| l.contains("GetVolumeIDs") && !l.starts_with('#')),
+        "GetVolumeIDs was called for the pod's volume"
+    );
+}
+
+/// The manager's `/metrics` text (empty without a manager).
+async fn scrape(world: &World) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(admin) = world.manager().map(|m| m.admin) else {
+        return String::new();
+    };
+    let mut stream = tokio::net::TcpStream::connect(admin).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await.unwrap();
+    body
+}
+
+// ----- force-deletion label, VolumeAttachments after a force drain -----------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_deletion_label_deletes_pods_and_volume_attachments_without_eviction() {
+    let mut world = World::start().await;
+    ensure_target_namespace(&world).await;
+    let class = ready_class(&world, "c", json!({})).await;
+    let provider_id =
+        running_machine(&world, "m1", &class, json!({label::FORCE_DELETION: "true"})).await;
+    create_pod(&world, "guarded", "m1", json!({})).await;
+    create_target::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
+        &world,
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guard", "namespace": PODS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}
+        }),
+    )
+    .await;
+    // A mirror pod with a volume keeps the volume attached through the force drain, so the
+    // VolumeAttachment stage has something to delete.
+    create_volume(&world, "pv-1", "data", "vol-0002").await;
+    create_pod(
+        &world,
+        "static",
+        "m1",
+        json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "hash"}},
+               "spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}}),
+    )
+    .await;
+    create_cluster_scoped::<VolumeAttachment>(
+        &world,
+        json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+            "metadata": {"name": "va-1"},
+            "spec": {"attacher": "disk.csi.virtual", "nodeName": "m1",
+                     "source": {"persistentVolumeName": "pv-1"}}
+        }),
+    )
+    .await;
+    eventually("the volume to be attached", LIMIT, || async {
+        let node = world.nodes().get("m1").await.ok()?;
+        (!volumes_attached(&node).is_empty()).then_some(())
+    })
+    .await;
+    if let Some(sandbox) = &world.target_sandbox {
+        sandbox.faults().reset_counters();
+    }
+    world.start_manager(termination_shells(), &[]).await;
+    delete_machine(&world, "m1").await;
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(!vm_exists(&world, &provider_id));
+    assert!(pods(&world).get_opt("guarded").await.unwrap().is_none());
+    assert_eq!(
+        eviction_requests(&world).unwrap_or(0),
+        0,
+        "a force drain deletes without evicting"
+    );
+    let attachments: Api<VolumeAttachment> = Api::all(world.target.clone());
+    assert!(
+        attachments.get_opt("va-1").await.unwrap().is_none(),
+        "the node's VolumeAttachment was deleted after the force drain"
+    );
+    wait_event(&world, "ForceDrain", "m1").await;
+    wait_event(&world, "VolumeAttachmentsDeleted", "m1").await;
+}
+
+// ----- §8.4 DeleteMachine rows -----------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_machine_errors_follow_the_reaction_matrix() {
+    let mut world = World::start().await;
+    let transient = ready_class(
+        &world,
+        "transient",
+        json!({"failures": {"delete": {"code": "Unavailable", "times": 1}}}),
+    )
+    .await;
+    let fatal = ready_class(
+        &world,
+        "fatal",
+        json!({"failures": {"delete": {"code": "Internal", "times": 1}}}),
+    )
+    .await;
+    let not_found = ready_class(
+        &world,
+        "notfound",
+        json!({"failures": {"delete": {"code": "NotFound", "times": 1}}}),
+    )
+    .await;
+    let transient_vm = running_machine(&world, "m-transient", &transient, json!({})).await;
+    let fatal_vm = running_machine(&world, "m-fatal", &fatal, json!({})).await;
+    let not_found_vm = running_machine(&world, "m-notfound", &not_found, json!({})).await;
+    world.start_manager(termination_shells(), &[]).await;
+    for name in ["m-transient", "m-fatal", "m-notfound"] {
+        delete_machine(&world, name).await;
+    }
+    // Unavailable: Failed, retried after ShortRetry, then deleted.
+    let event = wait_event(&world, "VMDeletionFailed", "m-transient").await;
+    assert!(
+        event
+            .message
+            .unwrap_or_default()
+            .contains("However, will re-try in the next resync"),
+    );
+    wait_gone(&world.machines(), "m-transient", "machine").await;
+    assert!(!vm_exists(&world, &transient_vm));
+    // NotFound: the flow continues as if the VM were gone.
+    wait_gone(&world.machines(), "m-notfound", "machine").await;
+    assert!(
+        vm_exists(&world, &not_found_vm),
+        "the provider said NotFound, so nothing was deleted (orphan collection's job)"
+    );
+    // Other codes: Failed with LongRetry; the machine stays at the VM deletion step.
+    let stuck = wait_machine(&world, "m-fatal", "the aborted VM deletion", |m| {
+        description(m).contains("Aborting operation. Initiate VM deletion")
+    })
+    .await;
+    assert_eq!(state(&stuck), Some(MachineState::Failed));
+    assert!(vm_exists(&world, &fatal_vm));
+    assert!(
+        stuck
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&finalizer::MACHINE_CONTROLLER_MANAGER.to_owned())
+    );
+}
+
+// ----- crash and restart during deletion --------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_during_drain_or_vm_deletion_resumes_without_leaking() {
+    let mut world = World::start().await;
+    ensure_target_namespace(&world).await;
+    let class = ready_class(&world, "c", json!({})).await;
+    let fatal = ready_class(
+        &world,
+        "fatal",
+        json!({"failures": {"delete": {"code": "Internal", "times": 1}}}),
+    )
+    .await;
+    let draining_vm = running_machine(&world, "m-drain", &class, json!({})).await;
+    let deleting_vm = running_machine(&world, "m-delete", &fatal, json!({})).await;
+    // A long grace period keeps the drain of m-drain busy while the manager is killed.
+    create_pod(
+        &world,
+        "slow",
+        "m-drain",
+        json!({"spec": {"terminationGracePeriodSeconds": 6}}),
+    )
+    .await;
+    world.start_manager(termination_shells(), &[]).await;
+    delete_machine(&world, "m-drain").await;
+    delete_machine(&world, "m-delete").await;
+    wait_machine(&world, "m-drain", "draining", |m| {
+        description(m).contains("Initiate node drain")
+    })
+    .await;
+    // m-delete's first DeleteMachine failed (Internal ⇒ LongRetry): only a restart retries it now.
+    wait_machine(&world, "m-delete", "VM deletion aborted", |m| {
+        description(m).contains("Aborting operation. Initiate VM deletion")
+    })
+    .await;
+    world.kill_manager().await;
+    assert!(vm_exists(&world, &draining_vm));
+    assert!(vm_exists(&world, &deleting_vm));
+
+    world.start_manager(termination_shells(), &[]).await;
+    wait_gone(&world.machines(), "m-drain", "machine").await;
+    wait_gone(&world.machines(), "m-delete", "machine").await;
+    assert!(world.fleet.is_empty(), "every VM deleted, none leaked");
+    for node in ["m-drain", "m-delete"] {
+        assert!(world.nodes().get_opt(node).await.unwrap().is_none());
+    }
+}
+
+// ----- 409 conflicts -----------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_converges_under_injected_conflicts() {
+    let mut world = World::start().await;
+    if world.control_sandbox.is_none() {
+        eprintln!("SKIPPED: no sandbox to inject conflicts into");
+        return;
+    }
+    let class = ready_class(&world, "c", json!({})).await;
+    let provider_id = running_machine(&world, "m1", &class, json!({})).await;
+    world.start_manager(termination_shells(), &[]).await;
+    let faults = world.control_sandbox.as_ref().unwrap().faults();
+    faults.inject_errors(ErrorRule {
+        verb: Some(Verb::Update),
+        resource: Some("machines/status".to_owned()),
+        status: 409,
+        rate: 0.5,
+        count: Some(6),
+    });
+    faults.inject_errors(ErrorRule {
+        verb: Some(Verb::Update),
+        resource: Some("machines".to_owned()),
+        status: 409,
+        rate: 1.0,
+        count: Some(2),
+    });
+    delete_machine(&world, "m1").await;
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(!vm_exists(&world, &provider_id));
+    assert!(world.nodes().get_opt("m1").await.unwrap().is_none());
+    let conflicts = faults.counters().by_status(409);
+    assert!(conflicts >= 2, "conflicts were injected ({conflicts})");
+}
+
+// ----- §3.12 Node controller, §3.14 not-managed nodes --------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_node_deletes_its_machine_and_unmanaged_nodes_are_ignored() {
+    let mut world = World::start().await;
+    let class = ready_class(&world, "c", json!({})).await;
+    let provider_id = running_machine(&world, "m1", &class, json!({})).await;
+    // A node nobody claims, annotated as not managed: never gets the finalizer.
+    let unmanaged: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "foreign", "annotations": {annotation::NOT_MANAGED_BY_MCM: "1"}}
+    }))
+    .unwrap();
+    world
+        .nodes()
+        .create(&PostParams::default(), &unmanaged)
+        .await
+        .unwrap();
+    world.start_manager(termination_shells(), &[]).await;
+    eventually("the node finalizer", LIMIT, || async {
+        let node = world.nodes().get("m1").await.ok()?;
+        node.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&finalizer::NODE.to_owned())
+            .then_some(())
+    })
+    .await;
+    let foreign = world.nodes().get("foreign").await.unwrap();
+    assert!(foreign.metadata.finalizers.unwrap_or_default().is_empty());
+
+    // kubectl delete node: the finalizer holds the Node, the Machine is deleted and its deletion
+    // flow removes VM, node and machine.
+    world
+        .nodes()
+        .delete("m1", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_machine(&world, "m1", "deletion triggered by the node", |m| {
+        m.metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    wait_event(&world, "NodeDeleted", "m1").await;
+    wait_gone(&world.machines(), "m1", "machine").await;
+    wait_gone(&world.nodes(), "m1", "node").await;
+    assert!(!vm_exists(&world, &provider_id));
+}
+
+// ----- §3.8 MachineClass and Secret finalizers ----------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn class_and_secret_finalizers_follow_their_users() {
+    let mut world = World::start().await;
+    let class = world.create_class("c", json!({})).await;
+    let secrets: Api<Secret> = Api::namespaced(world.control.clone(), NAMESPACE);
+    world
+        .start_manager(
+            vec![
+                (
+                    "machineclass",
+                    mcm_controller::machine::class_reconcile::run,
+                ),
+                (
+                    "machine-termination",
+                    mcm_controller::machine::terminate::run,
+                ),
+            ],
+            &[],
+        )
+        .await;
+    let has = |finalizers: Option<Vec<String>>, name: &str| {
+        finalizers.unwrap_or_default().iter().any(|f| f == name)
+    };
+    // The class references the Secret: the Secret gets its finalizer.
+    eventually("the secret finalizer", LIMIT, || async {
+        let secret = secrets.get("c").await.ok()?;
+        has(secret.metadata.finalizers, finalizer::MACHINE_CONTROLLER).then_some(())
+    })
+    .await;
+    // No machine uses the class yet: no class finalizer.
+    let unused = world.machine_classes().get("c").await.unwrap();
+    assert!(!has(
+        unused.metadata.finalizers,
+        finalizer::MACHINE_CONTROLLER_MANAGER
+    ));
+
+    let provider_id = running_machine(&world, "m1", &class, json!({})).await;
+    eventually("the class finalizer", LIMIT, || async {
+        let class = world.machine_classes().get("c").await.ok()?;
+        has(
+            class.metadata.finalizers,
+            finalizer::MACHINE_CONTROLLER_MANAGER,
+        )
+        .then_some(())
+    })
+    .await;
+    // Deleting the class while a machine uses it is blocked.
+    world
+        .machine_classes()
+        .delete("c", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_event(&world, "DeletionBlocked", "c").await;
+    assert!(
+        world
+            .machine_classes()
+            .get_opt("c")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // Once the machine is gone (its deletion still works with the class being deleted), the
+    // class finalizer is removed and the class disappears; then the Secret is unreferenced.
+    delete_machine(&world, "m1").await;
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(!vm_exists(&world, &provider_id));
+    wait_gone(&world.machine_classes(), "c", "machine class").await;
+    eventually("the secret finalizer to be removed", LIMIT, || async {
+        let secret = secrets.get("c").await.ok()?;
+        (!has(secret.metadata.finalizers, finalizer::MACHINE_CONTROLLER)).then_some(())
+    })
+    .await;
+}
+
+// ----- §3.10 GetVMStatus stage: node found through GetMachineStatus ------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_without_node_label_finds_its_node_through_the_driver() {
+    let mut world = World::start().await;
+    ensure_target_namespace(&world).await;
+    let class = ready_class(&world, "c", json!({})).await;
+    let provider_id = running_machine(&world, "m1", &class, json!({"node": null})).await;
+    let unlabelled = world.machines().get("m1").await.unwrap();
+    assert!(unlabelled.node_name().is_none());
+    create_pod(&world, "web", "m1", json!({})).await;
+    world.start_manager(termination_shells(), &[]).await;
+    delete_machine(&world, "m1").await;
+    // GetMachineStatus names the node; the label is set and the node is drained and deleted.
+    wait_machine(&world, "m1", "the node label from GetMachineStatus", |m| {
+        m.node_name() == Some("m1")
+    })
+    .await;
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(!vm_exists(&world, &provider_id));
+    assert!(world.nodes().get_opt("m1").await.unwrap().is_none());
+    assert!(pods(&world).get_opt("web").await.unwrap().is_none());
+}
+
+// ----- with every shell: deletion during a slow creation (creation-flow guard) --------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_machine_during_its_creation_waits_and_leaks_no_vm() {
+    let mut world = World::start().await;
+    ready_class(&world, "slow", json!({"createLatency": "3s"})).await;
+    world
+        .start_manager(mcm_controller::shell::registry(), &[])
+        .await;
+    let machine: Machine = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1",
+        "kind": "Machine",
+        "metadata": {"name": "slow-machine-1", "namespace": NAMESPACE},
+        "spec": {"class": {"kind": "MachineClass", "name": "slow"}}
+    }))
+    .unwrap();
+    world
+        .machines()
+        .create(&PostParams::default(), &machine)
+        .await
+        .unwrap();
+    // Delete while CreateMachine (3s) is running: the VM it creates must still be deleted.
+    // The Machine controller records its intent right before calling CreateMachine.
+    wait_machine(
+        &world,
+        "slow-machine-1",
+        "the CreateMachine call to start",
+        |m| description(m).contains("CreateMachine"),
+    )
+    .await;
+    delete_machine(&world, "slow-machine-1").await;
+    wait_gone(&world.machines(), "slow-machine-1", "machine").await;
+    eventually("no VM left", LIMIT, || async {
+        world.fleet.is_empty().then_some(())
+    })
+    .await;
+    assert!(
+        world
+            .nodes()
+            .get_opt("slow-machine-1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+// ----- §3.10 a class without finalizer blocks the deletion --------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_without_finalizer_blocks_the_deletion_until_it_is_fixed() {
+    let mut world = World::start().await;
+    let class = world.create_class("c", json!({})).await;
+    let provider_id = running_machine(&world, "m1", &class, json!({})).await;
+    world.start_manager(termination_shells(), &[]).await;
+    delete_machine(&world, "m1").await;
+    let event = wait_event(&world, "DeletionBlocked", "m1").await;
+    assert!(
+        event
+            .message
+            .unwrap_or_default()
+            .contains("has no finalizers set"),
+        "the event says why"
+    );
+    let blocked = world.machines().get("m1").await.unwrap();
+    assert_eq!(
+        blocked.phase(),
+        Some(&mcm_api::v1alpha1::MachinePhase::Running),
+        "the deletion flow did not start"
+    );
+    assert!(vm_exists(&world, &provider_id));
+    // Once the class is valid (finalizer set) the deletion runs to the end.
+    world
+        .machine_classes()
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"finalizers": [finalizer::MACHINE_CONTROLLER_MANAGER]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(!vm_exists(&world, &provider_id));
+}
+
+// ----- force-deletion added to a stuck drain -----------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adding_force_deletion_to_a_stuck_drain_forces_it() {
+    let mut world = World::start().await;
+    ensure_target_namespace(&world).await;
+    let class = ready_class(&world, "c", json!({})).await;
+    let provider_id = running_machine(&world, "m1", &class, json!({})).await;
+    create_pod(&world, "guarded", "m1", json!({})).await;
+    create_target::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
+        &world,
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guard", "namespace": PODS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}
+        }),
+    )
+    .await;
+    // The drain timeout is far away: without the label the drain would stay stuck for an hour.
+    world
+        .start_manager(termination_shells(), &["--machine-drain-timeout=1h"])
+        .await;
+    delete_machine(&world, "m1").await;
+    wait_machine(&world, "m1", "drain stuck on the budget", |m| {
+        description(m).contains("misconfigured")
+    })
+    .await;
+    assert!(vm_exists(&world, &provider_id));
+    world
+        .machines()
+        .patch(
+            "m1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {label::FORCE_DELETION: "True"}}})),
+        )
+        .await
+        .unwrap();
+    wait_event(&world, "ForceDrain", "m1").await;
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(!vm_exists(&world, &provider_id));
+    assert!(pods(&world).get_opt("guarded").await.unwrap().is_none());
+}

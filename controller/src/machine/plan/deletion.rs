@@ -22,7 +22,7 @@ use crate::drain::plan::{DrainConfig, DrainOutcome};
 /// Which step of the deletion flow the machine is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeletionStage {
-    /// The creation flow is running for this machine: MediumRetry.
+    /// The creation flow is running for this machine: ShortRetry (upstream: MediumRetry).
     InCreationFlow,
     /// The MCM finalizer is gone: LongRetry, nothing to do.
     MissingFinalizer,
@@ -134,9 +134,11 @@ fn outcome(
 pub fn plan_blocked(machine: &Machine, stage: DeletionStage) -> Option<DeletionOutcome> {
     let name = name_of(machine);
     match stage {
+        // Upstream waits MediumRetry (3m); a creation call ends within the driver deadline, so
+        // re-checking after ShortRetry lets the deletion follow a finished creation promptly.
         DeletionStage::InCreationFlow => Some(DeletionOutcome {
             status: None,
-            retry: Retry::Medium,
+            retry: Retry::Short,
             reason: format!("machine {name} is in creation flow. Deletion cannot proceed"),
             events: Vec::new(),
         }),

@@ -96,7 +96,7 @@ fn dispatch_follows_description_substrings_in_order() {
         plan_blocked(&m, DeletionStage::InCreationFlow)
             .unwrap()
             .retry,
-        Retry::Medium
+        Retry::Short
     );
     assert_eq!(
         plan_blocked(&m, DeletionStage::MissingFinalizer)

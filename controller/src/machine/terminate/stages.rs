@@ -1,0 +1,557 @@
+//! One termination pass: the stage loop and the executor of each stage of
+//! [`crate::machine::plan::deletion`].
+
+use std::time::Instant;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::Node;
+use mcm_api::keys::label;
+use mcm_api::v1alpha1::{Machine, MachineClass, MachineState};
+
+use super::writes::{
+    class_of, controller_settings, cordon, delete_node, delete_volume_attachments, driver_error,
+    driver_metric, get_machine, get_node, live_volume_attachments, record_events,
+    remove_machine_finalizer, secret_data, set_node_condition, set_node_label, write_status,
+};
+use super::{Termination, TerminationError};
+use crate::drain::plan::{DrainConfig, DrainOutcome, FORCE_DRAIN_TIMEOUT, deletion_drain_config};
+use crate::drain::reconcile::{DrainTarget, drain_pass};
+use crate::machine::plan::common::{Event, Retry, effective_settings, elapsed};
+use crate::machine::plan::deletion::{
+    DeletionOutcome, DeletionStage, DrainStageInput, DrainStageStep, NodeDeletionStep,
+    NodeLookupResult, VmStatusInput, VmStatusStep, deletion_stage, plan_blocked,
+    plan_delete_vm_result, plan_drain_stage, plan_finalizer_removal_result, plan_get_vm_status,
+    plan_node_deletion, plan_node_deletion_result, plan_set_termination, plan_volume_attachments,
+};
+use crate::manager::metrics::{DrainLabels, MachineDurationLabels};
+use crate::shell::queue::Outcome;
+
+/// Stages run back to back in one pass at most (a full happy path needs 7).
+const MAX_STEPS_PER_PASS: usize = 12;
+/// Longest single drain pass when the deadline is further away (a slow API server cannot hold a
+/// worker longer than this, nor past the deadline).
+const LONGEST_DRAIN_PASS: SignedDuration = SignedDuration::from_secs(60);
+
+/// What to do after one stage.
+enum Step {
+    /// The stage progressed and was persisted: go on with the object the API returned.
+    Continue(Box<Machine>),
+    /// Come back after this retry.
+    Stop(Retry),
+    /// The machine is gone (finalizer removed).
+    Finished,
+}
+
+fn requeue(retry: Retry) -> Outcome {
+    Outcome::RequeueAfter(retry.period().to_std().unwrap_or_default())
+}
+
+fn machine_name(machine: &Machine) -> &str {
+    machine.metadata.name.as_deref().unwrap_or("")
+}
+
+/// Runs the deletion flow of `key` as far as it can go now.
+pub(super) async fn run_pass(
+    termination: &Termination,
+    key: &str,
+) -> Result<Outcome, TerminationError> {
+    let shell = &termination.shell;
+    let Some(mut machine) = get_machine(shell, key).await? else {
+        return Ok(Outcome::Done);
+    };
+    if machine.metadata.deletion_timestamp.is_none() {
+        // Not being deleted: the Machine controller's business.
+        return Ok(Outcome::Done);
+    }
+    let class = match class_of(shell, &machine) {
+        Ok(class) => class,
+        Err((retry, reason)) => {
+            tracing::warn!(
+                machine = key,
+                reason,
+                "deletion blocked by the machine class"
+            );
+            shell.event(
+                &machine,
+                true,
+                "DeletionBlocked",
+                "Delete",
+                format!("Deletion waits for the machine class: {reason}"),
+            );
+            return Ok(requeue(retry));
+        }
+    };
+    for _ in 0..MAX_STEPS_PER_PASS {
+        let now = Timestamp::now();
+        // Never delete the VM of a machine whose CreateMachine/InitializeMachine may still be
+        // running: the plan answers MediumRetry for that stage.
+        let stage = deletion_stage(&machine, shell.in_creation_flow(key));
+        tracing::debug!(machine = key, ?stage, "termination stage");
+        let step = match stage {
+            DeletionStage::InCreationFlow | DeletionStage::MissingFinalizer => {
+                match plan_blocked(&machine, stage) {
+                    Some(outcome) => {
+                        tracing::info!(
+                            machine = key,
+                            reason = outcome.reason,
+                            "deletion cannot proceed"
+                        );
+                        Step::Stop(outcome.retry)
+                    }
+                    None => Step::Stop(Retry::Long),
+                }
+            }
+            DeletionStage::SetTermination { restart } => {
+                if restart {
+                    tracing::info!(
+                        machine = key,
+                        description = machine
+                            .last_operation()
+                            .and_then(|o| o.description.as_deref())
+                            .unwrap_or(""),
+                        "unable to decode deletion flow state; re-initiating termination"
+                    );
+                }
+                let outcome = plan_set_termination(&machine, restart, now);
+                apply(termination, &machine, outcome, now).await
+            }
+            DeletionStage::GetVmStatus => {
+                get_vm_status(termination, machine.clone(), &class, now).await
+            }
+            DeletionStage::Drain => drain(termination, &machine, &class, now).await,
+            DeletionStage::DeleteVolumeAttachments => {
+                volume_attachments(termination, &machine, now).await
+            }
+            DeletionStage::DeleteVm => delete_vm(termination, &machine, &class, now).await,
+            DeletionStage::DeleteNode => node_deletion(termination, &machine, now).await,
+            DeletionStage::RemoveFinalizer => {
+                let result = remove_machine_finalizer(shell, &machine).await;
+                let outcome = plan_finalizer_removal_result(&result);
+                if result.is_ok() {
+                    tracing::info!(
+                        machine = key,
+                        "machine finalizer removed; deletion complete"
+                    );
+                    shell.event(
+                        &machine,
+                        false,
+                        "MachineDeleted",
+                        "Delete",
+                        format!("Machine {key} deleted: VM, node and finalizer removed"),
+                    );
+                    Step::Finished
+                } else {
+                    tracing::info!(
+                        machine = key,
+                        reason = outcome.reason,
+                        "finalizer removal failed"
+                    );
+                    Step::Stop(outcome.retry)
+                }
+            }
+        };
+        match step {
+            Step::Continue(updated) => machine = *updated,
+            Step::Stop(retry) => return Ok(requeue(retry)),
+            Step::Finished => return Ok(requeue(Retry::Long)),
+        }
+    }
+    Ok(requeue(Retry::Immediate))
+}
+
+/// Records the outcome's events and status write; continues only when the write landed, the
+/// machine moved to another stage and the plan asked for a quick retry.
+async fn apply(
+    termination: &Termination,
+    machine: &Machine,
+    outcome: DeletionOutcome,
+    now: Timestamp,
+) -> Step {
+    let shell = &termination.shell;
+    record_events(shell, machine, &outcome.events);
+    let Some(write) = outcome.status else {
+        tracing::debug!(
+            machine = machine_name(machine),
+            reason = outcome.reason,
+            "termination step"
+        );
+        return Step::Stop(outcome.retry);
+    };
+    let state = write.last_operation.state.clone();
+    match write_status(shell, machine, &write, now).await {
+        Ok(updated) => {
+            tracing::info!(
+                machine = machine_name(machine),
+                description = write.last_operation.description.as_deref().unwrap_or(""),
+                state = ?state,
+                "termination step"
+            );
+            let quick = matches!(
+                outcome.retry,
+                Retry::Short | Retry::Immediate | Retry::Conflict
+            );
+            let moved = deletion_stage(&updated, false) != deletion_stage(machine, false);
+            if quick && moved && state == Some(MachineState::Processing) {
+                Step::Continue(Box::new(updated))
+            } else {
+                Step::Stop(outcome.retry)
+            }
+        }
+        Err(failure) => {
+            tracing::info!(
+                machine = machine_name(machine),
+                error = failure.message,
+                "status write failed"
+            );
+            Step::Stop(failure.retry())
+        }
+    }
+}
+
+async fn get_vm_status(
+    termination: &Termination,
+    mut machine: Machine,
+    class: &MachineClass,
+    now: Timestamp,
+) -> Step {
+    let shell = &termination.shell;
+    let name = machine_name(&machine).to_owned();
+    let node_with_machine_name = shell
+        .nodes
+        .filter(|node| {
+            node.metadata
+                .labels
+                .as_ref()
+                .and_then(|labels| labels.get(label::NODE_MACHINE_NAME))
+                .is_some_and(|value| *value == name)
+        })
+        .first()
+        .and_then(|node| node.metadata.name.clone());
+    let mut driver = None;
+    let mut label_update = None;
+    loop {
+        let step = plan_get_vm_status(&VmStatusInput {
+            machine: &machine,
+            target_cluster: shell.target.is_some(),
+            node_with_machine_name: node_with_machine_name.as_deref(),
+            driver: driver.as_ref(),
+            label_update: label_update.as_ref(),
+            now,
+        });
+        match step {
+            VmStatusStep::CallGetMachineStatus => {
+                let secret = match secret_data(shell, class).await {
+                    Ok(secret) => secret,
+                    Err(reason) => {
+                        tracing::warn!(machine = name, reason, "cannot read the class secrets");
+                        return Step::Stop(Retry::Long);
+                    }
+                };
+                let started = Instant::now();
+                let result = shell
+                    .driver
+                    .get_machine_status(&machine, class, &secret)
+                    .await;
+                let code = result
+                    .as_ref()
+                    .map_or_else(|error| error.error.code.to_string(), |_| "OK".to_owned());
+                driver_metric(shell, class, "GetMachineStatus", &code, started);
+                driver = Some(result.map_err(|error| driver_error(error.error)));
+            }
+            VmStatusStep::SetNodeLabel(node) => {
+                let result = set_node_label(shell, &machine, &node).await;
+                label_update = Some(match result {
+                    Ok(updated) => {
+                        machine = updated;
+                        Ok(())
+                    }
+                    Err(failure) => Err(failure),
+                });
+            }
+            VmStatusStep::Finish(outcome) => {
+                return apply(termination, &machine, *outcome, now).await;
+            }
+        }
+    }
+}
+
+async fn drain(
+    termination: &Termination,
+    machine: &Machine,
+    class: &MachineClass,
+    now: Timestamp,
+) -> Step {
+    let shell = &termination.shell;
+    let name = machine_name(machine);
+    let settings = effective_settings(machine, &controller_settings(shell));
+    let config = deletion_drain_config(
+        machine,
+        &settings,
+        shell.config.machine.pv_detach_timeout,
+        now,
+    );
+    for warning in &config.warnings {
+        tracing::warn!(machine = name, warning, "drain configuration");
+    }
+    let node_name = machine.node_name().unwrap_or("").to_owned();
+    let node = if node_name.is_empty() {
+        None
+    } else {
+        match get_node(shell, &node_name).await {
+            Ok(node) => node,
+            Err(error) => {
+                tracing::info!(machine = name, node = node_name, %error, "cannot read the node to drain");
+                return Step::Stop(Retry::Short);
+            }
+        }
+    };
+    let mut condition_update = None;
+    let mut cordon_result = None;
+    let mut drain_result = None;
+    loop {
+        let step = plan_drain_stage(&DrainStageInput {
+            machine,
+            node: node.as_ref(),
+            config: &config,
+            condition_update: condition_update.as_ref(),
+            cordon: cordon_result.as_ref(),
+            drain: drain_result.as_ref(),
+            now,
+        });
+        match step {
+            DrainStageStep::SetNodeCondition(condition) => {
+                condition_update = Some(set_node_condition(shell, &node_name, &condition).await);
+            }
+            DrainStageStep::Cordon => {
+                let result = cordon(shell, &node_name).await;
+                if result.is_ok() {
+                    shell.event(
+                        machine,
+                        false,
+                        "NodeCordoned",
+                        "Drain",
+                        format!("Node {node_name} cordoned for the deletion of machine {name}"),
+                    );
+                }
+                cordon_result = Some(result);
+            }
+            DrainStageStep::RunDrain => {
+                if config.force_delete_pods {
+                    shell.event(
+                        machine,
+                        true,
+                        "ForceDrain",
+                        "Drain",
+                        force_reason(machine, &config, now),
+                    );
+                }
+                let outcome = run_drain(
+                    termination,
+                    machine,
+                    class,
+                    &node_name,
+                    node.as_ref(),
+                    &config,
+                    now,
+                )
+                .await;
+                drain_result = Some(outcome);
+            }
+            DrainStageStep::Finish(mut outcome) => {
+                if drain_result == Some(DrainOutcome::Complete) {
+                    let state = termination.drain_state(&node_name, now);
+                    if let Some(labels) = DrainLabels::for_machine(machine) {
+                        let seconds = now.duration_since(state.started).as_secs_f64();
+                        shell.metrics.machine_drained(&labels, seconds.max(0.0));
+                    }
+                    termination.forget_drain(&node_name);
+                    outcome.events.push(Event::normal(
+                        "DrainSucceeded",
+                        format!("Node {node_name} of machine {name} drained"),
+                    ));
+                }
+                return apply(termination, machine, outcome, now).await;
+            }
+        }
+    }
+}
+
+fn force_reason(machine: &Machine, config: &DrainConfig, now: Timestamp) -> String {
+    let labelled = machine
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|labels| labels.contains_key(label::FORCE_DELETION));
+    let why = if now > config.deadline {
+        format!("the drain timeout passed (deadline {})", config.deadline)
+    } else if labelled {
+        format!("the machine has label {}", label::FORCE_DELETION)
+    } else {
+        "the node has been NotReady or ReadonlyFilesystem for more than 5 minutes".to_owned()
+    };
+    format!(
+        "Force drain of machine {}: pods are deleted without eviction because {why}",
+        machine_name(machine)
+    )
+}
+
+/// One drain pass, bounded by the time left until the drain deadline (or the force-drain timeout).
+async fn run_drain(
+    termination: &Termination,
+    machine: &Machine,
+    class: &MachineClass,
+    node_name: &str,
+    node: Option<&Node>,
+    config: &DrainConfig,
+    now: Timestamp,
+) -> DrainOutcome {
+    let shell = &termination.shell;
+    let Some(client) = shell.target.as_ref() else {
+        return DrainOutcome::Complete;
+    };
+    let limit = if config.force_delete_pods {
+        FORCE_DRAIN_TIMEOUT.to_signed_duration()
+    } else {
+        config.deadline.duration_since(now)
+    };
+    let limit = limit
+        .min(LONGEST_DRAIN_PASS)
+        .max(SignedDuration::from_secs(1));
+    let mut state = termination.drain_state(node_name, now);
+    let target = DrainTarget {
+        client,
+        driver: &shell.driver,
+        metrics: &shell.metrics,
+        provider: class.provider.as_deref().unwrap_or(""),
+    };
+    let bound = std::time::Duration::try_from(limit).unwrap_or(std::time::Duration::from_secs(1));
+    let outcome = match tokio::time::timeout(
+        bound,
+        drain_pass(&target, node_name, node, config, &mut state, now),
+    )
+    .await
+    {
+        Ok(outcome) => outcome,
+        Err(_) => DrainOutcome::Failed {
+            reason: format!(
+                "drain pass of node {node_name} did not finish within {limit} (bounded by the drain deadline)"
+            ),
+        },
+    };
+    termination.store_drain_state(node_name, state);
+    tracing::debug!(
+        machine = machine_name(machine),
+        node = node_name,
+        ?outcome,
+        "drain pass"
+    );
+    outcome
+}
+
+async fn volume_attachments(termination: &Termination, machine: &Machine, now: Timestamp) -> Step {
+    let shell = &termination.shell;
+    let node_name = machine.node_name().unwrap_or("").to_owned();
+    let node = match get_node(shell, &node_name).await {
+        Ok(node) => node,
+        Err(error) => {
+            tracing::info!(machine = machine_name(machine), %error, "cannot read the node");
+            return Step::Stop(Retry::Short);
+        }
+    };
+    let live = if node.is_some() {
+        match live_volume_attachments(shell, &node_name).await {
+            Ok(live) => live,
+            Err(error) => {
+                tracing::info!(machine = machine_name(machine), %error, "cannot list VolumeAttachments");
+                return Step::Stop(Retry::Short);
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    let plan = plan_volume_attachments(machine, node.as_ref(), &live, now);
+    if !plan.delete.is_empty() {
+        delete_volume_attachments(shell, &plan.delete).await;
+        shell.event(
+            machine,
+            false,
+            "VolumeAttachmentsDeleted",
+            "Delete",
+            format!(
+                "Deleted VolumeAttachment(s) {} of node {node_name} after a force drain",
+                plan.delete.join(", ")
+            ),
+        );
+    }
+    apply(termination, machine, plan.outcome, now).await
+}
+
+async fn delete_vm(
+    termination: &Termination,
+    machine: &Machine,
+    class: &MachineClass,
+    now: Timestamp,
+) -> Step {
+    let shell = &termination.shell;
+    let secret = match secret_data(shell, class).await {
+        Ok(secret) => secret,
+        Err(reason) => {
+            tracing::warn!(
+                machine = machine_name(machine),
+                reason,
+                "cannot read the class secrets"
+            );
+            return Step::Stop(Retry::Long);
+        }
+    };
+    let started = Instant::now();
+    let result = shell.driver.delete_machine(machine, class, &secret).await;
+    let code = result
+        .as_ref()
+        .map_or_else(|error| error.code.to_string(), |_| "OK".to_owned());
+    driver_metric(shell, class, "DeleteMachine", &code, started);
+    let result = result.map_err(driver_error);
+    if result.is_ok()
+        && let Some(labels) = MachineDurationLabels::for_machine(
+            machine,
+            class
+                .node_template
+                .as_ref()
+                .map(|t| t.instance_type.as_str()),
+        )
+    {
+        let since = machine
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map_or(now, |at| at.0);
+        let seconds = elapsed(since, now).as_secs();
+        #[allow(clippy::cast_precision_loss)]
+        shell.metrics.machine_deleted(&labels, seconds as f64);
+    }
+    let outcome = plan_delete_vm_result(machine, &result, now);
+    apply(termination, machine, outcome, now).await
+}
+
+async fn node_deletion(termination: &Termination, machine: &Machine, now: Timestamp) -> Step {
+    let shell = &termination.shell;
+    let node_name = machine.node_name().unwrap_or("").to_owned();
+    let lookup = if node_name.is_empty() {
+        NodeLookupResult::NotFound
+    } else {
+        match get_node(shell, &node_name).await {
+            Ok(Some(_)) => NodeLookupResult::Found,
+            Ok(None) => NodeLookupResult::NotFound,
+            Err(error) => NodeLookupResult::Failed(error.to_string()),
+        }
+    };
+    termination.forget_drain(&node_name);
+    match plan_node_deletion(machine, &lookup, now) {
+        NodeDeletionStep::Finish(outcome) => apply(termination, machine, *outcome, now).await,
+        NodeDeletionStep::RemoveFinalizerAndDelete(node) => {
+            let result = delete_node(shell, &node).await;
+            let outcome = plan_node_deletion_result(machine, &node, &result, now);
+            apply(termination, machine, outcome, now).await
+        }
+    }
+}

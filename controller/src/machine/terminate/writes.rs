@@ -1,0 +1,340 @@
+//! API reads and writes of the termination shell: machine status (optimistic concurrency through
+//! the resourceVersion of the object read), labels and finalizer, the class and its secrets, the
+//! Node in the target cluster and its VolumeAttachments.
+
+use std::time::Instant;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Secret};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use mcm_api::keys::finalizer;
+use mcm_api::v1alpha1::{Machine, MachineClass};
+use mcm_provider_proto::{MachineError, SecretData};
+
+use super::TerminationError;
+use crate::machine::plan::common::{
+    ControllerSettings, DriverError, Event, EventType, Retry, StatusWrite, WriteFailure,
+};
+use crate::machine::plan::deletion::deletion_stage;
+use crate::machine::plan::order::validate_machine_class;
+use crate::shell::Shell;
+
+pub(super) fn write_failure(error: &kube::Error) -> WriteFailure {
+    WriteFailure {
+        conflict: matches!(error, kube::Error::Api(status) if status.code == 409),
+        message: error.to_string(),
+    }
+}
+
+pub(super) fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// The controller-wide settings of the plans, from the flags.
+pub(super) fn controller_settings(shell: &Shell) -> ControllerSettings {
+    let machine = &shell.config.machine;
+    ControllerSettings {
+        creation_timeout: machine.creation_timeout,
+        health_timeout: machine.health_timeout,
+        drain_timeout: machine.drain_timeout,
+        in_place_update_timeout: machine.inplace_update_timeout,
+        preserve_timeout: machine.preserve_timeout,
+        max_evict_retries: i32::try_from(machine.max_evict_retries).unwrap_or(i32::MAX),
+        node_conditions: machine.node_conditions.clone(),
+        pv_detach_timeout: machine.pv_detach_timeout,
+        pv_reattach_timeout: machine.pv_reattach_timeout,
+        resource_exhausted_retry: machine.resource_exhausted_retry,
+        bootstrap_token_auth_extra_groups: machine.bootstrap_token_auth_extra_groups.clone(),
+        target_cluster: shell.target.is_some(),
+    }
+}
+
+/// A live read of the machine (`None` once it is gone).
+pub(super) async fn get_machine(
+    shell: &Shell,
+    name: &str,
+) -> Result<Option<Machine>, TerminationError> {
+    shell
+        .namespaced::<Machine>()
+        .get_opt(name)
+        .await
+        .map_err(|source| TerminationError::Api {
+            what: "GET machine".to_owned(),
+            machine: name.to_owned(),
+            source,
+        })
+}
+
+/// Writes `write` into the machine's status (replace with the read resourceVersion: a concurrent
+/// change answers 409). Skips "similar" writes (§3.3), but never one that changes the deletion
+/// stage, so a similar-looking text can never stall the flow.
+pub(super) async fn write_status(
+    shell: &Shell,
+    machine: &Machine,
+    write: &StatusWrite,
+    now: Timestamp,
+) -> Result<Machine, WriteFailure> {
+    let mut updated = machine.clone();
+    updated.status = Some(write.apply(machine.status.as_ref()));
+    if write.is_redundant(machine, now)
+        && deletion_stage(machine, false) == deletion_stage(&updated, false)
+    {
+        return Ok(machine.clone());
+    }
+    let name = machine.metadata.name.as_deref().unwrap_or("");
+    shell
+        .namespaced::<Machine>()
+        .replace_status(name, &PostParams::default(), &updated)
+        .await
+        .map_err(|error| write_failure(&error))
+}
+
+/// Records the plan's events on the machine.
+pub(super) fn record_events(shell: &Shell, machine: &Machine, events: &[Event]) {
+    for event in events {
+        shell.event(
+            machine,
+            event.type_ == EventType::Warning,
+            &event.reason,
+            "Delete",
+            event.message.clone(),
+        );
+    }
+}
+
+/// The machine's class, validated as upstream's `ValidateMachineClass` (§3.5); `Err` carries the
+/// retry and the reason.
+pub(super) fn class_of(shell: &Shell, machine: &Machine) -> Result<MachineClass, (Retry, String)> {
+    let name = machine
+        .spec
+        .class
+        .as_ref()
+        .and_then(|class| class.name.as_deref())
+        .unwrap_or("");
+    let Some(class) = shell.machine_classes.get(name) else {
+        return Err((
+            Retry::Long,
+            format!(
+                "machine class {name:?} of machine {:?} not found",
+                machine.metadata.name.as_deref().unwrap_or("")
+            ),
+        ));
+    };
+    validate_machine_class(&class)?;
+    Ok((*class).clone())
+}
+
+/// Merged data of the class's `secretRef` then `credentialsSecretRef` (a missing Secret counts as
+/// empty, as upstream).
+pub(super) async fn secret_data(shell: &Shell, class: &MachineClass) -> Result<SecretData, String> {
+    let mut data = SecretData::new();
+    for reference in [&class.secret_ref, &class.credentials_secret_ref]
+        .into_iter()
+        .flatten()
+    {
+        let Some(name) = reference.name.as_deref() else {
+            continue;
+        };
+        let namespace = reference.namespace.as_deref().unwrap_or(&shell.namespace);
+        let api: Api<Secret> = Api::namespaced(shell.control.clone(), namespace);
+        match api.get_opt(name).await {
+            Ok(Some(secret)) => {
+                for (key, value) in secret.data.unwrap_or_default() {
+                    data.insert(key, value.0);
+                }
+            }
+            Ok(None) => {}
+            Err(error) => return Err(format!("reading secret {namespace}/{name} failed: {error}")),
+        }
+    }
+    Ok(data)
+}
+
+/// The plans' view of a driver error.
+pub(super) fn driver_error(error: MachineError) -> DriverError {
+    DriverError::Coded(error)
+}
+
+/// Records a driver call in the metrics.
+pub(super) fn driver_metric(
+    shell: &Shell,
+    class: &MachineClass,
+    method: &str,
+    code: &str,
+    started: Instant,
+) {
+    shell.metrics.driver_call(
+        class.provider.as_deref().unwrap_or(""),
+        method,
+        code,
+        started.elapsed(),
+    );
+}
+
+/// Sets label `node=<node>` on the machine (merge patch; labels of others are kept).
+pub(super) async fn set_node_label(
+    shell: &Shell,
+    machine: &Machine,
+    node: &str,
+) -> Result<Machine, WriteFailure> {
+    let name = machine.metadata.name.as_deref().unwrap_or("");
+    let patch = serde_json::json!({"metadata": {"labels": {mcm_api::keys::label::NODE: node}}});
+    shell
+        .namespaced::<Machine>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|error| write_failure(&error))
+}
+
+/// Removes the MCM finalizer from the machine (full update with the read resourceVersion).
+pub(super) async fn remove_machine_finalizer(
+    shell: &Shell,
+    machine: &Machine,
+) -> Result<(), WriteFailure> {
+    let name = machine.metadata.name.as_deref().unwrap_or("");
+    let mut updated = machine.clone();
+    let mut finalizers = updated.metadata.finalizers.take().unwrap_or_default();
+    finalizers.retain(|f| f != finalizer::MACHINE_CONTROLLER_MANAGER);
+    updated.metadata.finalizers = Some(finalizers);
+    match shell
+        .namespaced::<Machine>()
+        .replace(name, &PostParams::default(), &updated)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(error) if is_not_found(&error) => Ok(()),
+        Err(error) => Err(write_failure(&error)),
+    }
+}
+
+/// Live read of a Node in the target cluster.
+pub(super) async fn get_node(shell: &Shell, name: &str) -> Result<Option<Node>, kube::Error> {
+    match &shell.target {
+        Some(target) => Api::<Node>::all(target.clone()).get_opt(name).await,
+        None => Ok(None),
+    }
+}
+
+fn nodes(shell: &Shell) -> Option<Api<Node>> {
+    shell.target.clone().map(Api::all)
+}
+
+/// Puts the `Terminating` condition into the node's status (strategic merge by condition type, so
+/// the kubelet's other conditions stay).
+pub(super) async fn set_node_condition(
+    shell: &Shell,
+    node: &str,
+    condition: &NodeCondition,
+) -> Result<(), String> {
+    let Some(api) = nodes(shell) else {
+        return Ok(());
+    };
+    let patch = serde_json::json!({"status": {"conditions": [condition]}});
+    match api
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(error) if is_not_found(&error) => Ok(()),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// Cordons the node.
+pub(super) async fn cordon(shell: &Shell, node: &str) -> Result<(), String> {
+    let Some(api) = nodes(shell) else {
+        return Ok(());
+    };
+    let patch = serde_json::json!({"spec": {"unschedulable": true}});
+    match api
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(error) if is_not_found(&error) => Ok(()),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// Result of removing the node finalizer and deleting the node.
+pub(super) async fn delete_node(
+    shell: &Shell,
+    node: &str,
+) -> crate::machine::plan::deletion::NodeDeletionResult {
+    use crate::machine::plan::deletion::NodeDeletionResult;
+    let Some(api) = nodes(shell) else {
+        return NodeDeletionResult::NotFound;
+    };
+    match api.get_opt(node).await {
+        Ok(Some(found)) => {
+            let finalizers = found.metadata.finalizers.clone().unwrap_or_default();
+            if finalizers.iter().any(|f| f == finalizer::NODE) {
+                let mut kept: Vec<String> = finalizers
+                    .into_iter()
+                    .filter(|f| f != finalizer::NODE)
+                    .collect();
+                kept.sort();
+                // The resourceVersion makes the merge patch conditional: a concurrent finalizer
+                // change fails it (409) instead of being lost.
+                let patch = serde_json::json!({"metadata": {
+                    "resourceVersion": found.metadata.resource_version,
+                    "finalizers": kept,
+                }});
+                let result = api
+                    .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ());
+                match result {
+                    Ok(()) => {}
+                    Err(error) if is_not_found(&error) => return NodeDeletionResult::NotFound,
+                    Err(error) => {
+                        return NodeDeletionResult::FinalizerRemovalFailed(error.to_string());
+                    }
+                }
+            }
+        }
+        Ok(None) => return NodeDeletionResult::NotFound,
+        Err(error) => return NodeDeletionResult::FinalizerRemovalFailed(error.to_string()),
+    }
+    match api.delete(node, &DeleteParams::default()).await {
+        Ok(_) => NodeDeletionResult::Deleted,
+        Err(error) if is_not_found(&error) => NodeDeletionResult::NotFound,
+        Err(error) => NodeDeletionResult::DeleteFailed(error.to_string()),
+    }
+}
+
+/// Names of the live (not deleting) VolumeAttachments of `node`.
+pub(super) async fn live_volume_attachments(
+    shell: &Shell,
+    node: &str,
+) -> Result<Vec<String>, kube::Error> {
+    let Some(target) = &shell.target else {
+        return Ok(Vec::new());
+    };
+    let api: Api<VolumeAttachment> = Api::all(target.clone());
+    let list = api.list(&ListParams::default()).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|attachment| {
+            attachment.spec.node_name == node && attachment.metadata.deletion_timestamp.is_none()
+        })
+        .filter_map(|attachment| attachment.metadata.name)
+        .collect())
+}
+
+/// Deletes VolumeAttachments (errors are only logged, as upstream; the stage repeats).
+pub(super) async fn delete_volume_attachments(shell: &Shell, names: &[String]) {
+    let Some(target) = &shell.target else {
+        return;
+    };
+    let api: Api<VolumeAttachment> = Api::all(target.clone());
+    for name in names {
+        if let Err(error) = api.delete(name, &DeleteParams::default()).await
+            && !is_not_found(&error)
+        {
+            tracing::warn!(volume_attachment = name, %error, "deleting a VolumeAttachment failed");
+        }
+    }
+}
