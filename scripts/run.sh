@@ -1,61 +1,406 @@
 #!/usr/bin/env bash
-# `make run`: start the system locally.
+# `make run`: the whole system on this machine, as four processes under .run/.
 #
-# What runs today (see README "Status"): the sandbox API server (an embedded, Kubernetes-compatible
-# API server for development) with the machine.sapcloud.io CRDs installed, ready for kubectl. The
-# webhook, the virtual provider and the manager's controllers are joined to this command by the
-# integration issue. Ctrl-C stops everything.
+#   scripts/run.sh                 start everything, apply examples/, show progress; Ctrl-C stops
+#   scripts/run.sh --smoke         start everything, wait until the example machines are Running
+#                                  (or --timeout seconds pass), stop everything; exit 0 on success
+#   scripts/run.sh --timeout 300   how long --smoke waits (default 180; MCM_RUN_TIMEOUT)
+#   scripts/run.sh --no-build      use the binaries of the last dev build as they are
+#
+# Processes (logs in .run/logs/<name>.log, pids in .run/<name>.pid):
+#   sandbox   mcm-sandbox serve: an embedded Kubernetes API server used as both the control
+#             cluster (Machine objects) and the target cluster (Nodes). Never a production
+#             control plane; it keeps everything in memory.
+#   webhook   machine-webhook in self-managed certificate mode: it issues its own CA and writes
+#             the caBundle into the webhook configurations registered below (url clientConfig).
+#   provider  provider-virtual on a Unix socket: simulated VMs whose Nodes register in the sandbox.
+#   manager   machine-controller-manager: the controllers.
+#
+# Ports (override with the environment variables): webhook MCM_RUN_WEBHOOK_PORT (19443), admin
+# ports of the webhook MCM_RUN_WEBHOOK_ADMIN_PORT (19260), provider MCM_RUN_PROVIDER_PORT (19259)
+# and manager MCM_RUN_MANAGER_PORT (19258). The sandbox picks a free port.
+#
+# A second run stops the processes of the first (pids in .run/*.pid) and starts from a clean
+# .run/: the sandbox keeps no state on disk and the provider's state file is wiped with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 
-run_dir=.run
+smoke=false
+build=true
+timeout=${MCM_RUN_TIMEOUT:-180}
+while [ $# -gt 0 ]; do
+	case $1 in
+	--smoke) smoke=true ;;
+	--no-build) build=false ;;
+	--timeout)
+		timeout=${2:?--timeout needs a number of seconds}
+		shift
+		;;
+	--timeout=*) timeout=${1#--timeout=} ;;
+	-h | --help)
+		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+		exit 0
+		;;
+	*)
+		echo "error: unknown argument $1 (try --help)" >&2
+		exit 2
+		;;
+	esac
+	shift
+done
+case $timeout in '' | *[!0-9]*)
+	echo "error: --timeout must be a whole number of seconds, got '$timeout'" >&2
+	exit 2
+	;;
+esac
+
+run_dir=$root/.run
+logs=$run_dir/logs
 kubeconfig=$run_dir/kubeconfig
-target_dir=${CARGO_TARGET_DIR:-target}
+namespace=default
+deployment=worker-a
+webhook_port=${MCM_RUN_WEBHOOK_PORT:-19443}
+webhook_admin_port=${MCM_RUN_WEBHOOK_ADMIN_PORT:-19260}
+provider_port=${MCM_RUN_PROVIDER_PORT:-19259}
+manager_port=${MCM_RUN_MANAGER_PORT:-19258}
+# `make crds` writes the CRDs here; read the folder from the Makefile so both stay in step.
+crd_dir=$(sed -n 's/^CRD_DIR *:\{0,1\}= *//p' Makefile | head -n 1)
+crd_dir=${crd_dir:-charts/machine-controller-manager/crds}
+# The chart keeps the v1alpha1-only CRDs (no conversion webhook) in a v1alpha1/ subfolder.
+[ -d "$crd_dir/v1alpha1" ] && crd_dir=$crd_dir/v1alpha1
+# kubectl does not descend into a symlinked directory; resolve it.
+crd_dir=$(cd "$crd_dir" 2>/dev/null && pwd -P) || { echo "error: no CRD folder at ${crd_dir} (see CRD_DIR in the Makefile)" >&2; exit 1; }
 
-echo ">>> building"
-cargo build --workspace --bins
+say() { printf '>>> %s\n' "$*"; }
+fail() {
+	printf 'error: %s\n' "$*" >&2
+	exit 1
+}
 
-mkdir -p "$run_dir"
-# A second run replaces the first one's state: the sandbox keeps everything in memory.
-rm -f "$kubeconfig"
+command -v kubectl >/dev/null || fail "kubectl not found on PATH (it is needed to install the CRDs and examples)"
+command -v curl >/dev/null || fail "curl not found on PATH (it is needed for the readiness checks)"
 
-echo ">>> starting the sandbox API server"
-"$target_dir/debug/mcm-sandbox" serve --kubeconfig "$kubeconfig" &
-sandbox_pid=$!
+# --- stop what a previous run left behind -------------------------------------------------------
+# Only processes whose pid file we wrote and whose command line is still one of our binaries are
+# stopped, so a recycled pid is never hit.
+stop_pid() { # <pid> <name>
+	local pid=$1 name=$2
+	kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for _ in $(seq 1 100); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	echo "warning: $name (pid $pid) did not stop within 10s; killing it" >&2
+	kill -KILL "$pid" 2>/dev/null || true
+}
+if [ -d "$run_dir" ]; then
+	# The manager first and the API server last, as at Ctrl-C.
+	for name in manager provider webhook sandbox; do
+		pid_file=$run_dir/$name.pid
+		[ -e "$pid_file" ] || continue
+		pid=$(cat "$pid_file" 2>/dev/null || true)
+		case $pid in '' | *[!0-9]*) continue ;; esac
+		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
+			grep -qE '(mcm-sandbox|machine-webhook|provider-virtual|machine-controller-manager)'; then
+			say "stopping $name of a previous run (pid $pid)"
+			stop_pid "$pid" "$name"
+		fi
+	done
+	rm -rf "$run_dir"
+fi
+mkdir -p "$logs" "$run_dir/provider-virtual"
+
+port_busy() { (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for port in "$webhook_port" "$webhook_admin_port" "$provider_port" "$manager_port"; do
+	if port_busy "$port"; then
+		fail "port $port on 127.0.0.1 is in use (set MCM_RUN_*_PORT, see the header of $0)"
+	fi
+done
+
+# --- build -------------------------------------------------------------------------------------
+if $build; then
+	say "building (dev profile)"
+	cargo build --workspace \
+		--bin mcm-sandbox --bin machine-webhook --bin provider-virtual --bin machine-controller-manager
+fi
+target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+bin=${target_dir:-$root/target}/debug
+for b in mcm-sandbox machine-webhook provider-virtual machine-controller-manager; do
+	[ -x "$bin/$b" ] || fail "$bin/$b was not built (run without --no-build)"
+done
+
+# --- process management ------------------------------------------------------------------------
+# Pids are kept in memory, not read back from .run/*.pid: a newer run may have replaced those files.
+# (Two indexed arrays rather than an associative one: macOS ships bash 3.2.)
+names=()
+pid_values=()
+# Plain log files without colour codes (tracing-subscriber honours NO_COLOR).
+export NO_COLOR=1
+# Children run in their own session (setsid) so that Ctrl-C reaches only this script, which then
+# stops them in reverse start order: the manager first, the API server last.
+start() { # <name> <command...>
+	local name=$1
+	shift
+	if command -v setsid >/dev/null; then
+		setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
+	else
+		"$@" >"$logs/$name.log" 2>&1 </dev/null &
+	fi
+	names+=("$name")
+	pid_values+=("$!")
+	echo $! >"$run_dir/$name.pid"
+}
+pid_of() {
+	local i
+	for i in "${!names[@]}"; do
+		if [ "${names[i]}" = "$1" ]; then
+			echo "${pid_values[i]}"
+			return
+		fi
+	done
+}
+alive() { kill -0 "$(pid_of "$1")" 2>/dev/null; }
+
+stopping=false
 cleanup() {
-	kill "$sandbox_pid" 2>/dev/null || true
-	wait "$sandbox_pid" 2>/dev/null || true
-	echo ">>> stopped"
+	local status=$?
+	$stopping && return
+	stopping=true
+	trap - INT TERM
+	if [ ${#names[@]} -gt 0 ]; then
+		say "stopping ${names[*]}"
+		local i
+		for ((i = ${#names[@]} - 1; i >= 0; i--)); do
+			stop_pid "$(pid_of "${names[i]}")" "${names[i]}"
+			wait "$(pid_of "${names[i]}")" 2>/dev/null || true
+			# Only our own pid file: a newer run may have written its own by now.
+			if [ "$(cat "$run_dir/${names[i]}.pid" 2>/dev/null)" = "$(pid_of "${names[i]}")" ]; then
+				rm -f "$run_dir/${names[i]}.pid"
+			fi
+		done
+		say "stopped; logs stay in .run/logs/"
+	fi
+	exit "$status"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-for _ in $(seq 1 100); do
-	[ -s "$kubeconfig" ] && break
-	kill -0 "$sandbox_pid" 2>/dev/null || { echo "error: the sandbox exited during start-up" >&2; exit 1; }
-	sleep 0.1
-done
-[ -s "$kubeconfig" ] || { echo "error: the sandbox wrote no kubeconfig within 10s" >&2; exit 1; }
+show_log() { # <name>: the end of a log, for failures
+	echo "--- last lines of .run/logs/$1.log ---" >&2
+	tail -n 25 "$logs/$1.log" >&2 || true
+}
 
-if command -v kubectl >/dev/null; then
-	echo ">>> installing the CRDs"
-	kubectl --kubeconfig "$kubeconfig" apply -f charts/machine-controller-manager/crds/
-	kubectl --kubeconfig "$kubeconfig" wait --for=condition=Established --timeout=30s \
-		crd/machines.machine.sapcloud.io crd/machinesets.machine.sapcloud.io \
-		crd/machinedeployments.machine.sapcloud.io crd/machineclasses.machine.sapcloud.io
-else
-	echo "warning: kubectl not found on PATH; the CRDs were not installed" >&2
+wait_for() { # <name> <seconds> <check command...>
+	local name=$1 seconds=$2
+	shift 2
+	local deadline=$((SECONDS + seconds))
+	until "$@" >/dev/null 2>&1; do
+		if ! alive "$name"; then
+			show_log "$name"
+			fail "$name exited during start-up"
+		fi
+		if [ $SECONDS -ge $deadline ]; then
+			show_log "$name"
+			fail "$name was not ready within ${seconds}s"
+		fi
+		sleep 0.2
+	done
+}
+http_ok() { curl -fsS --max-time 2 "$1"; }
+k() { kubectl --kubeconfig "$kubeconfig" "$@"; }
+
+# --- sandbox API server ------------------------------------------------------------------------
+say "starting the sandbox API server (log: .run/logs/sandbox.log)"
+start sandbox "$bin/mcm-sandbox" serve --port 0 --kubeconfig "$kubeconfig"
+wait_for sandbox 30 test -s "$kubeconfig"
+wait_for sandbox 30 k get --raw /readyz
+
+say "installing the CRDs from ${crd_dir#"$root"/}"
+k apply -f "$crd_dir" >/dev/null
+k wait --for=condition=Established --timeout=30s \
+	crd/machines.machine.sapcloud.io crd/machinesets.machine.sapcloud.io \
+	crd/machinedeployments.machine.sapcloud.io crd/machineclasses.machine.sapcloud.io >/dev/null
+
+# --- webhook -----------------------------------------------------------------------------------
+# Registered with a url clientConfig. The webhook issues its serving certificate for the DNS names
+# of `--service-name`; naming the "service" localhost makes that certificate valid for
+# https://localhost:<port>. failurePolicy Fail: nothing of machine.sapcloud.io is stored unchecked.
+webhook_configuration=machine-controller-manager-webhook
+webhook_entries() { # <mutate|validate>
+	local action=$1 kind plural
+	for kind in machine machineset machinedeployment machineclass; do
+		case $kind in
+		machineclass) plural=machineclasses ;;
+		*) plural=${kind}s ;;
+		esac
+		cat <<EOF
+  - name: ${action}-${kind}.machine.sapcloud.io
+    admissionReviewVersions: [v1]
+    sideEffects: None
+    failurePolicy: Fail
+    timeoutSeconds: 10
+    clientConfig:
+      url: https://localhost:${webhook_port}/${action}-machine-sapcloud-io-${kind}
+    rules:
+      - apiGroups: [machine.sapcloud.io]
+        apiVersions: ["*"]
+        operations: [CREATE, UPDATE]
+        resources: [${plural}]
+EOF
+	done
+}
+{
+	echo "apiVersion: admissionregistration.k8s.io/v1"
+	echo "kind: MutatingWebhookConfiguration"
+	echo "metadata: {name: $webhook_configuration}"
+	echo "webhooks:"
+	webhook_entries mutate
+	echo "---"
+	echo "apiVersion: admissionregistration.k8s.io/v1"
+	echo "kind: ValidatingWebhookConfiguration"
+	echo "metadata: {name: $webhook_configuration}"
+	echo "webhooks:"
+	webhook_entries validate
+} >"$run_dir/webhook-configurations.yaml"
+k apply -f "$run_dir/webhook-configurations.yaml" >/dev/null
+
+say "starting machine-webhook (log: .run/logs/webhook.log)"
+start webhook env KUBECONFIG="$kubeconfig" "$bin/machine-webhook" \
+	--cert-mode self-managed \
+	--namespace "$namespace" \
+	--service-name localhost \
+	--identity machine-webhook-local \
+	--mutating-webhook-configuration "$webhook_configuration" \
+	--validating-webhook-configuration "$webhook_configuration" \
+	--cert-reload-seconds 5 \
+	--bind-address "127.0.0.1:$webhook_port" \
+	--admin-address "127.0.0.1:$webhook_admin_port"
+# Ready once the certificate is issued, which happens after the caBundle was injected.
+wait_for webhook 60 http_ok "http://127.0.0.1:$webhook_admin_port/readyz"
+
+# --- provider ----------------------------------------------------------------------------------
+socket=$run_dir/driver.sock
+if [ ${#socket} -gt 100 ]; then
+	# Unix socket paths are limited to 108 bytes.
+	socket=${TMPDIR:-/tmp}/mcm-run-$(id -u)/driver.sock
+	mkdir -p "$(dirname "$socket")"
 fi
+rm -f "$socket"
+say "starting provider-virtual on unix://$socket (log: .run/logs/provider.log)"
+start provider "$bin/provider-virtual" \
+	--endpoint "unix://$socket" \
+	--target-kubeconfig "$kubeconfig" \
+	--state-file "$run_dir/provider-virtual/state.json" \
+	--metrics-address "127.0.0.1:$provider_port"
+wait_for provider 30 test -S "$socket"
+wait_for provider 30 http_ok "http://127.0.0.1:$provider_port/healthz"
+
+# --- manager -----------------------------------------------------------------------------------
+say "starting machine-controller-manager (log: .run/logs/manager.log)"
+start manager "$bin/machine-controller-manager" \
+	--control-kubeconfig "$kubeconfig" \
+	--target-kubeconfig "$kubeconfig" \
+	--namespace "$namespace" \
+	--driver-endpoint "unix://$socket" \
+	--address 127.0.0.1 \
+	--port "$manager_port"
+wait_for manager 60 http_ok "http://127.0.0.1:$manager_port/readyz"
+
+# --- examples ----------------------------------------------------------------------------------
+say "applying examples/"
+k apply -f examples/
 
 cat <<EOT
 
-The sandbox API server is running. Try:
-  export KUBECONFIG=$PWD/$kubeconfig
-  kubectl api-resources --api-group=machine.sapcloud.io
-  kubectl explain machinedeployment.spec.strategy
-  kubectl get machinedeployments,machinesets,machines
-
-Not running yet: the webhook, the virtual provider and the controllers (see README "Status").
-Press Ctrl-C to stop.
+Everything runs. Logs: .run/logs/{sandbox,webhook,provider,manager}.log
+  export KUBECONFIG=$kubeconfig
+  kubectl get machinedeployments,machinesets,machines,nodes        # mcd, mcs, mc
+  kubectl scale machinedeployment $deployment --replicas=5
+  kubectl patch machinedeployment $deployment --type=merge \\
+    -p '{"spec":{"template":{"spec":{"class":{"name":"virtual-medium"}}}}}'   # roll to the other class
+  kubectl patch machineclass virtual-small --type=merge \\
+    -p '{"providerSpec":{"tags":{"team":"b"}}}'                            # hot update, no rollout
+  kubectl annotate node <node> node.machine.sapcloud.io/preserve=now      # preserve a node
+  kubectl annotate node <node> provider-virtual.mcm.gardener.cloud/conditions='Ready=False'
+                                             # unhealthy: replaced after healthTimeout (2m)
+  curl -X PUT -d '{"Ready":"False"}' http://127.0.0.1:$provider_port/admin/nodes/<node>/conditions
+  kubectl delete machine <machine>                                      # replaced by its MachineSet
+  kubectl delete machinedeployment $deployment
+More in examples/README.md and docs/user-guide.md. Metrics: http://127.0.0.1:$manager_port/metrics
 EOT
-wait "$sandbox_pid"
+if $smoke; then
+	echo "Smoke run: waiting up to ${timeout}s for the machines of $deployment to be Running."
+else
+	echo "Progress below (a line when something changes). Ctrl-C stops everything."
+fi
+echo
+
+# --- progress ----------------------------------------------------------------------------------
+# One line: machines by phase, Nodes Ready. Empty phase = not yet picked up by the controller.
+summary() {
+	local desired phases nodes ready total
+	desired=$(k get machinedeployment "$deployment" -o jsonpath='{.spec.replicas}' 2>/dev/null || echo "?")
+	phases=$(k get machines -o jsonpath='{range .items[*]}{.status.currentStatus.phase}{"\n"}{end}' 2>/dev/null |
+		sed 's/^$/(new)/' | sort | uniq -c | awk '{printf "%s%s %s", (NR>1?", ":""), $2, $1}')
+	nodes=$(k get nodes -o jsonpath='{range .items[*]}{range .status.conditions[?(@.type=="Ready")]}{.status}{"\n"}{end}{end}' 2>/dev/null)
+	ready=$(grep -c '^True$' <<<"$nodes" || true)
+	total=$(k get nodes -o name 2>/dev/null | grep -c . || true)
+	printf 'desired %s | machines: %s | nodes Ready %s/%s\n' "$desired" "${phases:-none}" "$ready" "$total"
+}
+all_running() { # desired machines all Running with Ready nodes
+	local desired running ready
+	desired=$(k get machinedeployment "$deployment" -o jsonpath='{.spec.replicas}' 2>/dev/null) || return 1
+	running=$(k get machines -o jsonpath='{range .items[*]}{.status.currentStatus.phase}{"\n"}{end}' 2>/dev/null |
+		grep -c '^Running$' || true)
+	ready=$(k get nodes -o jsonpath='{range .items[*]}{range .status.conditions[?(@.type=="Ready")]}{.status}{"\n"}{end}{end}' 2>/dev/null |
+		grep -c '^True$' || true)
+	[ -n "$desired" ] && [ "$running" -eq "$desired" ] && [ "$ready" -ge "$desired" ] &&
+		[ "$(k get machines -o name 2>/dev/null | grep -c . || true)" -eq "$desired" ]
+}
+check_children() {
+	local name
+	for name in "${names[@]}"; do
+		if ! alive "$name"; then
+			show_log "$name"
+			fail "$name exited (see .run/logs/$name.log)"
+		fi
+	done
+}
+
+started=$SECONDS
+last=""
+last_print=$SECONDS
+reported_done=false
+while true; do
+	check_children
+	line=$(summary)
+	# A line when something changed, and every 15s while machines are still coming up.
+	if [ "$line" != "$last" ] || { ! $reported_done && [ $((SECONDS - last_print)) -ge 15 ]; }; then
+		printf '[%4ss] %s\n' $((SECONDS - started)) "$line"
+		last=$line
+		last_print=$SECONDS
+	fi
+	if all_running; then
+		if $smoke; then
+			echo
+			k get machinedeployments,machinesets,machines,nodes
+			say "smoke run passed in $((SECONDS - started))s"
+			exit 0
+		elif ! $reported_done; then
+			say "all machines of $deployment are Running; try the commands above (Ctrl-C stops)"
+			reported_done=true
+		fi
+	else
+		reported_done=false
+	fi
+	if $smoke && [ $((SECONDS - started)) -ge "$timeout" ]; then
+		echo
+		k get machinedeployments,machinesets,machines,nodes || true
+		for name in "${names[@]}"; do show_log "$name"; done
+		fail "smoke run: the machines of $deployment were not Running within ${timeout}s"
+	fi
+	sleep 3
+done

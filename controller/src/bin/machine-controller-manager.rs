@@ -87,8 +87,8 @@ fn run(config: config::Config) -> anyhow::Result<()> {
             }
         });
         let options = RunOptions::new(leader::default_identity());
-        // The controllers of the machine lifecycle are plugged in here as they are implemented.
-        let controllers = Vec::new();
+        let controllers: Vec<Box<dyn manager::Controller>> =
+            vec![Box::new(mcm_controller::shell::ControllerSet::all())];
         manager::run(config, controllers, options, shutdown)
             .await
             .context("the manager stopped")

@@ -9,12 +9,13 @@
 pub mod informer;
 pub mod queue;
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
@@ -57,6 +58,25 @@ pub struct Shell {
     recorder: Recorder,
     machine_controller_frozen: AtomicBool,
     creations_in_flight: std::sync::Mutex<std::collections::HashSet<String>>,
+    secrets: std::sync::Mutex<HashMap<(String, String), (Instant, Option<Arc<Secret>>)>>,
+}
+
+/// How long a Secret read for a MachineClass is reused before it is read again. Every driver call
+/// needs the class's Secrets; reading them once per call costed several GETs per machine, while
+/// caching every Secret of the namespace would hold unrelated data in memory.
+pub const SECRET_REUSE: Duration = Duration::from_secs(10);
+
+/// A Secret referenced by a MachineClass could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the Secret {namespace}/{name}: {source}")]
+pub struct SecretReadError {
+    /// Namespace of the Secret.
+    pub namespace: String,
+    /// Name of the Secret.
+    pub name: String,
+    /// The API error.
+    #[source]
+    pub source: kube::Error,
 }
 
 /// How a shell is started: subscribe, run its queue until `shutdown`, return.
@@ -95,6 +115,7 @@ impl Shell {
             recorder: Recorder::new(context.control.clone(), reporter),
             machine_controller_frozen: AtomicBool::new(false),
             creations_in_flight: std::sync::Mutex::default(),
+            secrets: std::sync::Mutex::default(),
         }
     }
 
@@ -191,6 +212,76 @@ impl Shell {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .contains(name)
+    }
+
+    /// The merged data of the Secrets a MachineClass references (`secretRef`, then
+    /// `credentialsSecretRef`; `stringData` is folded in for servers that do not). Missing Secrets
+    /// contribute nothing. Reads are reused for [`SECRET_REUSE`].
+    pub async fn class_secret_data(
+        &self,
+        class: &MachineClass,
+    ) -> Result<BTreeMap<String, Vec<u8>>, SecretReadError> {
+        let mut data = BTreeMap::new();
+        for reference in [&class.secret_ref, &class.credentials_secret_ref]
+            .into_iter()
+            .flatten()
+        {
+            let Some(name) = reference.name.as_deref().filter(|name| !name.is_empty()) else {
+                continue;
+            };
+            let namespace = reference
+                .namespace
+                .as_deref()
+                .filter(|namespace| !namespace.is_empty())
+                .unwrap_or(&self.namespace);
+            let Some(secret) = self.secret(namespace, name).await? else {
+                continue;
+            };
+            for (key, value) in secret.data.clone().unwrap_or_default() {
+                data.insert(key, value.0);
+            }
+            for (key, value) in secret.string_data.clone().unwrap_or_default() {
+                data.insert(key, value.into_bytes());
+            }
+        }
+        Ok(data)
+    }
+
+    async fn secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Secret>>, SecretReadError> {
+        let key = (namespace.to_owned(), name.to_owned());
+        let now = Instant::now();
+        {
+            let cache = self
+                .secrets
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Some((read_at, secret)) = cache.get(&key)
+                && now.duration_since(*read_at) < SECRET_REUSE
+            {
+                return Ok(secret.clone());
+            }
+        }
+        let api: Api<Secret> = Api::namespaced(self.control.clone(), namespace);
+        let secret = api
+            .get_opt(name)
+            .await
+            .map_err(|source| SecretReadError {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                source,
+            })?
+            .map(Arc::new);
+        let mut cache = self
+            .secrets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        cache.retain(|_, (read_at, _)| now.duration_since(*read_at) < SECRET_REUSE);
+        cache.insert(key, (now, secret.clone()));
+        Ok(secret)
     }
 
     /// Records an Event on `object` (best effort: failures are logged, never returned, and the

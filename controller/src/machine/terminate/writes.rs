@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Secret};
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use mcm_api::keys::finalizer;
@@ -125,30 +125,12 @@ pub(super) fn class_of(shell: &Shell, machine: &Machine) -> Result<MachineClass,
     Ok((*class).clone())
 }
 
-/// Merged data of the class's `secretRef` then `credentialsSecretRef` (a missing Secret counts as
-/// empty, as upstream).
+/// The class's Secret data (read through the shell's short-lived Secret reuse).
 pub(super) async fn secret_data(shell: &Shell, class: &MachineClass) -> Result<SecretData, String> {
-    let mut data = SecretData::new();
-    for reference in [&class.secret_ref, &class.credentials_secret_ref]
-        .into_iter()
-        .flatten()
-    {
-        let Some(name) = reference.name.as_deref() else {
-            continue;
-        };
-        let namespace = reference.namespace.as_deref().unwrap_or(&shell.namespace);
-        let api: Api<Secret> = Api::namespaced(shell.control.clone(), namespace);
-        match api.get_opt(name).await {
-            Ok(Some(secret)) => {
-                for (key, value) in secret.data.unwrap_or_default() {
-                    data.insert(key, value.0);
-                }
-            }
-            Ok(None) => {}
-            Err(error) => return Err(format!("reading secret {namespace}/{name} failed: {error}")),
-        }
-    }
-    Ok(data)
+    shell
+        .class_secret_data(class)
+        .await
+        .map_err(|error| error.to_string())
 }
 
 /// The plans' view of a driver error.

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use mcm_api::keys::annotation;
@@ -175,42 +175,17 @@ fn synthetic_machine(orphan: &OrphanVm, class: &MachineClass) -> Machine {
     machine
 }
 
-/// The data of the class's `secretRef` then `credentialsSecretRef` (later keys win); a missing
-/// Secret counts as empty (Q15).
+/// The class's Secret data (read through the shell's short-lived Secret reuse).
 async fn secret_data(shell: &Shell, class: &MachineClass) -> Result<SecretData, SafetyError> {
-    let mut data = SecretData::new();
-    let default_namespace = class
-        .metadata
-        .namespace
-        .clone()
-        .unwrap_or_else(|| shell.namespace.clone());
-    for reference in [&class.secret_ref, &class.credentials_secret_ref]
-        .into_iter()
-        .flatten()
-    {
-        let Some(name) = reference.name.as_deref().filter(|n| !n.is_empty()) else {
-            continue;
-        };
-        let namespace = reference
-            .namespace
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| default_namespace.clone());
-        let secrets: Api<Secret> = Api::namespaced(shell.control.clone(), &namespace);
-        let secret = secrets
-            .get_opt(name)
-            .await
-            .map_err(|source| SafetyError::Api {
-                action: "get",
-                kind: "Secret",
-                name: format!("{namespace}/{name}"),
-                source,
-            })?;
-        for (key, value) in secret.and_then(|s| s.data).unwrap_or_default() {
-            data.insert(key, value.0);
-        }
-    }
-    Ok(data)
+    shell
+        .class_secret_data(class)
+        .await
+        .map_err(|error| SafetyError::Api {
+            action: "get",
+            kind: "Secret",
+            name: format!("{}/{}", error.namespace, error.name),
+            source: error.source,
+        })
 }
 
 async fn mark_orphan_nodes(shell: &Shell, target: &kube::Client, report: &mut CollectionReport) {

@@ -1,0 +1,55 @@
+# syntax=docker/dockerfile:1
+# The binaries of machine-controller-manager in Rust, one image per binary (the Helm chart pulls
+# <registry>/machine-controller-manager, <registry>/machine-webhook and <registry>/provider-virtual
+# and passes only arguments). Every image holds all four binaries (the layers are shared); the
+# target only chooses the entrypoint:
+#
+#   docker build -t <registry>/machine-controller-manager:<tag> .          (the default target)
+#   docker build --target machine-webhook  -t <registry>/machine-webhook:<tag> .
+#   docker build --target provider-virtual -t <registry>/provider-virtual:<tag> .
+#   docker build --target mcm-sandbox      -t <registry>/mcm-sandbox:<tag> .
+#
+# Not built in this repository's CI: the development machine has no container engine.
+
+# ---- build -------------------------------------------------------------------------------------
+# Debian 12 (bookworm), the same glibc as the distroless runtime below.
+FROM docker.io/library/rust:1.95-slim-bookworm AS builder
+WORKDIR /src
+COPY . .
+# --locked: exactly the versions of Cargo.lock. Proto files are compiled by protox (pure Rust),
+# TLS uses rustls with ring (needs only the C compiler of the image): no protoc, no OpenSSL.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --workspace \
+        --bin machine-controller-manager \
+        --bin machine-webhook \
+        --bin provider-virtual \
+        --bin mcm-sandbox \
+    && mkdir -p /out \
+    && cp target/release/machine-controller-manager target/release/machine-webhook \
+          target/release/provider-virtual target/release/mcm-sandbox /out/
+
+# ---- runtime -----------------------------------------------------------------------------------
+# glibc and libgcc only: no shell, no package manager; runs as uid/gid 65532 (nonroot).
+FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
+LABEL org.opencontainers.image.description="Declarative lifecycle management of Kubernetes worker machines (Rust reimplementation of Gardener's machine-controller-manager)" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=builder /out/ /usr/local/bin/
+USER 65532:65532
+
+FROM runtime AS machine-webhook
+LABEL org.opencontainers.image.title="machine-webhook"
+ENTRYPOINT ["/usr/local/bin/machine-webhook"]
+
+FROM runtime AS provider-virtual
+LABEL org.opencontainers.image.title="provider-virtual"
+ENTRYPOINT ["/usr/local/bin/provider-virtual"]
+
+FROM runtime AS mcm-sandbox
+LABEL org.opencontainers.image.title="mcm-sandbox"
+ENTRYPOINT ["/usr/local/bin/mcm-sandbox"]
+
+# Last, so that a plain `docker build` produces the manager image.
+FROM runtime AS machine-controller-manager
+LABEL org.opencontainers.image.title="machine-controller-manager"
+ENTRYPOINT ["/usr/local/bin/machine-controller-manager"]
