@@ -26,7 +26,7 @@ use crate::driver::Fleet;
 use crate::metrics::Metrics;
 use crate::node::{
     CONDITIONS_ANNOTATION, HeartbeatConfig, MANAGED_LABEL, NodeAction, NodeClock, StatusKey,
-    conditions, node_actions, node_status, parse_condition_overrides, registration_node,
+    conditions, node_actions, parse_condition_overrides, registration_node, status_patch,
     transition_times,
 };
 use crate::pods::{PodAction, node_volumes, pod_actions, running_pod_status};
@@ -347,13 +347,12 @@ impl Kubelet {
                 }
                 NodeAction::PostStatus => {
                     let transitions = transition_times(&clock.transitions, &key.conditions, now);
-                    let status = node_status(vm, &key, &transitions, now);
+                    // Strategic merge, as the kubelet: conditions merge by type, so the
+                    // conditions other components own on this Node are left alone.
+                    let patch =
+                        status_patch(vm, &key, clock.last_posted.as_ref(), &transitions, now);
                     let result = nodes
-                        .patch_status(
-                            &name,
-                            &PatchParams::default(),
-                            &Patch::Merge(serde_json::json!({"status": status})),
-                        )
+                        .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
                         .await;
                     self.metrics
                         .record_kube("post_node_status", &api_result(&result));

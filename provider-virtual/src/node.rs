@@ -6,7 +6,10 @@
 //!   runtime overrides from the Node annotation [`CONDITIONS_ANNOTATION`] or the admin endpoint;
 //! - the heartbeat schedule: renew the Lease every lease interval, post the node status when it
 //!   changes or when the status report interval has passed (as the kubelet does, so that a
-//!   thousand nodes cost about `1000 × (6 + 0.2)` requests per minute, not a status post every 10 s).
+//!   thousand nodes cost about `1000 × (6 + 0.2)` requests per minute, not a status post every 10 s);
+//! - the status post itself ([`status_patch`]): a strategic merge patch that, like the kubelet's,
+//!   touches only the condition types the kubelet reports, so conditions other components own
+//!   (the Machine controller's `Preserved`, the in-place update agent's `InPlaceUpdate`) survive.
 
 use std::collections::BTreeMap;
 
@@ -298,6 +301,53 @@ pub fn node_status(
     }
 }
 
+/// The strategic merge patch that posts `key` as the node status at `now`.
+///
+/// Conditions merge by `type` (the Node API's merge key), so types the kubelet does not report are
+/// left to their owners; types it reported last time (`previous`) but no longer reports (an
+/// override that was removed) are deleted explicitly, as the kubelet's two-way diff would. The
+/// volume lists are the kubelet's own and are replaced whole so that detached volumes disappear.
+pub fn status_patch(
+    vm: &Vm,
+    key: &StatusKey,
+    previous: Option<&StatusKey>,
+    transitions: &BTreeMap<String, (String, Timestamp)>,
+    now: Timestamp,
+) -> serde_json::Value {
+    let status = node_status(vm, key, transitions, now);
+    let mut conditions: Vec<serde_json::Value> = status
+        .conditions
+        .iter()
+        .flatten()
+        .map(|condition| serde_json::json!(condition))
+        .collect();
+    for dropped in previous
+        .into_iter()
+        .flat_map(|previous| &previous.conditions)
+        .filter(|old| !key.conditions.iter().any(|new| new.type_ == old.type_))
+    {
+        conditions.push(serde_json::json!({"type": dropped.type_, "$patch": "delete"}));
+    }
+    let mut volumes_attached: Vec<serde_json::Value> = status
+        .volumes_attached
+        .iter()
+        .flatten()
+        .map(|volume| serde_json::json!({"name": volume.name, "devicePath": volume.device_path}))
+        .collect();
+    volumes_attached.push(serde_json::json!({"$patch": "replace"}));
+    serde_json::json!({
+        "status": {
+            "addresses": status.addresses,
+            "allocatable": status.allocatable,
+            "capacity": status.capacity,
+            "conditions": conditions,
+            "nodeInfo": status.node_info,
+            "volumesAttached": volumes_attached,
+            "volumesInUse": status.volumes_in_use,
+        }
+    })
+}
+
 /// The Node registered for a VM (status included; it is posted again right after).
 pub fn registration_node(vm: &Vm, key: &StatusKey, now: Timestamp) -> Node {
     let transitions = transition_times(&BTreeMap::new(), &key.conditions, now);
@@ -574,5 +624,133 @@ mod tests {
         let switched = transition_times(&same, &conditions(&vm, &overrides, secs(60)), secs(60));
         assert_eq!(switched["Ready"], ("False".to_owned(), secs(60)));
         assert_eq!(switched["DiskPressure"].1, secs(0));
+    }
+
+    fn applied(original: &serde_json::Value, patch: &serde_json::Value) -> Node {
+        serde_json::from_value(mcm_sandbox::patch::strategic_merge(original, patch).unwrap())
+            .unwrap()
+    }
+
+    fn status_of(node: &Node, type_: &str) -> Option<(String, Option<String>)> {
+        node.status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    }
+
+    #[test]
+    fn the_status_patch_keeps_conditions_the_kubelet_does_not_own() {
+        let vm = vm(json!({}));
+        let key = StatusKey {
+            conditions: conditions(&vm, &ConditionOverrides::new(), t0()),
+            volumes: vec![],
+        };
+        let mut registered = serde_json::to_value(registration_node(&vm, &key, t0())).unwrap();
+        registered["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .extend([
+                json!({"type": "Preserved", "status": "True", "reason": "PreservedByMCM"}),
+                json!({"type": "InPlaceUpdate", "status": "True", "reason": "SelectedForUpdate"}),
+            ]);
+        let overrides = parse_condition_overrides("Ready=False").unwrap();
+        let sick = StatusKey {
+            conditions: conditions(&vm, &overrides, secs(5)),
+            volumes: vec![],
+        };
+        let transitions = transition_times(&BTreeMap::new(), &sick.conditions, secs(5));
+        let node = applied(
+            &registered,
+            &status_patch(&vm, &sick, Some(&key), &transitions, secs(5)),
+        );
+        assert_eq!(
+            status_of(&node, "Ready"),
+            Some(("False".into(), Some("OverriddenByTest".into())))
+        );
+        assert_eq!(
+            status_of(&node, "Preserved"),
+            Some(("True".into(), Some("PreservedByMCM".into())))
+        );
+        assert_eq!(
+            status_of(&node, "InPlaceUpdate"),
+            Some(("True".into(), Some("SelectedForUpdate".into())))
+        );
+        assert_eq!(
+            node.status.unwrap().conditions.unwrap().len(),
+            6,
+            "no duplicate entries per type"
+        );
+    }
+
+    #[test]
+    fn the_status_patch_deletes_a_type_the_kubelet_stopped_reporting_and_replaces_volumes() {
+        let vm = vm(json!({}));
+        let with_extra = StatusKey {
+            conditions: conditions(
+                &vm,
+                &parse_condition_overrides("NetworkUnavailable=True").unwrap(),
+                t0(),
+            ),
+            volumes: vec![
+                "kubernetes.io/csi/d^v1".into(),
+                "kubernetes.io/csi/d^v2".into(),
+            ],
+        };
+        let mut registered =
+            serde_json::to_value(registration_node(&vm, &with_extra, t0())).unwrap();
+        registered["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "Preserved", "status": "True"}));
+        let plain = StatusKey {
+            conditions: conditions(&vm, &ConditionOverrides::new(), secs(1)),
+            volumes: vec!["kubernetes.io/csi/d^v2".into()],
+        };
+        let transitions = transition_times(&BTreeMap::new(), &plain.conditions, secs(1));
+        let node = applied(
+            &registered,
+            &status_patch(&vm, &plain, Some(&with_extra), &transitions, secs(1)),
+        );
+        assert_eq!(status_of(&node, "NetworkUnavailable"), None);
+        assert_eq!(
+            status_of(&node, "Preserved").map(|s| s.0).as_deref(),
+            Some("True")
+        );
+        let status = node.status.unwrap();
+        let attached: Vec<String> = status
+            .volumes_attached
+            .unwrap()
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
+        assert_eq!(attached, vec!["kubernetes.io/csi/d^v2".to_owned()]);
+        assert_eq!(
+            status.volumes_in_use.unwrap(),
+            vec!["kubernetes.io/csi/d^v2".to_owned()]
+        );
+    }
+
+    #[test]
+    fn an_empty_volume_list_clears_the_attached_volumes() {
+        let vm = vm(json!({}));
+        let attached = StatusKey {
+            conditions: conditions(&vm, &ConditionOverrides::new(), t0()),
+            volumes: vec!["kubernetes.io/csi/d^v1".into()],
+        };
+        let registered = serde_json::to_value(registration_node(&vm, &attached, t0())).unwrap();
+        let detached = StatusKey {
+            volumes: vec![],
+            ..attached.clone()
+        };
+        let node = applied(
+            &registered,
+            &status_patch(&vm, &detached, Some(&attached), &BTreeMap::new(), secs(1)),
+        );
+        let status = node.status.unwrap();
+        assert!(status.volumes_attached.unwrap_or_default().is_empty());
+        assert!(status.volumes_in_use.unwrap_or_default().is_empty());
     }
 }

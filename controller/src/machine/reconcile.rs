@@ -8,15 +8,16 @@
 //! ends with a requeue after the plan's retry period (the upstream periodic resync).
 //!
 //! Submodules: [`writes`] (status/metadata/node writes with optimistic concurrency, shared with
-//! the termination shell), [`creation`], [`health`], [`node_sync`], [`hot_update`],
-//! [`preservation`], [`driver`] (timed driver calls) and [`permits`] (the per-MachineDeployment
-//! failure permit).
+//! the termination shell), [`creation`], [`health`], [`node_sync`], [`hot_update`], [`in_place`]
+//! (§3.9), [`preservation`], [`driver`] (timed driver calls) and [`permits`] (the
+//! per-MachineDeployment failure permit).
 
 pub mod creation;
 pub mod driver;
 pub mod error;
 pub mod health;
 pub mod hot_update;
+pub mod in_place;
 pub mod node_sync;
 pub mod permits;
 pub mod preservation;
@@ -84,6 +85,8 @@ pub struct MachineController {
     pub(crate) cold_change_warned: Mutex<HashSet<(String, String)>>,
     /// Drains of preserved failed machines' nodes in progress, by node name.
     pub(crate) drain_states: Mutex<HashMap<String, NodeDrainState>>,
+    /// Drains of nodes selected for an in-place update in progress, by node name.
+    pub(crate) in_place_drains: Mutex<HashMap<String, NodeDrainState>>,
 }
 
 /// The class of a machine and its merged secret data, read by the `ValidateClass` step.
@@ -132,6 +135,7 @@ pub fn run(
             hot_paths: tokio::sync::OnceCell::new(),
             cold_change_warned: Mutex::new(HashSet::new()),
             drain_states: Mutex::new(HashMap::new()),
+            in_place_drains: Mutex::new(HashMap::new()),
             shell,
         });
         controller.subscribe();
@@ -300,10 +304,10 @@ impl MachineController {
                 ReconcileStep::SyncNodeTemplates => {
                     self.sync_node_templates(&machine, class.as_ref()).await
                 }
-                // In-place updates (§3.9) are not part of this shell yet.
-                ReconcileStep::InPlaceNodeCondition | ReconcileStep::InPlaceUpdate => {
-                    Ok(Step::Continue(None))
+                ReconcileStep::InPlaceNodeCondition => {
+                    self.in_place_node_condition(&machine, now()).await
                 }
+                ReconcileStep::InPlaceUpdate => self.in_place_update(&mut machine, now()).await,
                 ReconcileStep::HotUpdate => match class.as_ref() {
                     Some(class) => self.hot_update(&mut machine, class, now()).await,
                     None => Ok(Step::Continue(None)),
@@ -323,10 +327,12 @@ impl MachineController {
                         retry = retry.min(wish);
                     }
                 }
-                Ok(Step::End(end)) => return end,
+                // An earlier step's wish (e.g. the health check's re-check at a timeout, upstream
+                // a separate AddAfter) still holds when a later step ends the pass.
+                Ok(Step::End(end)) => return end.min(retry),
                 Err(error) => {
                     tracing::warn!(machine = %name, ?step, %error, "reconcile step failed");
-                    return error.retry();
+                    return error.retry().min(retry);
                 }
             }
         }

@@ -49,7 +49,9 @@ impl Throttle {
             .bucket
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let elapsed = now.saturating_duration_since(bucket.refreshed).as_secs_f64();
+        let elapsed = now
+            .saturating_duration_since(bucket.refreshed)
+            .as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * bucket.qps).min(bucket.burst);
         bucket.refreshed = now.max(bucket.refreshed);
         bucket.tokens -= 1.0;

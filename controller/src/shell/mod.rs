@@ -58,8 +58,11 @@ pub struct Shell {
     recorder: Recorder,
     machine_controller_frozen: AtomicBool,
     creations_in_flight: std::sync::Mutex<std::collections::HashSet<String>>,
-    secrets: std::sync::Mutex<HashMap<(String, String), (Instant, Option<Arc<Secret>>)>>,
+    secrets: std::sync::Mutex<HashMap<(String, String), SecretRead>>,
 }
+
+/// A Secret (or its absence) and when it was read.
+type SecretRead = (Instant, Option<Arc<Secret>>);
 
 /// How long a Secret read for a MachineClass is reused before it is read again. Every driver call
 /// needs the class's Secrets; reading them once per call costed several GETs per machine, while

@@ -1220,3 +1220,300 @@ async fn machine_writes_converge_under_conflicts() {
     assert_eq!(world.fleet.vms().len(), 2);
     world.stop_manager().await.unwrap();
 }
+
+fn in_place_reason(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "InPlaceUpdate"))
+        .and_then(|c| c.reason.clone())
+}
+
+fn machine_in_place_reason(machine: &Machine) -> Option<String> {
+    machine
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "InPlaceUpdate"))
+        .and_then(|c| c.reason.clone())
+}
+
+fn operation_type(machine: &Machine) -> Option<String> {
+    machine
+        .last_operation()
+        .and_then(|op| op.type_.as_ref())
+        .and_then(|t| serde_json::to_value(t).ok())
+        .and_then(|v| v.as_str().map(str::to_owned))
+}
+
+/// Sets (`Some`) or removes (`None`) node labels, as the MachineDeployment controller and the
+/// node agent do.
+async fn label_node(world: &World, node: &str, labels: serde_json::Value) {
+    world
+        .nodes()
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": labels}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// §3.9: the node's update labels drive its `InPlaceUpdate` condition; a selected node is
+/// cordoned and drained, the machine goes `InPlaceUpdating` and the node is handed to the node
+/// agent (`ReadyForUpdate`); the agent's `update-result` moves the machine to
+/// `InPlaceUpdateSuccessful` and back to `Running`, or to `InPlaceUpdateFailed` with its reason.
+/// The kubelet's status posts keep the condition throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_update_drains_the_selected_node_and_follows_the_agent_result() {
+    const CANDIDATE: &str = "node.machine.sapcloud.io/candidate-for-update";
+    const SELECTED: &str = "node.machine.sapcloud.io/selected-for-update";
+    const RESULT: &str = "node.machine.sapcloud.io/update-result";
+    const PODS: &str = "apps";
+    let mut world = World::start().await;
+    ready_class(&world, "c1", serde_json::json!({})).await;
+    world.start_manager(machine_shell(), &[]).await;
+    create_machine(&world, "machine-u1", "c1", serde_json::json!({})).await;
+    wait_phase(&world, "machine-u1", MachinePhase::Running).await;
+
+    // A workload pod on the node, which the in-place drain must evict.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(world.target.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": PODS}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(world.target.clone(), PODS);
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "app-1", "namespace": PODS},
+            "spec": {
+                "nodeName": "machine-u1",
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": "busybox"}],
+            }
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+
+    // Candidate: the condition appears on the node and is mirrored into the machine.
+    label_node(&world, "machine-u1", serde_json::json!({CANDIDATE: "true"})).await;
+    wait_node(
+        &world,
+        "machine-u1",
+        "InPlaceUpdate=CandidateForUpdate",
+        |n| in_place_reason(n).as_deref() == Some("CandidateForUpdate"),
+    )
+    .await;
+    let candidate = wait_machine(&world, "machine-u1", "condition mirrored", |m| {
+        machine_in_place_reason(m).as_deref() == Some("CandidateForUpdate")
+    })
+    .await;
+    assert_eq!(phase(&candidate), Some(MachinePhase::Running));
+    // Nothing is drained for a mere candidate.
+    assert!(pods.get_opt("app-1").await.unwrap().is_some());
+
+    // Selected: cordon, drain, hand-off.
+    label_node(&world, "machine-u1", serde_json::json!({SELECTED: "true"})).await;
+    let updating = wait_phase(&world, "machine-u1", MachinePhase::InPlaceUpdating).await;
+    assert_eq!(
+        description(&updating),
+        "Machine machine-u1 is undergoing an in-place update"
+    );
+    assert_eq!(operation_type(&updating).as_deref(), Some("InPlaceUpdate"));
+    assert!(
+        pods.get_opt("app-1").await.unwrap().is_none(),
+        "the pod was drained before the machine went InPlaceUpdating"
+    );
+    let handed_over = wait_node(&world, "machine-u1", "InPlaceUpdate=ReadyForUpdate", |n| {
+        in_place_reason(n).as_deref() == Some("ReadyForUpdate")
+    })
+    .await;
+    assert_eq!(
+        handed_over.spec.as_ref().and_then(|s| s.unschedulable),
+        Some(true),
+        "the node is cordoned"
+    );
+    for reason in [
+        "NodeCandidateForUpdate",
+        "NodeSelectedForUpdate",
+        "NodeCordoned",
+        "InPlaceUpdating",
+        "NodeDrainedForUpdate",
+        "NodeReadyForUpdate",
+    ] {
+        assert!(
+            !events_with_reason(&world, reason).await.is_empty(),
+            "event {reason}"
+        );
+    }
+    // The kubelet keeps posting status (a condition switch forces a post): the hand-off
+    // condition survives and the machine stays with the agent.
+    world.fleet.set_overrides(
+        "machine-u1",
+        BTreeMap::from([("NetworkUnavailable".to_owned(), "False".to_owned())]),
+    );
+    wait_node(
+        &world,
+        "machine-u1",
+        "a kubelet post with NetworkUnavailable",
+        |n| {
+            node_condition(n, "NetworkUnavailable").is_some()
+                && in_place_reason(n).as_deref() == Some("ReadyForUpdate")
+        },
+    )
+    .await;
+    world.fleet.set_overrides("machine-u1", BTreeMap::new());
+    wait_node(
+        &world,
+        "machine-u1",
+        "a kubelet post without NetworkUnavailable",
+        |n| {
+            node_condition(n, "NetworkUnavailable").is_none()
+                && in_place_reason(n).as_deref() == Some("ReadyForUpdate")
+        },
+    )
+    .await;
+    let still = world.machines().get("machine-u1").await.unwrap();
+    assert_eq!(phase(&still), Some(MachinePhase::InPlaceUpdating));
+
+    // The agent reports success: UpdateSuccessful, then Running again.
+    label_node(
+        &world,
+        "machine-u1",
+        serde_json::json!({SELECTED: null, RESULT: "successful"}),
+    )
+    .await;
+    wait_node(
+        &world,
+        "machine-u1",
+        "InPlaceUpdate=UpdateSuccessful",
+        |n| in_place_reason(n).as_deref() == Some("UpdateSuccessful"),
+    )
+    .await;
+    wait_machine(&world, "machine-u1", "Running after the update", |m| {
+        phase(m) == Some(MachinePhase::Running)
+            && machine_in_place_reason(m).as_deref() == Some("UpdateSuccessful")
+    })
+    .await;
+    let succeeded = eventually("event InPlaceUpdateSuccessful", LIMIT, || async {
+        events_with_reason(&world, "InPlaceUpdateSuccessful")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        succeeded.message.as_deref(),
+        Some("Machine machine-u1 successfully updated dependencies")
+    );
+
+    // A new round (the result label removed) that the agent fails.
+    label_node(&world, "machine-u1", serde_json::json!({RESULT: null})).await;
+    wait_node(
+        &world,
+        "machine-u1",
+        "a new round starts as candidate",
+        |n| in_place_reason(n).as_deref() == Some("CandidateForUpdate"),
+    )
+    .await;
+    label_node(&world, "machine-u1", serde_json::json!({SELECTED: "true"})).await;
+    wait_phase(&world, "machine-u1", MachinePhase::InPlaceUpdating).await;
+    world
+        .nodes()
+        .patch(
+            "machine-u1",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {
+                "labels": {SELECTED: null, RESULT: "failed"},
+                "annotations": {"node.machine.sapcloud.io/update-failed-reason": "kernel mismatch"},
+            }})),
+        )
+        .await
+        .unwrap();
+    let failed = wait_phase(&world, "machine-u1", MachinePhase::InPlaceUpdateFailed).await;
+    assert_eq!(
+        description(&failed),
+        "Machine machine-u1 failed to update dependencies: kernel mismatch"
+    );
+    let node = wait_node(&world, "machine-u1", "InPlaceUpdate=UpdateFailed", |n| {
+        in_place_reason(n).as_deref() == Some("UpdateFailed")
+    })
+    .await;
+    let message = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "InPlaceUpdate"))
+        .and_then(|c| c.message.clone());
+    assert_eq!(
+        message.as_deref(),
+        Some("Node in-place update failed: kernel mismatch")
+    );
+    assert!(
+        !events_with_reason(&world, "InPlaceUpdateFailed")
+            .await
+            .is_empty()
+    );
+    world.stop_manager().await.unwrap();
+}
+
+/// §3.6/§3.9: a node handed to the agent that never reports a result: the machine goes from
+/// `InPlaceUpdating` to `InPlaceUpdateFailed` after `--machine-inplace-update-timeout`, although
+/// the in-place step itself only asks to be run again after MediumRetry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_update_without_a_result_fails_after_the_in_place_timeout() {
+    let mut world = World::start().await;
+    ready_class(&world, "c1", serde_json::json!({})).await;
+    world
+        .start_manager(machine_shell(), &["--machine-inplace-update-timeout=3s"])
+        .await;
+    create_machine(&world, "machine-u2", "c1", serde_json::json!({})).await;
+    wait_phase(&world, "machine-u2", MachinePhase::Running).await;
+    label_node(
+        &world,
+        "machine-u2",
+        serde_json::json!({"node.machine.sapcloud.io/candidate-for-update": "true"}),
+    )
+    .await;
+    wait_node(
+        &world,
+        "machine-u2",
+        "InPlaceUpdate=CandidateForUpdate",
+        |n| in_place_reason(n).as_deref() == Some("CandidateForUpdate"),
+    )
+    .await;
+    label_node(
+        &world,
+        "machine-u2",
+        serde_json::json!({"node.machine.sapcloud.io/selected-for-update": "true"}),
+    )
+    .await;
+    wait_phase(&world, "machine-u2", MachinePhase::InPlaceUpdating).await;
+    let failed = wait_phase(&world, "machine-u2", MachinePhase::InPlaceUpdateFailed).await;
+    assert!(
+        description(&failed).contains("machine-u2 failed to in-place update in"),
+        "{}",
+        description(&failed)
+    );
+    assert_eq!(operation_type(&failed).as_deref(), Some("InPlaceUpdate"));
+    // The node is still handed to the agent (no result label): the hand-off completes.
+    wait_node(&world, "machine-u2", "InPlaceUpdate=ReadyForUpdate", |n| {
+        in_place_reason(n).as_deref() == Some("ReadyForUpdate")
+    })
+    .await;
+    let still = world.machines().get("machine-u2").await.unwrap();
+    assert_eq!(phase(&still), Some(MachinePhase::InPlaceUpdateFailed));
+    assert!(
+        !events_with_reason(&world, "InPlaceUpdateFailed")
+            .await
+            .is_empty()
+    );
+    world.stop_manager().await.unwrap();
+}

@@ -303,6 +303,69 @@ async fn conditions_switch_through_the_annotation_and_the_admin_override() {
 }
 
 #[tokio::test]
+async fn conditions_other_components_own_survive_status_posts() {
+    let setup = setup(jiff::SignedDuration::from_secs(10)).await;
+    setup
+        .driver
+        .create_machine(request("worker-1", json!({})))
+        .await
+        .unwrap();
+    eventually("node", || async { node(&setup.client, "worker-1").await }).await;
+    let nodes = Api::<Node>::all(setup.client.clone());
+    nodes
+        .patch_status(
+            "worker-1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"status": {"conditions": [
+                {"type": "Preserved", "status": "True", "reason": "PreservedByMCM"},
+            ]}})),
+        )
+        .await
+        .unwrap();
+    // Each switch makes the kubelet post the node status again.
+    for (round, overrides) in [
+        "Ready=False",
+        "DiskPressure=True",
+        "",
+        "NetworkUnavailable=True",
+        "",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let posts_before = counter(&setup.metrics, "post_node_status");
+        setup
+            .driver
+            .fleet()
+            .set_overrides("worker-1", parse_condition_overrides(overrides).unwrap());
+        let node = eventually(&format!("status post {round} ({overrides:?})"), || async {
+            if counter(&setup.metrics, "post_node_status") <= posts_before {
+                return None;
+            }
+            let node = node(&setup.client, "worker-1").await?;
+            let expected_ready = if overrides == "Ready=False" {
+                "False"
+            } else {
+                "True"
+            };
+            (condition_status(&node, "Ready").as_deref() == Some(expected_ready)).then_some(node)
+        })
+        .await;
+        assert_eq!(
+            condition_status(&node, "Preserved").as_deref(),
+            Some("True"),
+            "the Preserved condition survives status post {round}"
+        );
+        assert_eq!(
+            condition_status(&node, "NetworkUnavailable").is_some(),
+            overrides.contains("NetworkUnavailable"),
+            "a type the kubelet stopped reporting is removed (round {round})"
+        );
+    }
+    assert!(counter(&setup.metrics, "post_node_status") >= 6);
+}
+
+#[tokio::test]
 async fn unhealthy_after_turns_ready_false() {
     let setup = setup(jiff::SignedDuration::from_secs(10)).await;
     setup

@@ -1,6 +1,7 @@
 //! Executes the health check (§3.6) planned by [`plan::health::plan_health`]: status writes,
 //! removal of the `instance-not-ready` startup taint, the bootstrap token clean-up, join metrics,
-//! and the per-MachineDeployment failure permit for Unknown → Failed.
+//! the per-MachineDeployment failure permit for Unknown → Failed, and the events of the in-place
+//! update results (§3.9).
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use mcm_api::keys::label;
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
 use super::error::ReconcileError;
+use super::in_place::in_place_phase_event;
 use super::permits::PERMIT_WAIT;
 use super::{MachineController, Step, writes};
 use crate::machine::plan;
@@ -36,16 +38,20 @@ impl MachineController {
         let name = name_of(machine).to_owned();
         let settings = effective_settings(machine, &self.settings);
         let node = node_name_of(machine).and_then(|node| self.shell.nodes.get(node));
-        let siblings: Vec<Machine> = match machine_label(machine, label::NAME) {
-            Some(deployment) => self
-                .shell
-                .machines
-                .filter(|m| machine_label(m, label::NAME) == Some(deployment))
-                .iter()
-                .map(|m| Machine::clone(m))
-                .collect(),
-            None => Vec::new(),
+        let deployment = machine_label(machine, label::NAME).map(str::to_owned);
+        let read_siblings = || -> Vec<Machine> {
+            match deployment.as_deref() {
+                Some(deployment) => self
+                    .shell
+                    .machines
+                    .filter(|m| machine_label(m, label::NAME) == Some(deployment))
+                    .iter()
+                    .map(|m| Machine::clone(m))
+                    .collect(),
+                None => Vec::new(),
+            }
         };
+        let mut siblings = read_siblings();
         let mut permit_state = FailurePermit::NotRequested;
         let mut permit = None;
         let plan = loop {
@@ -66,6 +72,9 @@ impl MachineController {
             {
                 permit = self.permits.try_acquire(key, PERMIT_WAIT).await;
                 permit_state = if permit.is_some() {
+                    // The permit may have been waited for while its previous holder failed a
+                    // sibling: decide on the siblings as they are now, not as before the wait.
+                    siblings = read_siblings();
                     FailurePermit::Granted
                 } else {
                     FailurePermit::Busy
@@ -78,7 +87,13 @@ impl MachineController {
         self.events(machine, &plan.events);
         if let Some(write) = &plan.status {
             match writes::write_status(&self.shell, machine, write).await {
-                Ok(stored) => *machine = stored,
+                Ok(stored) => {
+                    // The in-place result (§3.9) or its timeout: tell the user.
+                    if let Some(event) = in_place_phase_event(machine.phase(), &stored) {
+                        self.event(&stored, &event);
+                    }
+                    *machine = stored;
+                }
                 Err(error) => return Ok(Step::End(error.retry())),
             }
             if let Some(permit) = permit.take() {

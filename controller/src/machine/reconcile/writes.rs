@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Secret, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::api::{Api, PostParams};
 use mcm_api::v1alpha1::{Machine, MachineClass};
 
@@ -85,34 +85,10 @@ pub(crate) async fn class_secret_data(
     shell: &Shell,
     class: &MachineClass,
 ) -> Result<SecretData, ReconcileError> {
-    let mut data = SecretData::new();
-    for reference in [&class.secret_ref, &class.credentials_secret_ref]
-        .into_iter()
-        .flatten()
-    {
-        let Some(name) = reference.name.as_deref().filter(|name| !name.is_empty()) else {
-            continue;
-        };
-        let namespace = reference
-            .namespace
-            .as_deref()
-            .filter(|namespace| !namespace.is_empty())
-            .unwrap_or(&shell.namespace);
-        let api: Api<Secret> = Api::namespaced(shell.control.clone(), namespace);
-        let secret = api
-            .get_opt(name)
-            .await
-            .map_err(api_error("get", "Secret", name))?;
-        let Some(secret) = secret else { continue };
-        for (key, value) in secret.data.unwrap_or_default() {
-            data.insert(key, value.0);
-        }
-        // A server that does not fold `stringData` into `data` still serves it.
-        for (key, value) in secret.string_data.unwrap_or_default() {
-            data.insert(key, value.into_bytes());
-        }
-    }
-    Ok(data)
+    shell
+        .class_secret_data(class)
+        .await
+        .map_err(|error| api_error("get", "Secret", &error.name)(error.source))
 }
 
 /// The target cluster's Nodes API.
@@ -222,4 +198,25 @@ pub(crate) async fn set_node_condition(
         None => conditions.push(condition.clone()),
     }
     replace_node_status(shell, &updated).await
+}
+
+/// Cordons the node (`spec.unschedulable = true`) unless it is; the stored node when it wrote.
+pub(crate) async fn cordon_node(
+    shell: &Shell,
+    node: &Node,
+) -> Result<Option<Node>, ReconcileError> {
+    if node
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.unschedulable)
+        .unwrap_or(false)
+    {
+        return Ok(None);
+    }
+    let mut updated = node.clone();
+    updated
+        .spec
+        .get_or_insert_with(Default::default)
+        .unschedulable = Some(true);
+    replace_node(shell, &updated).await.map(Some)
 }
