@@ -976,11 +976,18 @@ impl<'a> Work<'a> {
             self.scale(i, spec - down);
             cleaned += down;
         }
-        // scaleDownOldMachineSetsForRollingUpdate.
+        // scaleDownOldMachineSetsForRollingUpdate. Deviation: a set counts at most its spec
+        // replicas as available. Right after a scale-down its status still reports the machines
+        // being removed; counting them would let a second pass scale down below the minimum.
         let available: i32 = self
             .sets
             .iter()
-            .map(|s| status_of(s).available_replicas.unwrap_or(0))
+            .map(|s| {
+                status_of(s)
+                    .available_replicas
+                    .unwrap_or(0)
+                    .min(spec_replicas(s).max(0))
+            })
             .sum();
         let mut scaled = 0;
         if available > min_available {

@@ -320,6 +320,23 @@ fn rolling_scales_old_down_within_max_unavailable() {
 }
 
 #[test]
+fn stale_availability_of_a_scaled_down_old_set_is_not_counted_twice() {
+    // The old set was just scaled 4 → 3 but its status still reports 4 available (the machine
+    // set controller has not caught up). New set: 1 of 2 available; Σspec 5 = replicas + surge,
+    // so the new set cannot grow. Minimum available = 4 - 1 = 3.
+    let mut md = deployment(Strategy::RollingUpdate, 4, 1, 1);
+    let old = set(&md, "small", 1, 3, 4, 100);
+    md.spec.template = template("large");
+    let mut new = set(&md, "large", 2, 2, 1, 10);
+    new.spec.template = Some(md.spec.template.clone());
+    let sets = vec![old.clone(), new];
+    let p = plan(input(&md, &sets, &[])).unwrap();
+    // Counting the stale 4 gives a budget of 4 + 1 - 3 = 2 and old → 1 (really 1 + 1 available);
+    // capped at spec, 3 + 1 - 3 = 1 and old → 2 (really 2 + 1 = the minimum).
+    assert_eq!(scaled(&p.actions)[old.metadata.name.as_deref().unwrap()], 2);
+}
+
+#[test]
 fn in_place_fields_are_pushed_to_the_new_set_without_rollout() {
     let mut md = deployment(Strategy::RollingUpdate, 2, 1, 0);
     let current = set(&md, "small", 1, 2, 2, 100);

@@ -1,23 +1,391 @@
-//! The MachineDeployment controller shell.
+//! The MachineDeployment controller shell (reference §5): watches deployments, their MachineSets
+//! and machines, reads the deployment live, calls [`super::plan::plan`] and executes its actions.
 //!
-//! Being written: the shell is not wired yet.
+//! - Routing (§5.1): deployment changes enqueue the deployment; MachineSet changes enqueue their
+//!   controlling deployment (orphans: every deployment whose selector matches); machine changes
+//!   enqueue the deployment owning the machine's MachineSet (availability feeds the status).
+//! - Cache lag: the MachineSets this shell wrote are remembered until the informer has caught up
+//!   ([`recent::Recent`]), so the next pass plans on what the API server returned, not on an
+//!   older cached copy (a rolling update never decides twice on the same stale sizes).
+//! - Writes use optimistic concurrency (resourceVersion); a 409 ends the pass with a
+//!   rate-limited retry. Status goes through `/status`.
+//! - Metrics: a scrape hook fills `mcm_machine_deployment_*` from the deployment cache.
 
+mod apply;
+mod recent;
+mod sample;
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use mcm_api::keys::{label, value};
+use mcm_api::v1alpha1::{
+    Machine, MachineDeployment, MachineDeploymentStrategyType as Strategy, MachineSet,
+};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::legacy::{self, LegacyStep};
+use super::plan::{self, DeploymentConfig, DeploymentInput, NodeView};
+use crate::machine_set::claim::controller_ref;
+use crate::machine_set::routing::owners_to_sync;
 use crate::manager::BoxError;
+use crate::selector;
 use crate::shell::Shell;
+use crate::shell::informer::Change;
+use crate::shell::queue::{Outcome, WorkQueue};
+
+pub use apply::ApplyError;
+
+/// Pause between the steps of a legacy MachineSet migration (the cache catches up meanwhile).
+const LEGACY_STEP_RETRY: Duration = Duration::from_millis(500);
+
+/// Name of the work queue (and of the reconcile metrics label).
+pub const QUEUE: &str = "machinedeployment";
+
+/// Errors of one reconcile pass of a deployment.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// Reading the deployment failed.
+    #[error("MachineDeployment {namespace}/{name}: cannot read it: {source}")]
+    Read {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// API error.
+        source: kube::Error,
+    },
+    /// Executing an action failed.
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+}
+
+/// State shared by the workers.
+pub(crate) struct Context {
+    pub(crate) shell: Arc<Shell>,
+    pub(crate) recent: recent::Recent,
+}
 
 /// Runs the MachineDeployment controller until `shutdown`.
 pub fn run(
     shell: Arc<Shell>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
-    let _ = shell;
     Box::pin(async move {
+        let queue = WorkQueue::new(QUEUE, Some(shell.metrics.clone()));
+        subscribe(&shell, &queue, &shutdown);
+        sample::register(&shell);
+        let context = Arc::new(Context {
+            shell: Arc::clone(&shell),
+            recent: recent::Recent::default(),
+        });
+        let workers = shell.config.concurrent_syncs;
+        queue
+            .run(workers, shutdown.clone(), move |key| {
+                let context = Arc::clone(&context);
+                async move { reconcile_key(&context, &key).await }
+            })
+            .await;
         shutdown.cancelled().await;
         Ok(())
     })
+}
+
+/// A MachineSet or machine change handed from an informer handler to the router.
+enum Routed {
+    /// A MachineSet was added or deleted (`old` = `None`) or updated.
+    Set {
+        old: Option<Arc<MachineSet>>,
+        new: Arc<MachineSet>,
+    },
+    /// A machine changed.
+    Machine(Arc<Machine>),
+}
+
+/// Routes watch events to deployment keys (§5.1). Handlers run under their informer's lock, so
+/// the MachineSet and machine handlers only pass the change on; [`route`] resolves owners
+/// outside any informer lock (no lock-order cycles with other shells' handlers).
+fn subscribe(shell: &Arc<Shell>, queue: &WorkQueue, shutdown: &CancellationToken) {
+    let q = queue.clone();
+    shell
+        .machine_deployments
+        .subscribe(move |change: &Change<MachineDeployment>| {
+            if let Change::Updated { old, new } = change
+                && old.metadata.resource_version == new.metadata.resource_version
+            {
+                return;
+            }
+            if let Some(name) = change.object().metadata.name.as_deref() {
+                q.add(name);
+            }
+        });
+    let (changes, routed) = mpsc::unbounded_channel();
+    let sets_tx = changes.clone();
+    shell
+        .machine_sets
+        .subscribe(move |change: &Change<MachineSet>| {
+            let routed = match change {
+                Change::Added(ms) | Change::Deleted(ms) => Routed::Set {
+                    old: None,
+                    new: Arc::clone(ms),
+                },
+                Change::Updated { old, new } => Routed::Set {
+                    old: Some(Arc::clone(old)),
+                    new: Arc::clone(new),
+                },
+            };
+            // A closed channel means the controller is stopping.
+            let _ = sets_tx.send(routed);
+        });
+    shell.machines.subscribe(move |change: &Change<Machine>| {
+        if let Change::Updated { old, new } = change
+            && old.metadata.resource_version == new.metadata.resource_version
+        {
+            return;
+        }
+        let _ = changes.send(Routed::Machine(Arc::clone(change.object())));
+    });
+    tokio::spawn(route(
+        Arc::clone(shell),
+        queue.clone(),
+        routed,
+        shutdown.clone(),
+    ));
+}
+
+/// Enqueues the deployments concerned by MachineSet and machine changes until `shutdown`.
+async fn route(
+    shell: Arc<Shell>,
+    queue: WorkQueue,
+    mut routed: mpsc::UnboundedReceiver<Routed>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let change = tokio::select! {
+            () = shutdown.cancelled() => return,
+            change = routed.recv() => match change {
+                Some(change) => change,
+                None => return,
+            },
+        };
+        match change {
+            Routed::Set { old, new } => {
+                let owners: Vec<MachineDeployment> = shell
+                    .machine_deployments
+                    .list()
+                    .iter()
+                    .map(|d| (**d).clone())
+                    .collect();
+                let old = old.as_ref().map(|o| &o.metadata);
+                for name in owners_to_sync(old, &new.metadata, &owners) {
+                    queue.add(name);
+                }
+            }
+            Routed::Machine(machine) => {
+                // machine → controlling MachineSet → its controlling deployment.
+                let Some(set_ref) = controller_ref(&machine.metadata) else {
+                    continue;
+                };
+                if set_ref.kind != "MachineSet" {
+                    continue;
+                }
+                let Some(set) = shell.machine_sets.get(&set_ref.name) else {
+                    continue;
+                };
+                if let Some(md_ref) = controller_ref(&set.metadata)
+                    && md_ref.kind == super::revision::KIND
+                {
+                    queue.add(md_ref.name.clone());
+                }
+            }
+        }
+    }
+}
+
+async fn reconcile_key(context: &Context, name: &str) -> Outcome {
+    match reconcile(context, name).await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            if error.is_conflict() {
+                tracing::debug!(machine_deployment = name, %error, "conflict; retrying");
+            } else {
+                tracing::warn!(machine_deployment = name, %error, "reconcile failed");
+            }
+            Outcome::Retry
+        }
+    }
+}
+
+impl ReconcileError {
+    /// Whether the pass ended on an optimistic-concurrency conflict (expected under races).
+    #[must_use]
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            ReconcileError::Apply(e) => e.is_conflict(),
+            ReconcileError::Read { .. } => false,
+        }
+    }
+}
+
+/// One pass for deployment `name` (§5.2).
+async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileError> {
+    let shell = &context.shell;
+    let api: Api<MachineDeployment> = shell.namespaced();
+    let Some(md) = api
+        .get_opt(name)
+        .await
+        .map_err(|source| ReconcileError::Read {
+            namespace: shell.namespace.clone(),
+            name: name.to_owned(),
+            source,
+        })?
+    else {
+        context.recent.forget_deployment(name);
+        return Ok(Outcome::Done);
+    };
+    if md.metadata.deletion_timestamp.is_none()
+        && md
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(label::FREEZE))
+            .is_some_and(|v| v == value::TRUE_CAPITALISED)
+    {
+        tracing::debug!(
+            machine_deployment = name,
+            "frozen by the overshooting safety controller; reconciled normally"
+        );
+    }
+
+    let machine_sets = context.recent.merge(
+        shell
+            .machine_sets
+            .filter(|s| s.metadata.namespace.as_deref() == Some(shell.namespace.as_str())),
+    );
+    let sel = md.spec.selector.clone();
+    let machines: Vec<Machine> = shell
+        .machines
+        .filter(|m| selector::matches(sel.as_ref(), m.metadata.labels.as_ref()).unwrap_or(false))
+        .iter()
+        .map(|m| (**m).clone())
+        .collect();
+    let in_place =
+        md.spec.strategy.as_ref().and_then(|s| s.type_.as_ref()) == Some(&Strategy::InPlaceUpdate);
+    let nodes = if in_place {
+        node_views(shell, &machines)
+    } else {
+        BTreeMap::new()
+    };
+    let input = DeploymentInput {
+        deployment: &md,
+        machine_sets: &machine_sets,
+        machines: &machines,
+        config: DeploymentConfig {
+            autoscaler_annotations_during_rollout: shell
+                .config
+                .autoscaler_scaledown_annotation_during_rollout,
+            target_cluster: shell.target.is_some(),
+        },
+        nodes: &nodes,
+        now: Timestamp::now(),
+    };
+    for ms in &machine_sets {
+        if let Some(step) = legacy::next_step(&md, ms, &machines) {
+            migrate_legacy(context, name, step).await?;
+            // One step per pass; the next pass sees its result.
+            return Ok(Outcome::RequeueAfter(LEGACY_STEP_RETRY));
+        }
+    }
+    let planned = match plan::plan(input) {
+        Ok(p) => p,
+        Err(error) => {
+            // Invalid objects are ignored until they change (upstream: no periodic requeue).
+            tracing::warn!(machine_deployment = name, %error, "cannot reconcile");
+            return Ok(Outcome::Done);
+        }
+    };
+    tracing::debug!(
+        machine_deployment = name,
+        actions = planned.actions.len(),
+        "planned"
+    );
+    let mut executor = apply::Executor::new(context, md, &machine_sets, &machines);
+    for action in planned.actions {
+        executor.execute(action).await?;
+    }
+    let after = planned.requeue_after.unsigned_abs();
+    Ok(Outcome::RequeueAfter(after.max(Duration::from_millis(100))))
+}
+
+/// Executes one step of a legacy MachineSet migration (§5.3 step 1).
+async fn migrate_legacy(context: &Context, md: &str, step: LegacyStep) -> Result<(), ApplyError> {
+    let fail =
+        |what: &'static str, kind: &'static str, name: &str, source: kube::Error| ApplyError::Api {
+            deployment: md.to_owned(),
+            what,
+            kind,
+            name: name.to_owned(),
+            source,
+        };
+    match step {
+        LegacyStep::UpdateSet(ms) => {
+            let name = ms.metadata.name.clone().unwrap_or_default();
+            tracing::info!(machine_deployment = md, machine_set = %name, "adding the template hash to a legacy MachineSet");
+            let api: Api<MachineSet> = context.shell.namespaced();
+            let written = api
+                .replace(&name, &PostParams::default(), &ms)
+                .await
+                .map_err(|e| fail("update", "MachineSet", &name, e))?;
+            context.recent.written(written);
+        }
+        LegacyStep::LabelMachines { machines, value } => {
+            let api: Api<Machine> = context.shell.namespaced();
+            for m in machines {
+                let patch = serde_json::json!({"metadata": {
+                    "uid": m.uid,
+                    "labels": {label::MACHINE_TEMPLATE_HASH: value},
+                }});
+                match api
+                    .patch(&m.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(fail("label", "Machine", &m.name, e)),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the in-place strategy needs to know about the nodes of `machines`.
+fn node_views(shell: &Shell, machines: &[Machine]) -> BTreeMap<String, NodeView> {
+    machines
+        .iter()
+        .filter_map(Machine::node_name)
+        .filter_map(|n| shell.nodes.get(n).map(|node| (n.to_owned(), view(&node))))
+        .collect()
+}
+
+fn view(node: &Node) -> NodeView {
+    NodeView {
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        in_place_update_reason: node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.type_ == mcm_api::keys::condition::IN_PLACE_UPDATE)
+            })
+            .and_then(|c| c.reason.clone()),
+    }
 }
