@@ -300,11 +300,13 @@ fn with_original_metadata(
         Some(Value::Object(metadata)) => metadata,
         _ => Map::new(),
     };
-    let converted_meta = out.get("metadata").and_then(Value::as_object);
+    // The converted metadata is replaced below, so its labels and annotations are moved, not
+    // copied (it stays in place so the member order of `out` does not change).
+    let mut converted_meta = out.get_mut("metadata").and_then(Value::as_object_mut);
     for key in ["labels", "annotations"] {
-        match converted_meta.and_then(|m| m.get(key)) {
+        match converted_meta.as_mut().and_then(|m| m.remove(key)) {
             Some(value) => {
-                metadata.insert(key.to_owned(), value.clone());
+                metadata.insert(key.to_owned(), value);
             }
             None => {
                 metadata.remove(key);

@@ -18,7 +18,8 @@ use crate::admission::Version;
 /// Computes the defaulting patch (JSON Patch operations) for a MachineDeployment object.
 #[must_use]
 pub fn machine_deployment(object: &Value, version: Version) -> Vec<Value> {
-    let mut doc = object.clone();
+    // Work on a copy of only the members the defaults look at or add to, not the whole object.
+    let mut doc = members_on_paths(object, DEFAULTED_PATHS);
     let mut ops = Vec::new();
     if !doc.get("spec").is_some_and(Value::is_object) {
         // Not a usable object; leave it to schema validation.
@@ -91,6 +92,43 @@ pub fn machine_deployment(object: &Value, version: Version) -> Vec<Value> {
 /// Adds `value` at `path` unless something is there. Missing parent objects are created in the
 /// same operation; a parent that exists but is not an object stops the walk (schema validation
 /// reports it), so nothing the user wrote is ever replaced.
+/// Every path `machine_deployment` reads or may add (a prefix keeps its whole subtree).
+const DEFAULTED_PATHS: &[&[&str]] = &[
+    &["spec", "strategy"],
+    &["spec", "template", "spec", "disableHealthTimeout"],
+    &[
+        "spec",
+        "template",
+        "spec",
+        "configuration",
+        "disableHealthTimeout",
+    ],
+];
+
+/// A copy of `value` holding only the members on `paths`: objects along a path keep just the
+/// members leading on, the value at a path's end is copied whole, and a non-object on the way is
+/// copied as is (so presence and type, all [`ensure`] looks at, stay as in `value`).
+fn members_on_paths(value: &Value, paths: &[&[&str]]) -> Value {
+    let Value::Object(map) = value else {
+        return value.clone();
+    };
+    if paths.iter().any(|path| path.is_empty()) {
+        return value.clone();
+    }
+    let mut out = Map::new();
+    for (key, child) in map {
+        let rest: Vec<&[&str]> = paths
+            .iter()
+            .filter(|path| path[0] == key)
+            .map(|path| &path[1..])
+            .collect();
+        if !rest.is_empty() {
+            out.insert(key.clone(), members_on_paths(child, &rest));
+        }
+    }
+    Value::Object(out)
+}
+
 fn ensure(doc: &mut Value, ops: &mut Vec<Value>, path: &[&str], value: Value) {
     let mut current = doc;
     let mut pointer = String::new();
@@ -155,6 +193,21 @@ mod tests {
     fn manual_orchestration_gets_no_limits_and_user_values_stay() {
         let object = json!({ "spec": { "strategy": { "type": "InPlaceUpdate", "inPlaceUpdate": { "orchestrationType": "Manual" } }, "template": { "spec": { "disableHealthTimeout": false } } } });
         assert!(machine_deployment(&object, Version::V1alpha1).is_empty());
+    }
+
+    #[test]
+    fn members_on_paths_keeps_only_the_defaulted_subtrees() {
+        let object = json!({
+            "metadata": { "name": "a" },
+            "spec": { "replicas": 3, "strategy": { "type": "X", "y": [1] },
+                "template": { "metadata": {}, "spec": { "class": {}, "configuration": 5 } } },
+            "status": {},
+        });
+        assert_eq!(
+            members_on_paths(&object, DEFAULTED_PATHS),
+            json!({ "spec": { "strategy": { "type": "X", "y": [1] },
+                "template": { "spec": { "configuration": 5 } } } })
+        );
     }
 
     #[test]

@@ -10,27 +10,27 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// `validate`, `mutate` or `convert`.
-    pub endpoint: String,
+    pub endpoint: &'static str,
     /// Kind (`MachineDeployment`, ...; empty for conversion).
-    pub kind: String,
+    pub kind: &'static str,
     /// `allowed`, `denied`, `patched`, `error`, `converted`.
-    pub outcome: String,
+    pub outcome: &'static str,
 }
 
 /// Labels of a latency observation.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EndpointLabels {
     /// `validate`, `mutate` or `convert`.
-    pub endpoint: String,
+    pub endpoint: &'static str,
 }
 
 /// Labels of a denial.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DenialLabels {
     /// Kind of the denied object.
-    pub kind: String,
+    pub kind: &'static str,
     /// Rule that produced a field error.
-    pub rule: String,
+    pub rule: &'static str,
 }
 
 type HistogramFamily = Family<EndpointLabels, Histogram, fn() -> Histogram>;

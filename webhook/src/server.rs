@@ -106,6 +106,16 @@ pub fn admin_router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// Serialises `value` into a buffer of `capacity` bytes to start with (an empty body if
+/// serialisation fails, which plain JSON data cannot).
+fn to_json(value: &impl serde::Serialize, capacity: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(capacity);
+    if serde_json::to_writer(&mut out, value).is_err() {
+        out.clear();
+    }
+    out
+}
+
 fn json_response(body: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
@@ -135,9 +145,9 @@ async fn admit(
         .metrics
         .requests
         .get_or_create(&RequestLabels {
-            endpoint: endpoint.to_owned(),
-            kind: kind.name().to_owned(),
-            outcome: outcome.to_owned(),
+            endpoint,
+            kind: kind.name(),
+            outcome,
         })
         .inc();
     if answer.dry_run {
@@ -148,8 +158,8 @@ async fn admit(
                 .metrics
                 .denials
                 .get_or_create(&DenialLabels {
-                    kind: kind.name().to_owned(),
-                    rule: (*rule).to_owned(),
+                    kind: kind.name(),
+                    rule,
                 })
                 .inc();
         }
@@ -157,13 +167,11 @@ async fn admit(
             tracing::info!(kind = kind.name(), name = %answer.name, rules = ?answer.denied_by, "admission denied");
         }
     }
-    let body = serde_json::to_vec(&answer.review).unwrap_or_default();
+    let body = to_json(&answer.review, 512);
     state
         .metrics
         .latency
-        .get_or_create(&EndpointLabels {
-            endpoint: endpoint.to_owned(),
-        })
+        .get_or_create(&EndpointLabels { endpoint })
         .observe(started.elapsed().as_secs_f64());
     json_response(body)
 }
@@ -181,7 +189,8 @@ async fn convert(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
                 r.result.status == Some(kube::core::response::StatusSummary::Success)
             });
             (
-                serde_json::to_vec(&answer).unwrap_or_default(),
+                // The answer is about as large as the request: size the buffer once.
+                to_json(&answer, body.len() + 512),
                 if ok { "converted" } else { "error" },
                 converted,
             )
@@ -192,20 +201,16 @@ async fn convert(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
                     &format!("body is not a ConversionReview: {e}"),
                     "BadRequest",
                 ));
-            (
-                serde_json::to_vec(&invalid.into_review()).unwrap_or_default(),
-                "error",
-                0,
-            )
+            (to_json(&invalid.into_review(), 512), "error", 0)
         }
     };
     state
         .metrics
         .requests
         .get_or_create(&RequestLabels {
-            endpoint: "convert".to_owned(),
-            kind: String::new(),
-            outcome: outcome.to_owned(),
+            endpoint: "convert",
+            kind: "",
+            outcome,
         })
         .inc();
     state.metrics.converted_objects.inc_by(count as u64);
@@ -213,7 +218,7 @@ async fn convert(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
         .metrics
         .latency
         .get_or_create(&EndpointLabels {
-            endpoint: "convert".to_owned(),
+            endpoint: "convert",
         })
         .observe(started.elapsed().as_secs_f64());
     json_response(review)
