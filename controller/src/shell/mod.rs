@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
@@ -55,7 +54,7 @@ pub struct Shell {
     pub machine_classes: Informer<MachineClass>,
     /// Nodes of the target cluster (always empty and synced without a target cluster).
     pub nodes: Informer<Node>,
-    recorder: Recorder,
+    events: EventSink,
     machine_controller_frozen: AtomicBool,
     creations_in_flight: std::sync::Mutex<std::collections::HashSet<String>>,
     secrets: std::sync::Mutex<HashMap<(String, String), SecretRead>>,
@@ -99,10 +98,6 @@ impl Shell {
 
     /// A shell with an already connected driver (tests).
     pub fn with_driver(context: &ControllerContext, driver: DriverClient) -> Self {
-        let reporter = Reporter {
-            controller: COMPONENT.to_owned(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         Self {
             namespace: context.config.namespace.clone(),
             config: Arc::clone(&context.config),
@@ -115,7 +110,7 @@ impl Shell {
             machine_deployments: Informer::new("machinedeployments"),
             machine_classes: Informer::new("machineclasses"),
             nodes: Informer::new("nodes"),
-            recorder: Recorder::new(context.control.clone(), reporter),
+            events: EventSink::new(context.control.clone()),
             machine_controller_frozen: AtomicBool::new(false),
             creations_in_flight: std::sync::Mutex::default(),
             secrets: std::sync::Mutex::default(),
@@ -294,21 +289,96 @@ impl Shell {
     where
         K: Resource<DynamicType = ()>,
     {
-        let reference = object.object_ref(&());
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
+        self.events
+            .publish(object.object_ref(&()), warning, reason, action, note);
+    }
+}
+
+/// How long an identical event (same object, type, reason and note) is not recorded again.
+pub const EVENT_REPEAT_SUPPRESSION: Duration = Duration::from_secs(60);
+
+/// Publishes `events.k8s.io/v1` Events. kube's `Recorder` folds every event with the same reason
+/// and action into one series whatever its note, which hid messages like "scaled down to 0"
+/// behind an earlier "scaled down to 5"; here only identical events within
+/// [`EVENT_REPEAT_SUPPRESSION`] are folded (dropped), so a requeue loop cannot flood the API.
+struct EventSink {
+    client: Client,
+    instance: String,
+    recent: std::sync::Mutex<HashMap<(String, bool, String, String), Instant>>,
+}
+
+impl EventSink {
+    fn new(client: Client) -> Self {
+        Self {
+            client,
+            instance: std::env::var("POD_NAME").unwrap_or_else(|_| COMPONENT.to_owned()),
+            recent: std::sync::Mutex::default(),
+        }
+    }
+
+    fn publish(
+        &self,
+        regarding: k8s_openapi::api::core::v1::ObjectReference,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let note = truncate_note(note);
+        let identity = regarding
+            .uid
+            .clone()
+            .unwrap_or_else(|| regarding.name.clone().unwrap_or_default());
+        let now = Instant::now();
+        {
+            let mut recent = self
+                .recent
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let key = (identity, warning, reason.to_owned(), note.clone());
+            if recent
+                .get(&key)
+                .is_some_and(|at| now.duration_since(*at) < EVENT_REPEAT_SUPPRESSION)
+            {
+                return;
+            }
+            if recent.len() > 10_000 {
+                recent.retain(|_, at| now.duration_since(*at) < EVENT_REPEAT_SUPPRESSION);
+            }
+            recent.insert(key, now);
+        }
+        let timestamp = jiff::Timestamp::now();
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned());
+        let event = k8s_openapi::api::events::v1::Event {
+            metadata: kube::api::ObjectMeta {
+                // client-go's naming: the object's name and the time in hex nanoseconds.
+                name: Some(format!(
+                    "{}.{:x}",
+                    regarding.name.clone().unwrap_or_default(),
+                    timestamp.as_nanosecond()
+                )),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
             },
-            reason: reason.to_owned(),
-            note: Some(truncate_note(note)),
-            action: action.to_owned(),
-            secondary: None,
+            event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                timestamp,
+            )),
+            type_: Some(if warning { "Warning" } else { "Normal" }.to_owned()),
+            reason: Some(reason.to_owned()),
+            action: Some(action.to_owned()),
+            note: Some(note),
+            regarding: Some(regarding),
+            reporting_controller: Some(COMPONENT.to_owned()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Default::default()
         };
-        let recorder = self.recorder.clone();
+        let api: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), &namespace);
         tokio::spawn(async move {
-            if let Err(error) = recorder.publish(&event, &reference).await {
+            if let Err(error) = api.create(&Default::default(), &event).await {
                 tracing::debug!(%error, reason = event.reason, "cannot record an event");
             }
         });
