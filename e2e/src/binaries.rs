@@ -1,0 +1,118 @@
+//! Finds the four binaries of the system and builds them first.
+//!
+//! Binaries of other crates are not exposed to this crate's tests (`CARGO_BIN_EXE_*` only covers
+//! the crate's own), so they are taken from the target directory the test binary itself lives in
+//! (`<target>/debug/deps/e2e-<hash>` → `<target>/debug/`). Unless `MCM_E2E_NO_BUILD` is set, one
+//! `cargo build` of the four binaries runs first, serialised across test processes by a file lock
+//! (nextest runs every test in its own process); cargo itself makes it a no-op when nothing
+//! changed, and it guarantees that the scenarios never run yesterday's controllers.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::error::{E2eError, Result};
+
+/// The binaries the system runs, with their packages.
+pub const BINARIES: [(&str, &str); 4] = [
+    ("mcm-sandbox", "mcm-sandbox"),
+    ("mcm-webhook", "machine-webhook"),
+    ("mcm-provider-virtual", "provider-virtual"),
+    ("mcm-controller", "machine-controller-manager"),
+];
+
+/// Where built binaries are: `MCM_E2E_BIN_DIR`, else the profile directory of this test binary.
+pub fn bin_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("MCM_E2E_BIN_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let exe = std::env::current_exe().map_err(E2eError::io("locate the test binary", "."))?;
+    // <target>/<profile>/deps/<test binary>
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .ok_or_else(|| E2eError::Binary {
+            name: "test binary".to_owned(),
+            message: format!("{} is not inside <target>/<profile>/deps", exe.display()),
+        })
+}
+
+/// The workspace root (the parent of this crate).
+pub fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(Path::to_path_buf).unwrap_or(manifest)
+}
+
+/// Builds the binaries once per process (and under a file lock across processes), then returns
+/// the path of `name`.
+pub fn binary(name: &str) -> Result<PathBuf> {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    let dir = bin_dir()?;
+    let built = BUILT.get_or_init(|| build_all(&dir).map_err(|e| e.to_string()));
+    if let Err(message) = built {
+        return Err(E2eError::Binary {
+            name: name.to_owned(),
+            message: message.clone(),
+        });
+    }
+    let path = dir.join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(E2eError::Binary {
+            name: name.to_owned(),
+            message: format!("{} does not exist", path.display()),
+        })
+    }
+}
+
+fn build_all(dir: &Path) -> Result<()> {
+    if std::env::var_os("MCM_E2E_NO_BUILD").is_some()
+        || std::env::var_os("MCM_E2E_BIN_DIR").is_some()
+    {
+        return Ok(());
+    }
+    // <target>/debug → <target>; the profile directory name is the cargo profile for dev/test.
+    let (Some(target), Some(profile)) = (dir.parent(), dir.file_name()) else {
+        return Err(E2eError::Binary {
+            name: "all".to_owned(),
+            message: format!("cannot derive the target directory from {}", dir.display()),
+        });
+    };
+    let lock_path = target.join("mcm-e2e-build.lock");
+    let lock = File::create(&lock_path).map_err(E2eError::io("create", &lock_path))?;
+    lock.lock().map_err(E2eError::io("lock", &lock_path))?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(workspace_root())
+        .arg("build")
+        .arg("--target-dir")
+        .arg(target);
+    if profile == "release" {
+        command.arg("--release");
+    } else if profile != "debug" {
+        command.arg("--profile").arg(profile);
+    }
+    for (package, bin) in BINARIES {
+        command.args(["-p", package, "--bin", bin]);
+    }
+    eprintln!("mcm-e2e: building the binaries: {command:?}");
+    let output = command
+        .output()
+        .map_err(E2eError::io("run cargo build in", workspace_root()))?;
+    drop(lock);
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(E2eError::Binary {
+            name: "all".to_owned(),
+            message: format!(
+                "cargo build failed ({}):\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        })
+    }
+}

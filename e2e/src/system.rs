@@ -1,0 +1,822 @@
+//! The system under test: either the four real binaries started as processes against a fresh
+//! sandbox API server (the default), or an existing cluster where the Helm chart is installed
+//! (`MCM_E2E_KUBECONFIG`, namespace `MCM_E2E_NAMESPACE`, default `machine-controller-manager`).
+//!
+//! Sandbox start-up, in order: `mcm-sandbox serve` (ready on `/readyz`); the scenario namespace,
+//! the CRDs of `mcm_api::crd` serving `v1alpha1` and `v1beta1` with a conversion webhook at
+//! `https://localhost:<port>/convert`, and both webhook configurations with `url` clientConfigs;
+//! `machine-webhook` in self-managed certificate mode, which injects its CA into those
+//! configurations and CRDs (ready on the admin `/readyz` once it serves a certificate);
+//! `provider-virtual` on a Unix socket with the sandbox as target cluster (`/healthz`);
+//! `machine-controller-manager` with short timeouts (admin `/readyz`). The sandbox is both the
+//! control and the target cluster. Logs go to `<tempdir>/logs/<component>.log`; on failure
+//! [`System::report_failure`] prints their ends and keeps the directory.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, WebhookClientConfig,
+};
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use crate::admin_http;
+use crate::binaries::binary;
+use crate::error::{E2eError, Result};
+use crate::process::Process;
+use crate::wait::{Probe, eventually};
+
+/// Name of the Secret (user data) every MachineClass of the scenarios references.
+pub const USERDATA_SECRET: &str = "e2e-userdata";
+/// Namespace of the webhook's certificate Secret and Lease in sandbox mode.
+const WEBHOOK_NAMESPACE: &str = "mcm-system";
+/// Name of both webhook configurations in sandbox mode.
+const WEBHOOK_CONFIGURATION: &str = "mcm-e2e";
+/// The four kinds: (singular used in webhook paths, plural).
+const KINDS: [(&str, &str); 4] = [
+    ("machine", "machines"),
+    ("machineset", "machinesets"),
+    ("machinedeployment", "machinedeployments"),
+    ("machineclass", "machineclasses"),
+];
+
+/// Settings of a sandbox system.
+#[derive(Debug, Clone)]
+pub struct SystemConfig {
+    /// A short name for messages and the temp dir (`shared`, `disruptive`).
+    pub name: String,
+    /// Namespace of the Machine objects (the manager's `--namespace`).
+    pub namespace: String,
+    /// Extra flags of the manager, after the wiring flags (later flags win).
+    pub manager_flags: Vec<String>,
+}
+
+impl SystemConfig {
+    /// Defaults: namespace `e2e`, the short timeouts of [`default_manager_flags`].
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            namespace: "e2e".to_owned(),
+            manager_flags: default_manager_flags(),
+        }
+    }
+}
+
+/// Short timeouts and periods so every scenario finishes in seconds to a minute on 2 cores.
+pub fn default_manager_flags() -> Vec<String> {
+    [
+        "--machine-creation-timeout=3m",
+        "--machine-health-timeout=20s",
+        "--machine-drain-timeout=60s",
+        "--machine-pv-detach-timeout=20s",
+        "--machine-safety-orphan-vms-period=5s",
+        "--machine-safety-overshooting-period=2s",
+        "--machine-safety-apiserver-statuscheck-timeout=4s",
+        "--machine-safety-apiserver-statuscheck-period=4s",
+        // One manager per sandbox: no standby to hand over to, and on a loaded 2-core machine
+        // lease reads can time out and stop the only manager (see the README).
+        "--leader-elect=false",
+        "--concurrent-syncs=20",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+/// Loopback addresses of the processes' listeners.
+#[derive(Debug, Clone, Copy)]
+pub struct Addresses {
+    /// Webhook HTTPS.
+    pub webhook: SocketAddr,
+    /// Webhook admin (`/readyz`).
+    pub webhook_admin: SocketAddr,
+    /// provider-virtual metrics and `/admin`.
+    pub provider_admin: SocketAddr,
+    /// Manager admin (`/readyz`, `/metrics`).
+    pub manager_admin: SocketAddr,
+}
+
+/// The processes of a sandbox system, in start order.
+#[derive(Debug)]
+struct Processes {
+    sandbox: Process,
+    webhook: Process,
+    provider: Process,
+    manager: Option<Process>,
+}
+
+impl Processes {
+    fn manager(&mut self) -> Result<&mut Process> {
+        self.manager.as_mut().ok_or_else(|| E2eError::Process {
+            name: "manager".to_owned(),
+            message: "was never started".to_owned(),
+        })
+    }
+}
+
+/// A running system (sandbox processes or an existing cluster).
+pub struct System {
+    name: String,
+    namespace: String,
+    kubeconfig: PathBuf,
+    client: kube::Client,
+    sandbox: Option<SandboxParts>,
+}
+
+struct SandboxParts {
+    dir: Option<tempfile::TempDir>,
+    dir_path: PathBuf,
+    addresses: Addresses,
+    socket: PathBuf,
+    processes: Mutex<Processes>,
+}
+
+impl std::fmt::Debug for System {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("System")
+            .field("name", &self.name)
+            .field("namespace", &self.namespace)
+            .field("kubeconfig", &self.kubeconfig)
+            .field("sandbox", &self.sandbox.is_some())
+            .finish()
+    }
+}
+
+/// The kubeconfig of an existing cluster when `MCM_E2E_KUBECONFIG` is set.
+pub fn cluster_kubeconfig() -> Option<PathBuf> {
+    std::env::var_os("MCM_E2E_KUBECONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// A kube client for a kubeconfig file.
+pub async fn client_for(kubeconfig: &Path) -> Result<kube::Client> {
+    let fail = |message: String| E2eError::Kubeconfig {
+        path: kubeconfig.to_path_buf(),
+        message,
+    };
+    let config =
+        kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| fail(e.to_string()))?;
+    let config =
+        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+    kube::Client::try_from(config).map_err(|e| fail(e.to_string()))
+}
+
+fn free_port() -> Result<SocketAddr> {
+    // Bound and released: a small race with other programs, acceptable for a test machine.
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .map_err(E2eError::io("bind a free port on", "127.0.0.1"))?;
+    listener
+        .local_addr()
+        .map_err(E2eError::io("read the address of", "127.0.0.1"))
+}
+
+impl System {
+    /// Starts a sandbox system, or connects to the cluster of `MCM_E2E_KUBECONFIG`.
+    pub async fn start(config: SystemConfig) -> Result<Self> {
+        match cluster_kubeconfig() {
+            Some(kubeconfig) => Self::connect(&config.name, kubeconfig).await,
+            None => Self::start_sandbox(config).await,
+        }
+    }
+
+    /// Uses an existing cluster where the chart is installed.
+    async fn connect(name: &str, kubeconfig: PathBuf) -> Result<Self> {
+        let namespace = std::env::var("MCM_E2E_NAMESPACE")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| "machine-controller-manager".to_owned());
+        let client = client_for(&kubeconfig).await?;
+        let system = Self {
+            name: name.to_owned(),
+            namespace,
+            kubeconfig,
+            client,
+            sandbox: None,
+        };
+        let crds: Api<CustomResourceDefinition> = Api::all(system.client.clone());
+        crds.get("machines.machine.sapcloud.io")
+            .await
+            .map_err(E2eError::kube(
+                "get CRD machines.machine.sapcloud.io (is the chart installed?)",
+            ))?;
+        system.ensure_userdata_secret().await?;
+        crate::objects::remove_leftovers(&system).await?;
+        println!(
+            "mcm-e2e[{name}]: using the cluster of {} (namespace {})",
+            system.kubeconfig.display(),
+            system.namespace
+        );
+        Ok(system)
+    }
+
+    async fn start_sandbox(config: SystemConfig) -> Result<Self> {
+        let sandbox_bin = binary("mcm-sandbox")?;
+        let webhook_bin = binary("machine-webhook")?;
+        let provider_bin = binary("provider-virtual")?;
+        let manager_bin = binary("machine-controller-manager")?;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("mcm-e2e-{}-", config.name))
+            .tempdir()
+            .map_err(E2eError::io("create a temp dir in", std::env::temp_dir()))?;
+        let dir_path = dir.path().to_path_buf();
+        let logs = dir_path.join("logs");
+        std::fs::create_dir_all(&logs).map_err(E2eError::io("create", &logs))?;
+        std::fs::create_dir_all(dir_path.join("provider"))
+            .map_err(E2eError::io("create", dir_path.join("provider")))?;
+        let kubeconfig = dir_path.join("kubeconfig");
+        let addresses = Addresses {
+            webhook: free_port()?,
+            webhook_admin: free_port()?,
+            provider_admin: free_port()?,
+            manager_admin: free_port()?,
+        };
+        let socket = dir_path.join("driver.sock");
+        let name = config.name.clone();
+        println!(
+            "mcm-e2e[{name}]: starting the system in {}",
+            dir_path.display()
+        );
+
+        // 1. API server.
+        let mut sandbox = Process::start(
+            "sandbox",
+            sandbox_bin,
+            vec![
+                "serve".into(),
+                "--port".into(),
+                "0".into(),
+                "--kubeconfig".into(),
+                kubeconfig.display().to_string(),
+            ],
+            vec![],
+            logs.join("sandbox.log"),
+        )?;
+        let client = match wait_sandbox_ready(&mut sandbox, &kubeconfig).await {
+            Ok(client) => client,
+            Err(e) => {
+                eprintln!("--- sandbox log ---\n{}", sandbox.tail(60));
+                return Err(e);
+            }
+        };
+
+        // 2. Namespaces, CRDs, webhook configurations.
+        for ns in [config.namespace.as_str(), WEBHOOK_NAMESPACE] {
+            create_namespace(&client, ns).await?;
+        }
+        install_crds(&client, addresses.webhook).await?;
+        install_webhook_configurations(&client, addresses.webhook).await?;
+
+        // 3. Webhook (self-managed certificates, injected into configurations and CRDs).
+        let mut webhook_args: Vec<String> = [
+            "--cert-mode",
+            "self-managed",
+            "--namespace",
+            WEBHOOK_NAMESPACE,
+            "--service-name",
+            "localhost",
+            "--identity",
+            "machine-webhook-e2e",
+            "--mutating-webhook-configuration",
+            WEBHOOK_CONFIGURATION,
+            "--validating-webhook-configuration",
+            WEBHOOK_CONFIGURATION,
+            "--cert-reload-seconds",
+            "2",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        for (_, plural) in KINDS {
+            webhook_args.push("--crd".into());
+            webhook_args.push(format!("{plural}.machine.sapcloud.io"));
+        }
+        webhook_args.extend([
+            "--bind-address".into(),
+            addresses.webhook.to_string(),
+            "--admin-address".into(),
+            addresses.webhook_admin.to_string(),
+        ]);
+        let webhook = Process::start(
+            "webhook",
+            webhook_bin,
+            webhook_args,
+            vec![("KUBECONFIG".into(), kubeconfig.display().to_string())],
+            logs.join("webhook.log"),
+        )?;
+
+        // 4. Provider.
+        let provider = Process::start(
+            "provider",
+            provider_bin,
+            vec![
+                "--endpoint".into(),
+                format!("unix://{}", socket.display()),
+                "--target-kubeconfig".into(),
+                kubeconfig.display().to_string(),
+                "--state-file".into(),
+                dir_path.join("provider/state.json").display().to_string(),
+                "--metrics-address".into(),
+                addresses.provider_admin.to_string(),
+            ],
+            vec![],
+            logs.join("provider.log"),
+        )?;
+
+        let mut processes = Processes {
+            sandbox,
+            webhook,
+            provider,
+            manager: None,
+        };
+        let ready = async {
+            wait_http_ready(&mut processes.webhook, addresses.webhook_admin, "/readyz").await?;
+            wait_ca_injected(&client).await?;
+            wait_http_ready(
+                &mut processes.provider,
+                addresses.provider_admin,
+                "/healthz",
+            )
+            .await
+        }
+        .await;
+        let system_parts = |processes| SandboxParts {
+            dir: Some(dir),
+            dir_path: dir_path.clone(),
+            addresses,
+            socket: socket.clone(),
+            processes: Mutex::new(processes),
+        };
+        if let Err(e) = ready {
+            let system = Self {
+                name,
+                namespace: config.namespace,
+                kubeconfig,
+                client,
+                sandbox: Some(system_parts(processes)),
+            };
+            system.report_failure(&e.to_string()).await;
+            return Err(e);
+        }
+
+        // 5. Manager.
+        let mut manager_args = vec![
+            "--control-kubeconfig".to_owned(),
+            kubeconfig.display().to_string(),
+            "--target-kubeconfig".into(),
+            kubeconfig.display().to_string(),
+            "--namespace".into(),
+            config.namespace.clone(),
+            "--driver-endpoint".into(),
+            format!("unix://{}", socket.display()),
+            "--address".into(),
+            addresses.manager_admin.ip().to_string(),
+            "--port".into(),
+            addresses.manager_admin.port().to_string(),
+        ];
+        manager_args.extend(config.manager_flags.iter().cloned());
+        let mut manager = Process::start(
+            "manager",
+            manager_bin,
+            manager_args,
+            vec![],
+            logs.join("manager.log"),
+        )?;
+        let ready = wait_http_ready(&mut manager, addresses.manager_admin, "/readyz").await;
+        processes.manager = Some(manager);
+        let system = Self {
+            name,
+            namespace: config.namespace,
+            kubeconfig,
+            client,
+            sandbox: Some(system_parts(processes)),
+        };
+        if let Err(e) = ready {
+            system.report_failure(&e.to_string()).await;
+            return Err(e);
+        }
+        system.ensure_userdata_secret().await?;
+        println!("mcm-e2e[{}]: system ready", system.name);
+        Ok(system)
+    }
+
+    /// Whether the processes run here against the sandbox (fault injection and process control
+    /// are available only then).
+    pub fn is_sandbox(&self) -> bool {
+        self.sandbox.is_some()
+    }
+
+    /// Short name of the system.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Namespace of the Machine objects.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The kubeconfig (for kubectl).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// A kube client (control and target are the same cluster).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// Loopback addresses of the processes (sandbox mode).
+    pub fn addresses(&self) -> Option<Addresses> {
+        self.sandbox.as_ref().map(|s| s.addresses)
+    }
+
+    /// The provider's gRPC socket (sandbox mode).
+    pub fn driver_socket(&self) -> Option<&Path> {
+        self.sandbox.as_ref().map(|s| s.socket.as_path())
+    }
+
+    fn sandbox_parts(&self, what: &str) -> Result<&SandboxParts> {
+        self.sandbox.as_ref().ok_or_else(|| {
+            E2eError::Assertion(format!("{what} is only available with the sandbox system"))
+        })
+    }
+
+    async fn ensure_userdata_secret(&self) -> Result<()> {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let secret: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": USERDATA_SECRET, "namespace": self.namespace},
+            "type": "Opaque",
+            "stringData": {"userData": "#cloud-config\nhostname: <<MACHINE_NAME>>\n"}
+        }))
+        .map_err(E2eError::decode("the user data Secret"))?;
+        match secrets.create(&PostParams::default(), &secret).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(e) => Err(E2eError::kube(format!("create Secret {USERDATA_SECRET}"))(
+                e,
+            )),
+        }
+    }
+
+    /// Fails when a process of the system has exited.
+    pub async fn check_processes(&self) -> Result<()> {
+        let Some(parts) = &self.sandbox else {
+            return Ok(());
+        };
+        let mut processes = parts.processes.lock().await;
+        processes.sandbox.check_alive()?;
+        processes.webhook.check_alive()?;
+        processes.provider.check_alive()?;
+        processes.manager()?.check_alive()
+    }
+
+    /// A call to the sandbox's `/sandbox/admin/<path>` (fault injection, counters).
+    pub async fn sandbox_admin(
+        &self,
+        method: ::http::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value> {
+        self.sandbox_parts("the sandbox admin API")?;
+        let uri = format!("/sandbox/admin/{}", path.trim_start_matches('/'));
+        let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+        let request = ::http::Request::builder()
+            .method(method.clone())
+            .uri(&uri)
+            .header(::http::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .map_err(|e| E2eError::Assertion(format!("request {uri}: {e}")))?;
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .map_err(E2eError::kube(format!("{method} {uri}")))?;
+        serde_json::from_str(&text).map_err(E2eError::decode(format!("answer of {uri}")))
+    }
+
+    /// The VMs of provider-virtual (`GET /admin/vms`).
+    pub async fn vms(&self) -> Result<Vec<Value>> {
+        let parts = self.sandbox_parts("the provider's VM list")?;
+        let text = admin_http::get_ok(parts.addresses.provider_admin, "/admin/vms").await?;
+        let value: Value =
+            serde_json::from_str(&text).map_err(E2eError::decode("GET /admin/vms"))?;
+        match value {
+            Value::Array(items) => Ok(items),
+            other => Err(E2eError::Decode {
+                what: "GET /admin/vms".to_owned(),
+                message: format!("expected a list, got {other}"),
+            }),
+        }
+    }
+
+    /// Overrides node conditions through provider-virtual's admin endpoint
+    /// (`{"Ready":"False"}`); `None` removes the overrides.
+    pub async fn set_node_conditions(&self, node: &str, conditions: Option<Value>) -> Result<()> {
+        let parts = self.sandbox_parts("node condition overrides")?;
+        let path = format!("/admin/nodes/{node}/conditions");
+        let (method, body) = match conditions {
+            Some(c) => (::http::Method::PUT, Some(c.to_string())),
+            None => (::http::Method::DELETE, None),
+        };
+        let answer =
+            admin_http::call(method.clone(), parts.addresses.provider_admin, &path, body).await?;
+        if answer.ok() {
+            Ok(())
+        } else {
+            Err(E2eError::Http {
+                method: method.to_string(),
+                url: path,
+                message: format!("{}: {}", answer.status, answer.body),
+            })
+        }
+    }
+
+    /// The manager's `/metrics` text.
+    pub async fn manager_metrics(&self) -> Result<String> {
+        let parts = self.sandbox_parts("the manager's metrics")?;
+        admin_http::get_ok(parts.addresses.manager_admin, "/metrics").await
+    }
+
+    /// Stops the manager gracefully (SIGTERM; it releases its Lease) and returns its exit code.
+    pub async fn stop_manager(&self) -> Result<Option<i32>> {
+        let parts = self.sandbox_parts("stopping the manager")?;
+        let mut processes = parts.processes.lock().await;
+        processes.manager()?.stop(Duration::from_secs(40)).await
+    }
+
+    /// Starts the manager again with the same flags and waits until it is ready.
+    pub async fn start_manager(&self) -> Result<()> {
+        let parts = self.sandbox_parts("starting the manager")?;
+        let mut processes = parts.processes.lock().await;
+        let manager = processes.manager()?;
+        manager.restart()?;
+        wait_http_ready(manager, parts.addresses.manager_admin, "/readyz").await
+    }
+
+    /// Prints why the system failed, the end of every log, and keeps the temp dir.
+    pub async fn report_failure(&self, why: &str) {
+        eprintln!("mcm-e2e[{}]: FAILED: {why}", self.name);
+        let Some(parts) = &self.sandbox else {
+            return;
+        };
+        let processes = parts.processes.lock().await;
+        for process in [
+            Some(&processes.sandbox),
+            Some(&processes.webhook),
+            Some(&processes.provider),
+            processes.manager.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            eprintln!(
+                "----- last lines of {} ({}) -----\n{}",
+                process.name(),
+                process.log_path().display(),
+                process.tail(80)
+            );
+        }
+        eprintln!(
+            "mcm-e2e[{}]: logs and state kept in {}",
+            self.name,
+            parts.dir_path.display()
+        );
+    }
+
+    /// Keeps the temp dir (logs, state file, kubeconfig) after the system is dropped.
+    pub fn keep_files(&mut self) {
+        if let Some(parts) = self.sandbox.as_mut()
+            && let Some(dir) = parts.dir.take()
+        {
+            let _ = dir.keep();
+        }
+    }
+
+    /// Stops every process, the manager first and the API server last.
+    pub async fn shutdown(&self) {
+        let Some(parts) = &self.sandbox else {
+            return;
+        };
+        let mut processes = parts.processes.lock().await;
+        let grace = Duration::from_secs(10);
+        if let Some(manager) = processes.manager.as_mut() {
+            let _ = manager.stop(grace).await;
+        }
+        let _ = processes.provider.stop(grace).await;
+        let _ = processes.webhook.stop(grace).await;
+        let _ = processes.sandbox.stop(grace).await;
+    }
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))
+        .map_err(E2eError::decode("a Namespace"))?;
+    match namespaces.create(&PostParams::default(), &namespace).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(E2eError::kube(format!("create namespace {name}"))(e)),
+    }
+}
+
+/// The CRDs with `v1beta1` served through the conversion webhook at a loopback URL (the sandbox
+/// is not in a cluster network, so no Service reference); the webhook injects the caBundle.
+async fn install_crds(client: &kube::Client, webhook: SocketAddr) -> Result<()> {
+    let placeholder = mcm_api::crd::ConversionWebhook {
+        service_namespace: WEBHOOK_NAMESPACE.to_owned(),
+        service_name: "unused".to_owned(),
+        path: "/convert".to_owned(),
+        port: None,
+        ca_bundle: None,
+    };
+    let crds = mcm_api::crd::all_with_conversion(&placeholder).map_err(|e| E2eError::Decode {
+        what: "the CRDs of mcm_api::crd".to_owned(),
+        message: e.to_string(),
+    })?;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (file, mut crd) in crds {
+        if let Some(config) = crd
+            .spec
+            .conversion
+            .as_mut()
+            .and_then(|c| c.webhook.as_mut())
+        {
+            config.client_config = Some(WebhookClientConfig {
+                url: Some(format!("https://localhost:{}/convert", webhook.port())),
+                service: None,
+                ca_bundle: None,
+            });
+        }
+        api.create(&PostParams::default(), &crd)
+            .await
+            .map_err(E2eError::kube(format!("create CRD {file}")))?;
+    }
+    for (_, plural) in KINDS {
+        let name = format!("{plural}.machine.sapcloud.io");
+        let api = api.clone();
+        eventually(&format!("CRD {name} Established"), 60, || {
+            let api = api.clone();
+            let name = name.clone();
+            async move {
+                let crd = api
+                    .get(&name)
+                    .await
+                    .map_err(E2eError::kube(format!("get CRD {name}")))?;
+                let established = crd
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
+                Ok(if established {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting("not Established".to_owned())
+                })
+            }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+async fn install_webhook_configurations(client: &kube::Client, webhook: SocketAddr) -> Result<()> {
+    let entries = |action: &str| -> Vec<Value> {
+        KINDS
+            .iter()
+            .map(|(kind, plural)| {
+                json!({
+                    "name": format!("{action}-{kind}.machine.sapcloud.io"),
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "failurePolicy": "Fail",
+                    "matchPolicy": "Equivalent",
+                    "timeoutSeconds": 10,
+                    "clientConfig": {
+                        "url": format!("https://localhost:{}/{action}-machine-sapcloud-io-{kind}", webhook.port())
+                    },
+                    "rules": [{
+                        "apiGroups": ["machine.sapcloud.io"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [plural],
+                        "scope": "Namespaced"
+                    }]
+                })
+            })
+            .collect()
+    };
+    let mutating: k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration =
+        serde_json::from_value(json!({
+            "metadata": {"name": WEBHOOK_CONFIGURATION},
+            "webhooks": entries("mutate"),
+        }))
+        .map_err(E2eError::decode("the MutatingWebhookConfiguration"))?;
+    let validating: k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration =
+        serde_json::from_value(json!({
+            "metadata": {"name": WEBHOOK_CONFIGURATION},
+            "webhooks": entries("validate"),
+        }))
+        .map_err(E2eError::decode("the ValidatingWebhookConfiguration"))?;
+    Api::all(client.clone())
+        .create(&PostParams::default(), &mutating)
+        .await
+        .map_err(E2eError::kube("create the MutatingWebhookConfiguration"))?;
+    Api::all(client.clone())
+        .create(&PostParams::default(), &validating)
+        .await
+        .map_err(E2eError::kube("create the ValidatingWebhookConfiguration"))?;
+    Ok(())
+}
+
+/// Waits until every CRD's conversion webhook has a caBundle (written by the webhook).
+async fn wait_ca_injected(client: &kube::Client) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    eventually("the webhook injected its CA into the CRDs", 60, || {
+        let api = api.clone();
+        async move {
+            let mut missing = Vec::new();
+            for (_, plural) in KINDS {
+                let name = format!("{plural}.machine.sapcloud.io");
+                let crd = api
+                    .get(&name)
+                    .await
+                    .map_err(E2eError::kube(format!("get CRD {name}")))?;
+                let injected = crd
+                    .spec
+                    .conversion
+                    .and_then(|c| c.webhook)
+                    .and_then(|w| w.client_config)
+                    .and_then(|c| c.ca_bundle)
+                    .is_some_and(|b| !b.0.is_empty());
+                if !injected {
+                    missing.push(name);
+                }
+            }
+            Ok(if missing.is_empty() {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("no caBundle in {missing:?}"))
+            })
+        }
+    })
+    .await
+}
+
+async fn wait_http_ready(process: &mut Process, address: SocketAddr, path: &str) -> Result<()> {
+    let what = format!("{} answers {path} on {address}", process.name());
+    let deadline = tokio::time::Instant::now() + crate::wait::limit(90);
+    let mut last: String;
+    loop {
+        process.check_alive()?;
+        match admin_http::call(::http::Method::GET, address, path, None).await {
+            Ok(answer) if answer.ok() => return Ok(()),
+            Ok(answer) => last = format!("{}: {}", answer.status, answer.body),
+            Err(e) => last = e.to_string(),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(E2eError::Timeout {
+                what,
+                seconds: 90,
+                last: format!("{last}\n--- log ---\n{}", process.tail(40)),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn wait_sandbox_ready(sandbox: &mut Process, kubeconfig: &Path) -> Result<kube::Client> {
+    let deadline = tokio::time::Instant::now() + crate::wait::limit(60);
+    let mut last = String::from("no kubeconfig yet");
+    loop {
+        sandbox.check_alive()?;
+        let written = std::fs::metadata(kubeconfig).is_ok_and(|m| m.len() > 0);
+        if written {
+            let client = client_for(kubeconfig).await?;
+            let request = ::http::Request::get("/readyz")
+                .body(Vec::new())
+                .map_err(|e| E2eError::Assertion(e.to_string()))?;
+            match client.request_text(request).await {
+                Ok(_) => return Ok(client),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(E2eError::Timeout {
+                what: "the sandbox API server answers /readyz".to_owned(),
+                seconds: 60,
+                last,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

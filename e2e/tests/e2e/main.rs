@@ -1,0 +1,156 @@
+//! End-to-end scenarios: the real binaries as processes against the sandbox (default), or an
+//! existing cluster with the chart installed (`MCM_E2E_KUBECONFIG`). One test binary, two
+//! systems: most scenarios share one system and run concurrently (separate object names);
+//! the disruptive ones (API server outage, manager restart) get their own and run in sequence.
+//! See `e2e/README.md`.
+
+#![allow(clippy::unwrap_used)]
+
+mod admission;
+mod conversion;
+mod drain;
+mod harness;
+mod health;
+mod hot_update;
+mod lifecycle;
+mod preservation;
+mod restart;
+mod rollout;
+mod safety;
+mod support;
+
+use harness::{Scenario, run_all};
+use mcm_e2e::SystemConfig;
+
+fn shared_scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "admission_rejects_invalid_objects_with_per_field_errors",
+            sandbox_only: false,
+            run: |s| Box::pin(admission::invalid_objects_rejected(s)),
+        },
+        Scenario {
+            name: "conversion_v1beta1_reads_and_writes",
+            sandbox_only: false,
+            run: |s| Box::pin(conversion::v1beta1_reads_and_writes(s)),
+        },
+        Scenario {
+            name: "lifecycle_deployment_reaches_running_nodes",
+            sandbox_only: false,
+            run: |s| Box::pin(lifecycle::deployment_reaches_running_nodes(s)),
+        },
+        Scenario {
+            name: "lifecycle_scale_up_and_down_respects_priority",
+            sandbox_only: false,
+            run: |s| Box::pin(lifecycle::scale_up_and_down_respects_priority(s)),
+        },
+        Scenario {
+            name: "lifecycle_force_deletion",
+            sandbox_only: false,
+            run: |s| Box::pin(lifecycle::force_deletion(s)),
+        },
+        Scenario {
+            name: "rollout_rolling_update_to_new_class",
+            sandbox_only: false,
+            run: |s| Box::pin(rollout::rolling_update_to_new_class(s)),
+        },
+        Scenario {
+            name: "rollout_recreate",
+            sandbox_only: false,
+            run: |s| Box::pin(rollout::recreate(s)),
+        },
+        Scenario {
+            name: "rollout_pause_and_resume",
+            sandbox_only: false,
+            run: |s| Box::pin(rollout::pause_and_resume(s)),
+        },
+        Scenario {
+            name: "rollout_rollback",
+            sandbox_only: false,
+            run: |s| Box::pin(rollout::rollback(s)),
+        },
+        Scenario {
+            name: "hot_update_of_tags_without_rollout",
+            sandbox_only: false,
+            run: |s| Box::pin(hot_update::tags_without_rollout(s)),
+        },
+        Scenario {
+            name: "health_unhealthy_node_replaced",
+            sandbox_only: false,
+            run: |s| Box::pin(health::unhealthy_node_replaced(s)),
+        },
+        Scenario {
+            name: "drain_respects_pdb_and_volume",
+            sandbox_only: false,
+            run: |s| Box::pin(drain::respects_pdb_and_volume(s)),
+        },
+        Scenario {
+            name: "preservation_now",
+            sandbox_only: false,
+            run: |s| Box::pin(preservation::now(s)),
+        },
+        Scenario {
+            name: "preservation_when_failed",
+            sandbox_only: false,
+            run: |s| Box::pin(preservation::when_failed(s)),
+        },
+        Scenario {
+            name: "preservation_false",
+            sandbox_only: false,
+            run: |s| Box::pin(preservation::false_value(s)),
+        },
+        Scenario {
+            name: "preservation_auto",
+            sandbox_only: false,
+            run: |s| Box::pin(preservation::auto(s)),
+        },
+        Scenario {
+            name: "safety_orphan_vm_collected",
+            sandbox_only: true,
+            run: |s| Box::pin(safety::orphan_vm_collected(s)),
+        },
+        Scenario {
+            name: "safety_overshoot_freeze",
+            sandbox_only: false,
+            run: |s| Box::pin(safety::overshoot_freeze(s)),
+        },
+    ]
+}
+
+fn disruptive_scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "safety_freeze_when_api_server_unreachable",
+            sandbox_only: true,
+            run: |s| Box::pin(safety::freeze_when_api_server_unreachable(s)),
+        },
+        Scenario {
+            name: "restart_manager_mid_rollout_no_leaked_vm",
+            sandbox_only: true,
+            run: |s| Box::pin(restart::manager_restart_mid_rollout(s)),
+        },
+    ]
+}
+
+/// Everything that can share one system, concurrently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn scenarios_on_a_shared_system() {
+    run_all(SystemConfig::new("shared"), shared_scenarios(), true).await;
+}
+
+/// API server outage and manager restart: their own system, one after the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disruptive_scenarios_on_their_own_system() {
+    if mcm_e2e::system::cluster_kubeconfig().is_some() {
+        for scenario in disruptive_scenarios() {
+            println!(
+                "  SKIPPED {}: needs the sandbox system (MCM_E2E_KUBECONFIG is set)",
+                scenario.name
+            );
+        }
+        return;
+    }
+    let mut config = SystemConfig::new("disruptive");
+    config.namespace = "e2e-disruptive".to_owned();
+    run_all(config, disruptive_scenarios(), false).await;
+}
