@@ -132,6 +132,10 @@ pub struct Clients {
     pub control: Client,
     /// Target cluster client; `None` with `--target-kubeconfig=none`.
     pub target: Option<Client>,
+    /// Control cluster client for leader election only, with its own throttle bucket (upstream
+    /// also gives leader election its own client): lease renewals must never queue behind a
+    /// burst of controller requests, or a busy leader loses its lease.
+    pub leader_election: Client,
 }
 
 /// The kube client configuration for `source`.
@@ -207,9 +211,16 @@ pub async fn build(
             .await?,
         ),
     };
+    let leader_election = client(
+        control,
+        Cluster::Control,
+        &Throttle::new(settings.qps, settings.burst),
+    )
+    .await?;
     Ok(Clients {
         control: control_client,
         target: target_client,
+        leader_election,
     })
 }
 
