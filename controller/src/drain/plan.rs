@@ -437,9 +437,41 @@ impl DrainLedger {
                 entry.accepted_at = Some(now);
                 entry.last_failure = None;
             }
-            EvictionResult::Failed(failure) => entry.last_failure = Some(failure.clone()),
+            EvictionResult::Failed(failure) => {
+                // Upstream fails the whole drain at a misconfigured budget and starts counting
+                // afresh in the next one: such refusals never use up the evictions before the
+                // fallback to deletion (which would bypass the budget).
+                if matches!(failure, EvictionFailure::MisconfiguredPdb { .. }) {
+                    entry.attempts = 0;
+                }
+                entry.last_failure = Some(failure.clone());
+            }
         }
     }
+}
+
+/// The drain failure of a pass whose evictions met a misconfigured budget (upstream fails
+/// `RunDrain` at once: «pod disruption budget … is misconfigured and requires zero voluntary
+/// evictions»); `None` when no eviction of this pass was refused that way.
+#[must_use]
+pub fn misconfigured_refusals(
+    actions: &[DrainAction],
+    results: &[EvictionResult],
+) -> Option<String> {
+    let errors: Vec<String> = actions
+        .iter()
+        .zip(results)
+        .filter_map(|(action, result)| match (action, result) {
+            (
+                DrainAction::Evict { pod, .. },
+                EvictionResult::Failed(EvictionFailure::MisconfiguredPdb { pdb }),
+            ) => Some(format!(
+                "error while evicting pod {pod:?}: pod disruption budget {pdb} is misconfigured and requires zero voluntary evictions"
+            )),
+            _ => None,
+        })
+        .collect();
+    (!errors.is_empty()).then(|| errors.join("; "))
 }
 
 /// Something the shell does to a pod.
@@ -765,13 +797,14 @@ fn step_pod(
             }
             return;
         }
-        if let Some(EvictionFailure::MisconfiguredPdb { pdb }) = &progress.last_failure {
-            errors.push(format!(
-                "error while evicting pod {key:?}: pod disruption budget {pdb} is misconfigured and requires zero voluntary evictions"
-            ));
-            return;
-        }
-        if let Some(last) = progress.last_attempt {
+        // A misconfigured budget failed the pass that met it ([`misconfigured_refusals`]); like
+        // upstream's next `RunDrain`, the following pass asks again at once, so a budget that was
+        // deleted or relaxed meanwhile lets the drain go on instead of failing it for ever.
+        let misconfigured = matches!(
+            progress.last_failure,
+            Some(EvictionFailure::MisconfiguredPdb { .. })
+        );
+        if !misconfigured && let Some(last) = progress.last_attempt {
             let retry_at = last + EVICTION_RETRY_INTERVAL;
             if progress.last_failure.is_some() && now < retry_at {
                 wake_ups.push(retry_at);

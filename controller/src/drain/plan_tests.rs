@@ -301,17 +301,65 @@ fn misconfigured_pdb_fails_the_drain() {
     let pods = [pod("a")];
     let mut ledger = DrainLedger::default();
     let plan = run(&pods, None, &BTreeMap::new(), &ledger, &c, at(1));
-    ledger.record(
-        &plan.actions[0],
-        &EvictionResult::Failed(EvictionFailure::MisconfiguredPdb {
-            pdb: "default/pdb".into(),
-        }),
-        at(1),
-    );
-    let plan = run(&pods, None, &BTreeMap::new(), &ledger, &c, at(30));
+    let refused = [EvictionResult::Failed(EvictionFailure::MisconfiguredPdb {
+        pdb: "default/pdb".into(),
+    })];
+    let reason = misconfigured_refusals(&plan.actions, &refused).unwrap();
     assert!(
-        matches!(plan.outcome, DrainOutcome::Failed { ref reason } if reason.contains("pod disruption budget default/pdb is misconfigured"))
+        reason.contains(
+            "pod disruption budget default/pdb is misconfigured and requires zero voluntary evictions"
+        ),
+        "{reason}"
     );
+    assert!(reason.contains("default/a"), "{reason}");
+    assert_eq!(
+        misconfigured_refusals(&plan.actions, &[EvictionResult::Accepted]),
+        None
+    );
+    assert_eq!(
+        misconfigured_refusals(
+            &plan.actions,
+            &[EvictionResult::Failed(EvictionFailure::TooManyRequests)]
+        ),
+        None
+    );
+    ledger.record(&plan.actions[0], &refused[0], at(1));
+    assert_eq!(ledger.pods["default/a"].attempts, 0);
+}
+
+#[test]
+fn misconfigured_pdb_is_asked_again_in_the_next_pass() {
+    // Upstream runs a fresh drain after each failure; a budget deleted meanwhile must not keep
+    // failing the drain from the ledger.
+    let c = config(at(0));
+    let pods = [pod("a")];
+    let mut ledger = DrainLedger::default();
+    let refused = EvictionResult::Failed(EvictionFailure::MisconfiguredPdb {
+        pdb: "default/pdb".into(),
+    });
+    for second in 1..400 {
+        let plan = run(&pods, None, &BTreeMap::new(), &ledger, &c, at(second * 5));
+        assert!(
+            matches!(plan.outcome, DrainOutcome::InProgress { .. }),
+            "{:?}",
+            plan.outcome
+        );
+        // Always an eviction, never the fallback deletion that would bypass the budget.
+        assert!(
+            matches!(plan.actions.as_slice(), [DrainAction::Evict { pod, .. }] if pod == "default/a"),
+            "{:?}",
+            plan.actions
+        );
+        ledger.record(&plan.actions[0], &refused, at(second * 5));
+    }
+    // The budget is gone: the eviction is accepted and the drain waits for the pod, then ends.
+    let plan = run(&pods, None, &BTreeMap::new(), &ledger, &c, at(2001));
+    ledger.record(&plan.actions[0], &EvictionResult::Accepted, at(2001));
+    let plan = run(&pods, None, &BTreeMap::new(), &ledger, &c, at(2002));
+    assert!(plan.actions.is_empty());
+    assert!(matches!(plan.outcome, DrainOutcome::InProgress { .. }));
+    let plan = run(&[], None, &BTreeMap::new(), &ledger, &c, at(2003));
+    assert_eq!(plan.outcome, DrainOutcome::Complete);
 }
 
 #[test]

@@ -20,8 +20,8 @@ use mcm_provider_proto::DriverClient;
 use super::pdb;
 use super::plan::{
     DrainAction, DrainConfig, DrainInput, DrainLedger, DrainOutcome, EvictionFailure,
-    EvictionResult, PodDisposition, classify_pod, exclude_shared_volumes, plan_drain, pod_key,
-    pvc_claims,
+    EvictionResult, PodDisposition, classify_pod, exclude_shared_volumes, misconfigured_refusals,
+    plan_drain, pod_key, pvc_claims,
 };
 use crate::manager::metrics::Metrics;
 
@@ -144,6 +144,9 @@ pub async fn drain_pass(
                 force_errors.push(format!("deleting pod {pod:?} failed: {failure:?}"));
             }
         }
+    }
+    if let Some(reason) = misconfigured_refusals(&plan.actions, &results) {
+        return DrainOutcome::Failed { reason };
     }
     if !force_errors.is_empty() {
         return DrainOutcome::Failed {

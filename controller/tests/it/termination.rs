@@ -208,6 +208,46 @@ async fn wait_event(world: &World, reason: &str, about: &str) -> CoreEvent {
     .await
 }
 
+/// Waits until pod `pod` is Ready and budget `budget` (in [`PODS`]) has observed it: one
+/// expected, healthy pod and no disruption allowed. Before that an eviction is not refused
+/// deterministically (a Pending pod is evicted whatever its budget; a budget not yet computed
+/// does not look misconfigured).
+async fn wait_budget_blocks(world: &World, pod: &str, budget: &str) {
+    let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(world.target.clone(), PODS);
+    eventually(
+        &format!("pod {pod} Ready and budget {budget} blocking it"),
+        LIMIT,
+        || async {
+            let ready = pods(world)
+                .get_opt(pod)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|p| {
+                    p.status
+                        .and_then(|status| status.conditions)
+                        .is_some_and(|conditions| {
+                            conditions
+                                .iter()
+                                .any(|c| c.type_ == "Ready" && c.status == "True")
+                        })
+                });
+            let found = budgets.get_opt(budget).await.ok().flatten()?;
+            let status = found.status.as_ref()?;
+            let observed = found.metadata.generation.is_some()
+                && status.observed_generation == found.metadata.generation;
+            (ready
+                && observed
+                && status.expected_pods == 1
+                && status.current_healthy == 1
+                && status.disruptions_allowed == 0)
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 fn pods(world: &World) -> Api<Pod> {
     Api::namespaced(world.target.clone(), PODS)
 }
@@ -442,6 +482,7 @@ async fn a_pdb_refuses_eviction_until_the_drain_timeout_forces_the_drain() {
         }),
     )
     .await;
+    wait_budget_blocks(&world, "guarded", "guard").await;
     // 20s lets one eviction happen: max evict retries = min(360, timeout / 20s) (§3.10).
     world
         .start_manager(termination_shells(), &["--machine-drain-timeout=20s"])
@@ -1113,6 +1154,7 @@ async fn adding_force_deletion_to_a_stuck_drain_forces_it() {
         }),
     )
     .await;
+    wait_budget_blocks(&world, "guarded", "guard").await;
     // The drain timeout is far away: without the label the drain would stay stuck for an hour.
     world
         .start_manager(termination_shells(), &["--machine-drain-timeout=1h"])
@@ -1136,4 +1178,56 @@ async fn adding_force_deletion_to_a_stuck_drain_forces_it() {
     wait_gone(&world.machines(), "m1", "machine").await;
     assert!(!vm_exists(&world, &provider_id));
     assert!(pods(&world).get_opt("guarded").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misconfigured_pdb_deleted_later_lets_the_drain_finish() {
+    let mut world = World::start().await;
+    ensure_target_namespace(&world).await;
+    let class = ready_class(&world, "c", json!({})).await;
+    let provider_id = running_machine(&world, "m1", &class, json!({})).await;
+    create_pod(&world, "guarded", "m1", json!({})).await;
+    create_target::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
+        &world,
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guard", "namespace": PODS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}
+        }),
+    )
+    .await;
+    wait_budget_blocks(&world, "guarded", "guard").await;
+    world
+        .start_manager(termination_shells(), &["--machine-drain-timeout=1h"])
+        .await;
+    delete_machine(&world, "m1").await;
+    wait_machine(&world, "m1", "drain failed on the misconfigured PDB", |m| {
+        description(m).contains("pod disruption budget workload/guard is misconfigured")
+    })
+    .await;
+    // The failure is not remembered: once the budget is gone the next drain's eviction goes
+    // through, without any force.
+    let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(world.target.clone(), PODS);
+    budgets
+        .delete("guard", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(!vm_exists(&world, &provider_id));
+    assert!(pods(&world).get_opt("guarded").await.unwrap().is_none());
+    assert!(
+        events_with_reason(&world, "ForceDrain").await.is_empty(),
+        "no force drain was needed"
+    );
+    if let Some(sandbox) = &world.target_sandbox {
+        assert!(
+            sandbox
+                .faults()
+                .counters()
+                .get(Verb::Create, "pods/eviction", 201)
+                >= 1,
+            "the pod was evicted, not deleted"
+        );
+    }
 }
