@@ -298,7 +298,8 @@ async fn manage(
     let mut elector = match &config.leader_election {
         Some(election) => {
             let settings = LeaderSettings::new(election, identity);
-            let mut elector = LeaderElector::start(clients.leader_election.clone(), settings).await?;
+            let mut elector =
+                LeaderElector::start(clients.leader_election.clone(), settings).await?;
             tracing::info!(identity = %elector.identity(), "waiting for leadership");
             tokio::select! {
                 () = shutdown.cancelled() => {
