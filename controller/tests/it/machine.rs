@@ -978,6 +978,63 @@ async fn hot_update_changes_tags_in_place() {
     world.stop_manager().await.unwrap();
 }
 
+/// Regression (e2e `hot_update_of_tags_without_rollout`): a class change that lands before the
+/// machine's first hot-update pass must still reach the VM. The machine used to get no
+/// last-applied annotation at creation, so that pass adopted the *changed* class as applied and
+/// never called UpdateMachine (annotation team=b, VM team=a). The manager is crashed as soon as the
+/// providerID is stored, so no hot-update pass runs before the class changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_update_of_a_class_change_before_the_first_pass_reaches_the_vm() {
+    const ANNOTATION: &str = "node.machine.sapcloud.io/last-applied-providerspec";
+    let mut world = World::start().await;
+    let created_from = serde_json::json!({"tags": {"team": "a"}});
+    ready_class(&world, "c1", created_from.clone()).await;
+    world.start_manager(machine_shell(), &[]).await;
+    create_machine(&world, "machine-u2", "c1", serde_json::json!({})).await;
+    let with_vm = wait_machine(&world, "machine-u2", "providerID", |m| {
+        m.spec.provider_id.is_some()
+    })
+    .await;
+    world.kill_manager().await;
+    let recorded: serde_json::Value = serde_json::from_str(
+        with_vm
+            .annotations()
+            .get(ANNOTATION)
+            .expect("the last-applied providerSpec is stored with the providerID"),
+    )
+    .unwrap();
+    assert_eq!(recorded, created_from);
+
+    world
+        .machine_classes()
+        .patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"providerSpec": {"tags": {"team": "b"}}})),
+        )
+        .await
+        .unwrap();
+    world.start_manager(machine_shell(), &[]).await;
+    eventually("the VM carries tags team=b", LIMIT, || async {
+        let vms = world.fleet.vms();
+        (vms.len() == 1 && vms[0].spec.tags.get("team").map(String::as_str) == Some("b"))
+            .then_some(())
+    })
+    .await;
+    let updated = wait_machine(&world, "machine-u2", "hot update recorded", |m| {
+        m.last_operation().is_some_and(|op| {
+            op.type_ == Some(mcm_api::v1alpha1::MachineOperationType::Update)
+                && op.state == Some(mcm_api::v1alpha1::MachineState::Successful)
+        })
+    })
+    .await;
+    let applied: serde_json::Value =
+        serde_json::from_str(&updated.annotations()[ANNOTATION]).unwrap();
+    assert_eq!(applied["tags"]["team"], "b");
+    assert_eq!(updated.spec.provider_id, with_vm.spec.provider_id);
+    world.stop_manager().await.unwrap();
+}
+
 /// §3.13/§10 preservation: `now` on the Node preserves (expiry, condition, autoscaler annotation
 /// re-asserted), the Node's `false` wins over the Machine's `now` and releases, `when-failed` on a
 /// running machine does nothing, and a user editing preserveExpiryTime is acted on at once.

@@ -21,6 +21,7 @@ use crate::machine::plan::creation::{
     BOOTSTRAP_TOKEN_ALPHABET, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_SECRET_LENGTH,
     CreationContext, CreationPass, CreationStep, MetadataUpdate, SecretData, StatusCallError,
 };
+use crate::machine::plan::hot_update::LAST_APPLIED_PROVIDER_SPEC;
 use crate::manager::metrics::MachineDurationLabels;
 
 impl MachineController {
@@ -168,7 +169,12 @@ impl MachineController {
                     pass.stale_vm_delete = Some(result.map(|_| ()).map_err(DriverError::Coded));
                 }
                 CreationStep::UpdateMachineMetadata(update) => {
-                    let result = self.update_metadata(machine, &update).await;
+                    // The providerSpec a VM created in this pass was built from: recorded with
+                    // the providerID so the hot update never adopts a later class change as
+                    // applied. A VM found from an earlier pass is adopted by the hot update.
+                    let created_from =
+                        matches!(pass.create, Some(Ok(_))).then_some(&class.class.provider_spec);
+                    let result = self.update_metadata(machine, &update, created_from).await;
                     pass.metadata_update = Some(match result {
                         Ok(stored) => {
                             *machine = stored;
@@ -216,11 +222,15 @@ impl MachineController {
         }
     }
 
-    /// Step 5 of §3.4: label `node`, priority annotation and `spec.providerID` in one Update.
+    /// Step 5 of §3.4: label `node`, priority annotation and `spec.providerID` in one Update,
+    /// plus the last-applied providerSpec (`created_from`, when this pass created the VM), so no
+    /// machine carries a providerID without it and a class change made before the first hot-update
+    /// pass still reaches the VM through UpdateMachine.
     async fn update_metadata(
         &self,
         machine: &Machine,
         update: &MetadataUpdate,
+        created_from: Option<&serde_json::Value>,
     ) -> Result<Machine, ReconcileError> {
         let mut updated = machine.clone();
         if let Some(node) = &update.node_label {
@@ -236,6 +246,14 @@ impl MachineController {
                 .annotations
                 .get_or_insert_with(Default::default)
                 .insert(annotation::MACHINE_PRIORITY.to_owned(), priority.clone());
+        }
+        if let Some(spec) = created_from {
+            updated
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .entry(LAST_APPLIED_PROVIDER_SPEC.to_owned())
+                .or_insert_with(|| spec.to_string());
         }
         updated.spec.provider_id = Some(update.provider_id.clone());
         writes::replace_machine(&self.shell, &updated).await
