@@ -360,3 +360,42 @@ async fn the_manager_warms_up_every_shell_and_stops_cleanly() {
         .await
         .expect("a requested stop is not an error");
 }
+
+/// A raw `GET /metrics` of the running manager's admin port (empty without a manager).
+pub async fn scrape(world: &World) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let Some(admin) = world.manager().map(|manager| manager.admin) else {
+        return String::new();
+    };
+    let mut stream = tokio::net::TcpStream::connect(admin)
+        .await
+        .expect("connect to the admin port");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("send the scrape");
+    let mut body = String::new();
+    stream
+        .read_to_string(&mut body)
+        .await
+        .expect("read the scrape");
+    body
+}
+
+/// The Events of the control namespace with `reason` (none if the list fails).
+pub async fn events_with_reason(
+    world: &World,
+    reason: &str,
+) -> Vec<k8s_openapi::api::core::v1::Event> {
+    let api: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(world.control.clone(), NAMESPACE);
+    api.list(&Default::default())
+        .await
+        .map(|list| {
+            list.items
+                .into_iter()
+                .filter(|event| event.reason.as_deref() == Some(reason))
+                .collect()
+        })
+        .unwrap_or_default()
+}

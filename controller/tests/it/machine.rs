@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Secret};
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::ResourceExt as _;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
@@ -19,7 +19,7 @@ use mcm_provider_proto::{
 use mcm_provider_virtual::driver::VirtualDriver;
 use tokio_util::sync::CancellationToken;
 
-use crate::harness::{NAMESPACE, World, eventually};
+use crate::harness::{NAMESPACE, World, events_with_reason, eventually, scrape};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -147,19 +147,6 @@ async fn annotate_node(world: &World, node: &str, key: &str, value: Option<&str>
         .unwrap();
 }
 
-async fn events_with_reason(world: &World, reason: &str) -> Vec<CoreEvent> {
-    let api: Api<CoreEvent> = Api::namespaced(world.control.clone(), NAMESPACE);
-    api.list(&Default::default())
-        .await
-        .map(|list| {
-            list.items
-                .into_iter()
-                .filter(|e| e.reason.as_deref() == Some(reason))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// provider-virtual plus a record of the user data each CreateMachine received and scripted
 /// GetMachineStatus failures (provider-virtual cannot inject those).
 struct RecordingDriver {
@@ -268,20 +255,6 @@ async fn record_driver(world: &mut World, stop: &CancellationToken) -> Arc<Recor
         let _ = bound.serve(served, stop.cancelled_owned()).await;
     });
     driver
-}
-
-/// A raw `GET /metrics` of the manager's admin port.
-async fn scrape(world: &World) -> String {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let admin = world.manager().expect("running manager").admin;
-    let mut stream = tokio::net::TcpStream::connect(admin).await.unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).await.unwrap();
-    text
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ use mcm_controller::shell::RunFn;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::harness::{NAMESPACE, World, eventually};
+use crate::harness::{NAMESPACE, World, eventually, scrape};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -228,20 +228,6 @@ async fn events_of(world: &World, name: &str) -> Vec<(String, String)> {
         .filter(|e| e.involved_object.name.as_deref() == Some(name))
         .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
         .collect()
-}
-
-/// A raw `GET /metrics` of the manager's admin port.
-async fn scrape(world: &World) -> String {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let admin = world.manager().expect("a running manager").admin;
-    let mut stream = tokio::net::TcpStream::connect(admin).await.unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await.unwrap();
-    body
 }
 
 /// Waits for an Event with `reason` (and a message starting with `message`, if given) on

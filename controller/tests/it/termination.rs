@@ -20,7 +20,7 @@ use mcm_provider_proto::{DriverClient, SecretData};
 use mcm_sandbox::faults::{ErrorRule, Verb};
 use serde_json::{Value, json};
 
-use crate::harness::{NAMESPACE, World, eventually};
+use crate::harness::{NAMESPACE, World, events_with_reason, eventually, scrape};
 
 const LIMIT: Duration = Duration::from_secs(60);
 /// Namespace of the workload pods in the target cluster.
@@ -183,19 +183,6 @@ async fn delete_machine(world: &World, name: &str) {
         .delete(name, &DeleteParams::default())
         .await
         .unwrap();
-}
-
-async fn events_with_reason(world: &World, reason: &str) -> Vec<CoreEvent> {
-    let api: Api<CoreEvent> = Api::namespaced(world.control.clone(), NAMESPACE);
-    api.list(&Default::default())
-        .await
-        .map(|list| {
-            list.items
-                .into_iter()
-                .filter(|e| e.reason.as_deref() == Some(reason))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 async fn wait_event(world: &World, reason: &str, about: &str) -> CoreEvent {
@@ -671,22 +658,6 @@ async fn a_pod_with_a_volume_is_evicted_and_its_detach_awaited() {
             .any(|l| l.contains("GetVolumeIDs") && !l.starts_with('#')),
         "GetVolumeIDs was called for the pod's volume"
     );
-}
-
-/// The manager's `/metrics` text (empty without a manager).
-async fn scrape(world: &World) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Some(admin) = world.manager().map(|m| m.admin) else {
-        return String::new();
-    };
-    let mut stream = tokio::net::TcpStream::connect(admin).await.unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .await
-        .unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await.unwrap();
-    body
 }
 
 // ----- force-deletion label, VolumeAttachments after a force drain -----------------------------

@@ -14,7 +14,7 @@ use mcm_provider_proto::{MachineError, SecretData};
 
 use super::TerminationError;
 use crate::machine::plan::common::{
-    ControllerSettings, DriverError, Event, EventType, Retry, StatusWrite, WriteFailure,
+    DriverError, Event, EventType, Retry, StatusWrite, WriteFailure,
 };
 use crate::machine::plan::deletion::deletion_stage;
 use crate::machine::plan::order::validate_machine_class;
@@ -31,24 +31,7 @@ pub(super) fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
-/// The controller-wide settings of the plans, from the flags.
-pub(super) fn controller_settings(shell: &Shell) -> ControllerSettings {
-    let machine = &shell.config.machine;
-    ControllerSettings {
-        creation_timeout: machine.creation_timeout,
-        health_timeout: machine.health_timeout,
-        drain_timeout: machine.drain_timeout,
-        in_place_update_timeout: machine.inplace_update_timeout,
-        preserve_timeout: machine.preserve_timeout,
-        max_evict_retries: i32::try_from(machine.max_evict_retries).unwrap_or(i32::MAX),
-        node_conditions: machine.node_conditions.clone(),
-        pv_detach_timeout: machine.pv_detach_timeout,
-        pv_reattach_timeout: machine.pv_reattach_timeout,
-        resource_exhausted_retry: machine.resource_exhausted_retry,
-        bootstrap_token_auth_extra_groups: machine.bootstrap_token_auth_extra_groups.clone(),
-        target_cluster: shell.target.is_some(),
-    }
-}
+pub(super) use crate::machine::reconcile::controller_settings;
 
 /// A live read of the machine (`None` once it is gone).
 pub(super) async fn get_machine(
