@@ -4,6 +4,7 @@
 //! pass); node taints and annotations are best effort (logged, as upstream) and retried a few
 //! times on conflicts because nodes change all the time (kubelet heartbeats).
 
+use futures::StreamExt as _;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -487,22 +488,45 @@ impl<'a> Executor<'a> {
         let Some(target) = self.context.shell.target.clone() else {
             return;
         };
-        for node in nodes {
-            if let Err(error) = update_node(&target, node, &change).await {
-                tracing::warn!(machine_deployment = %self.name, node = %node, %error, "cannot {what} node");
-            }
-        }
+        // A rollout of a large deployment touches every node of its old sets: sequential
+        // round trips made the first pass after a template change take over a minute for 1,000
+        // nodes, delaying the new MachineSet. The cached node saves the GET when it is current.
+        let change = &change;
+        let target = &target;
+        let cache = &self.context.shell.nodes;
+        futures::stream::iter(nodes)
+            .for_each_concurrent(NODE_UPDATE_CONCURRENCY, |node| async move {
+                let cached = cache.get(node).map(|node| (*node).clone());
+                if let Err(error) = update_node(target, node, cached, change).await {
+                    tracing::warn!(machine_deployment = %self.name, node = %node, %error, "cannot {what} node");
+                }
+            })
+            .await;
     }
 }
 
-async fn update_node<F>(target: &Client, name: &str, change: &F) -> Result<(), kube::Error>
+/// How many node updates of one deployment pass run at once.
+const NODE_UPDATE_CONCURRENCY: usize = 32;
+
+/// GET (unless `cached` is given), change, Update with the read resourceVersion; a conflict
+/// re-reads the node, a few times at most.
+async fn update_node<F>(
+    target: &Client,
+    name: &str,
+    mut cached: Option<Node>,
+    change: &F,
+) -> Result<(), kube::Error>
 where
     F: Fn(&mut Node) -> bool,
 {
     let api: Api<Node> = Api::all(target.clone());
     let mut attempt = 0;
     loop {
-        let Some(mut node) = api.get_opt(name).await? else {
+        let node = match cached.take() {
+            Some(node) => Some(node),
+            None => api.get_opt(name).await?,
+        };
+        let Some(mut node) = node else {
             return Ok(());
         };
         if !change(&mut node) {
