@@ -108,8 +108,8 @@ fail() {
 command -v kubectl >/dev/null || fail "kubectl not found on PATH"
 "${helm[@]}" version --short >/dev/null
 
-# Helm logs an INFO line for the crds -> files/crds/v1alpha1 symlink on every load; it is expected
-# (see the chart's .helmignore), so it is filtered out of what we show.
+# Helm logs an INFO line for any symbolic link in a chart loaded from a source tree; none is
+# expected, but such noise is kept out of what we show.
 quiet() { grep -v 'found symbolic link in path' || true; }
 
 variants=(default)

@@ -12,11 +12,10 @@ if ! diff -ru "$dir" "$tmp"; then
 	echo "error: $dir is stale; run 'make crds' and commit the result" >&2
 	exit 1
 fi
-# The chart's legacy crds/ path is a symlink to the v1alpha1 variant (kept for tools that apply it
-# directly); helm skips it through .helmignore so the CRDs are installed only by the templates.
-legacy=charts/machine-controller-manager/crds
-if [[ -e $legacy && ! -L $legacy ]]; then
-	echo "error: $legacy must be a symlink to files/crds/v1alpha1, not a copy" >&2
+# Helm would install a chart's crds/ folder untemplated, bypassing crds.install and
+# conversion.enabled: the CRDs live in files/crds/ and are rendered by templates/crds.yaml only.
+if [[ -e charts/machine-controller-manager/crds ]]; then
+	echo "error: charts/machine-controller-manager/crds must not exist (see templates/crds.yaml)" >&2
 	exit 1
 fi
 echo "CRDs: $(find "$tmp" -name '*.yaml' | wc -l) file(s) in $(find "$tmp" -mindepth 1 -maxdepth 1 -type d | wc -l) variant(s) up to date"

@@ -66,7 +66,7 @@ provider_port=${MCM_RUN_PROVIDER_PORT:-19259}
 manager_port=${MCM_RUN_MANAGER_PORT:-19258}
 # `make crds` writes the CRDs here; read the folder from the Makefile so both stay in step.
 crd_dir=$(sed -n 's/^CRD_DIR *:\{0,1\}= *//p' Makefile | head -n 1)
-crd_dir=${crd_dir:-charts/machine-controller-manager/crds}
+crd_dir=${crd_dir:-charts/machine-controller-manager/files/crds}
 # The chart keeps the v1alpha1-only CRDs (no conversion webhook) in a v1alpha1/ subfolder.
 [ -d "$crd_dir/v1alpha1" ] && crd_dir=$crd_dir/v1alpha1
 # kubectl does not descend into a symlinked directory; resolve it.

@@ -48,7 +48,7 @@ fn parse_args() -> Args {
 /// same names (the benchmark then says so).
 fn machines_crd() -> (CustomResourceDefinition, &'static str) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../charts/machine-controller-manager/crds/machine.sapcloud.io_machines.yaml");
+        .join("../charts/machine-controller-manager/files/crds/v1alpha1/machine.sapcloud.io_machines.yaml");
     if let Ok(text) = std::fs::read_to_string(&path)
         && let Ok(crd) = serde_saphyr::from_str::<CustomResourceDefinition>(&text)
     {
