@@ -288,8 +288,8 @@ fn the_comparison_detects_differences() {
 
 #[test]
 fn committed_chart_crds_are_up_to_date() {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../charts/machine-controller-manager/files/crds/v1alpha1");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../charts/machine-controller-manager/files/crds/v1alpha1");
     for (file, crd) in mcm_api::crd::all().unwrap() {
         let committed = std::fs::read_to_string(dir.join(&file))
             .unwrap_or_else(|e| panic!("{file} missing in the chart ({e}); run `make crds`"));

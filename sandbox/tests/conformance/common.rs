@@ -506,7 +506,8 @@ pub fn widget(resource: &ApiResource, name: &str, spec: Value) -> DynamicObject 
 
 /// Directory of the generated MCM CRDs in the chart.
 pub fn mcm_crd_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../charts/machine-controller-manager/files/crds/v1alpha1")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../charts/machine-controller-manager/files/crds/v1alpha1")
 }
 
 /// The four MCM CRDs from the chart; panics with a clear message if they are not generated.
