@@ -5,8 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::events::v1::Event as KubeEvent;
-use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineSet};
 use mcm_controller::safety::apiserver::plan::HEALTH_TIMEOUT_RESET;
@@ -15,7 +13,7 @@ use mcm_sandbox::faults::{ErrorRule, UnavailableMode, Verb};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::harness::{NAMESPACE, World, eventually};
+use crate::harness::{NAMESPACE, World, events_with_reason, eventually};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -120,19 +118,6 @@ fn metric_value(text: &str, name: &str) -> Option<f64> {
 
 async fn frozen(world: &World) -> Option<f64> {
     metric_value(&metrics(world).await, "mcm_machine_controller_frozen")
-}
-
-async fn events_with_reason(world: &World, reason: &str) -> Vec<KubeEvent> {
-    let api: Api<KubeEvent> = Api::namespaced(world.control.clone(), NAMESPACE);
-    api.list(&Default::default())
-        .await
-        .map(|list| {
-            list.items
-                .into_iter()
-                .filter(|e| e.reason.as_deref() == Some(reason))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 // ----- orphan VMs (§3.14) ------------------------------------------------------------------------
