@@ -407,13 +407,14 @@ pub fn is_scaling_event(md: &MachineDeployment, sets: &[MachineSet]) -> bool {
 }
 
 /// `NewISNewReplicas` (§5.3): target size of the new MachineSet. RollingUpdate (and automatic
-/// InPlaceUpdate, with its own maxSurge) grows it up to `replicas + maxSurge` counting the
-/// **spec** replicas of all sets (upstream's `GetReplicaCountForMachineSets`), never beyond
-/// `replicas`; manual InPlaceUpdate keeps it; Recreate uses `replicas`.
+/// InPlaceUpdate, with its own maxSurge) grows it up to `replicas + maxSurge` counting
+/// `existing_total`: every machine of every set that exists or is about to (upstream counts
+/// `status.replicas`; we take per set the larger of spec, status and the machines seen), never
+/// beyond `replicas`; manual InPlaceUpdate keeps it; Recreate uses `replicas`.
 #[must_use]
 pub fn new_machine_set_replicas(
     md: &MachineDeployment,
-    all_spec_total: i32,
+    existing_total: i32,
     new_spec: i32,
     max_surge: i32,
 ) -> i32 {
@@ -431,10 +432,10 @@ pub fn new_machine_set_replicas(
         }
         Some(Strategy::RollingUpdate | Strategy::InPlaceUpdate) => {
             let max_total = replicas(md) + max_surge;
-            if all_spec_total >= max_total {
+            if existing_total >= max_total {
                 return new_spec;
             }
-            new_spec + (max_total - all_spec_total).min(replicas(md) - new_spec)
+            new_spec + (max_total - existing_total).min(replicas(md) - new_spec)
         }
         _ => replicas(md),
     }
@@ -650,6 +651,22 @@ impl<'a> Work<'a> {
         self.sets.iter().map(spec_replicas).sum()
     }
 
+    /// Machines that exist or are about to, for the surge ceiling: per set the largest of its
+    /// spec (creations issued but not yet seen), its `status.replicas` (upstream's count, which
+    /// includes terminating machines) and the machines this pass sees owned by it (fresher than a
+    /// status the MachineSet controller has not rewritten yet). Counting spec alone let a rollout
+    /// create past `replicas + maxSurge` while an old set's scale-down was still draining.
+    fn existing_total(&self) -> i32 {
+        (0..self.sets.len())
+            .map(|i| {
+                let seen = i32::try_from(self.machines_of(i).len()).unwrap_or(i32::MAX);
+                spec_replicas(&self.sets[i])
+                    .max(status_of(&self.sets[i]).replicas.unwrap_or(0))
+                    .max(seen)
+            })
+            .fold(0i32, i32::saturating_add)
+    }
+
     /// `getAllMachineSetsAndSyncRevision` (§5.3).
     fn sync_revision(&mut self, create: bool) {
         let olds_max = {
@@ -738,7 +755,7 @@ impl<'a> Work<'a> {
         } else {
             self.max_surge
         };
-        let size = new_machine_set_replicas(&self.md, self.all_spec_total(), 0, surge);
+        let size = new_machine_set_replicas(&self.md, self.existing_total(), 0, surge);
         let mut ms = revision::new_machine_set(&self.md, &hash, new_revision, size, self.max_surge);
         ms.metadata.creation_timestamp = None;
         let name = ms.metadata.name.clone().unwrap_or_default();
@@ -787,7 +804,8 @@ impl<'a> Work<'a> {
                 olds.last().copied()
             });
             if let Some(i) = target {
-                self.scale(i, want);
+                let size = self.grow_within_surge(i, want);
+                self.scale(i, size);
             }
             return;
         }
@@ -823,8 +841,10 @@ impl<'a> Work<'a> {
             .map(|&i| (i, spec_replicas(&self.sets[i])))
             .collect();
         if to_add > 0 {
+            // Machines of inactive sets that are still terminating occupy surge room too.
+            let room = (allowed - self.existing_total()).max(0);
             if let Some(n) = self.new {
-                *sizes.entry(n).or_insert(0) += to_add;
+                *sizes.entry(n).or_insert(0) += to_add.min(room);
             }
         } else if to_add < 0 {
             // Largest first, ties older first.
@@ -858,6 +878,26 @@ impl<'a> Work<'a> {
         for (i, size) in sizes {
             self.scale(i, size);
         }
+    }
+
+    /// The size set `i` may grow to on its way to `want`: for rolling strategies no further than
+    /// the room left under `replicas + maxSurge` by the machines that exist (terminating machines
+    /// of sets already scaled to 0 included); later passes grow it as that room frees. Recreate
+    /// and shrinking are not capped.
+    fn grow_within_surge(&self, i: usize, want: i32) -> i32 {
+        let current = spec_replicas(&self.sets[i]);
+        let recreate = self
+            .md
+            .spec
+            .strategy
+            .as_ref()
+            .and_then(|s| s.type_.as_ref())
+            == Some(&Strategy::Recreate);
+        if recreate || want <= current {
+            return want;
+        }
+        let room = (replicas(&self.md) + self.max_surge - self.existing_total()).max(0);
+        current + (want - current).min(room)
     }
 
     fn old_sets_all_scaled_to_zero(&self) -> bool {
@@ -938,7 +978,7 @@ impl<'a> Work<'a> {
             return self.scale(n, want);
         }
         let target =
-            new_machine_set_replicas(&self.md, self.all_spec_total(), current, self.max_surge);
+            new_machine_set_replicas(&self.md, self.existing_total(), current, self.max_surge);
         self.scale(n, target)
     }
 

@@ -1,7 +1,10 @@
 //! A tiny pure simulator: the deployment plan and the real MachineSet plan applied to a model
 //! fleet in which new machines become Running (available) `ready_after` steps after creation.
 //! The invariants of the issue are checked at every step for random replicas, maxSurge,
-//! maxUnavailable, template changes and scale events.
+//! maxUnavailable, template changes and scale events. Deleted machines linger as Terminating for
+//! `terminate_after` steps (drain and VM deletion take time), and MachineSet statuses are
+//! rewritten only every `status_every` steps (a MachineSet controller that lags behind), so the
+//! deployment plan decides on the same stale, interleaved views as the real one.
 
 use super::*;
 use crate::machine_set::expectations::Readiness;
@@ -15,6 +18,12 @@ struct Fleet {
     /// Machines with the number of steps they have been Pending.
     machines: Vec<(Machine, u32)>,
     ready_after: u32,
+    /// Steps a deleted machine stays (Terminating) before it is gone.
+    terminate_after: u32,
+    /// MachineSet statuses are rewritten every this many steps only.
+    status_every: i64,
+    /// Terminating machines by name, with the steps they have been terminating.
+    terminating: BTreeMap<String, u32>,
     step: i64,
     serial: u64,
     /// Target-cluster nodes (one per machine, named like it) as the in-place strategy sees them.
@@ -38,6 +47,9 @@ impl Fleet {
             sets: Vec::new(),
             machines: Vec::new(),
             ready_after,
+            terminate_after: 0,
+            status_every: 1,
+            terminating: BTreeMap::new(),
             step: 0,
             serial: 0,
             nodes: BTreeMap::new(),
@@ -64,6 +76,9 @@ impl Fleet {
     fn refresh_set_status(&mut self) {
         let now = self.now();
         for i in 0..self.sets.len() {
+            if self.step % self.status_every != 0 && self.sets[i].status.is_some() {
+                continue;
+            }
             let uid = self.sets[i].metadata.uid.clone().unwrap_or_default();
             let claimed: Vec<Machine> = self.owned_by(&uid).cloned().collect();
             let st = set_plan::machine_set_status(&self.sets[i], &claimed, None, now);
@@ -238,9 +253,20 @@ impl Fleet {
                     set_plan::MachineSetAction::DeleteMachines { machines } => {
                         let names: BTreeSet<String> =
                             machines.into_iter().map(|m| m.name).collect();
-                        self.machines.retain(|(m, _)| {
-                            !names.contains(m.metadata.name.as_deref().unwrap_or(""))
-                        });
+                        let now = self.now();
+                        for (m, _) in &mut self.machines {
+                            let name = m.metadata.name.clone().unwrap_or_default();
+                            if names.contains(&name) && m.metadata.deletion_timestamp.is_none() {
+                                m.metadata.deletion_timestamp = Some(Time(now));
+                                if let Some(cs) =
+                                    m.status.as_mut().and_then(|s| s.current_status.as_mut())
+                                {
+                                    cs.phase = Some(MachinePhase::Terminating);
+                                }
+                                self.terminating.insert(name, 0);
+                            }
+                        }
+                        self.remove_terminated();
                     }
                     _ => {}
                 }
@@ -297,7 +323,25 @@ impl Fleet {
         }
     }
 
+    /// Machines terminating for `terminate_after` steps are gone.
+    fn remove_terminated(&mut self) {
+        let limit = self.terminate_after;
+        let gone: BTreeSet<String> = self
+            .terminating
+            .iter()
+            .filter(|(_, steps)| **steps >= limit)
+            .map(|(n, _)| n.clone())
+            .collect();
+        self.machines
+            .retain(|(m, _)| !gone.contains(m.metadata.name.as_deref().unwrap_or("")));
+        self.terminating.retain(|n, _| !gone.contains(n));
+    }
+
     fn age_machines(&mut self) {
+        for steps in self.terminating.values_mut() {
+            *steps += 1;
+        }
+        self.remove_terminated();
         let ready_after = self.ready_after;
         for (m, pending) in &mut self.machines {
             if m.phase() == Some(&MachinePhase::Pending) {
@@ -377,21 +421,45 @@ fn arb_changes() -> impl ArbStrategy<Value = Vec<(i64, UserChange)>> {
     })
 }
 
-/// Runs a scenario, checking the rolling invariants at every step; returns the step at which it
-/// converged after the last change.
+/// How fast the model fleet moves.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    /// Steps from creation to Running.
+    ready_after: u32,
+    /// Steps a deleted machine stays Terminating.
+    terminate_after: u32,
+    /// MachineSet statuses are rewritten every this many steps.
+    status_every: i64,
+}
+
+impl Timing {
+    fn quick(ready_after: u32) -> Self {
+        Self {
+            ready_after,
+            terminate_after: 0,
+            status_every: 1,
+        }
+    }
+}
+
+/// Runs a scenario, checking the rolling invariants at every step, until it converges after the
+/// last change.
 fn run_rolling(
     replicas: i32,
     surge: i32,
     unavailable: i32,
-    ready_after: u32,
+    timing: Timing,
     changes: &[(i64, UserChange)],
 ) -> Result<(), TestCaseError> {
     let md = deployment(Strategy::RollingUpdate, replicas, surge, unavailable);
-    let mut fleet = Fleet::new(md, ready_after);
+    let mut fleet = Fleet::new(md, timing.ready_after);
+    fleet.terminate_after = timing.terminate_after;
+    fleet.status_every = timing.status_every;
     let last_change = changes.last().map_or(0, |(at, _)| *at);
     let mut floor_reached = false;
     let mut history: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-    for step in 0..(last_change + 150) {
+    for step in 0..(last_change + 200) {
+        let before = fleet.total();
         for (_, change) in changes.iter().filter(|(at, _)| *at == step) {
             if matches!(change, UserChange::Scale(_)) {
                 floor_reached = false;
@@ -413,9 +481,12 @@ fn run_rolling(
             "step {step}: Σ spec {} > {ceiling}",
             fleet.spec_total()
         );
+        // Every Machine object counts, terminating ones included. After a scale-down the fleet
+        // may be above the new ceiling until the removed machines are gone, but the controllers
+        // must never add to it then.
         prop_assert!(
-            fleet.total() <= ceiling,
-            "step {step}: {} machines > {ceiling}",
+            fleet.total() <= ceiling.max(before),
+            "step {step}: {} machines > {ceiling} (and {before} before this step)",
             fleet.total()
         );
         let floor = r - u.min(r);
@@ -464,7 +535,8 @@ fn run_rolling(
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-    /// RollingUpdate: Σ spec and machines never exceed replicas + maxSurge; once reached,
+    /// RollingUpdate, with slow terminations and lagging MachineSet statuses: Σ spec and the
+    /// Machine objects (terminating ones included) never exceed replicas + maxSurge; once reached,
     /// availability never drops below replicas − maxUnavailable (until the next scale event);
     /// after the last change the new set only grows and old ones only shrink (no flapping); the
     /// fleet converges on the new template.
@@ -474,13 +546,16 @@ proptest! {
         surge in 0i32..4,
         unavailable in 0i32..4,
         ready_after in 1u32..4,
+        terminate_after in 0u32..4,
+        status_every in 1i64..4,
         changes in arb_changes(),
     ) {
         let mut changes = changes;
         // Always roll out at least once.
         changes.insert(0, (1, UserChange::Template(2)));
         changes.sort_by_key(|(at, _)| *at);
-        run_rolling(replicas, surge, unavailable, ready_after, &changes)?;
+        let timing = Timing { ready_after, terminate_after, status_every };
+        run_rolling(replicas, surge, unavailable, timing, &changes)?;
     }
 
     /// Recreate: machines of two templates never coexist, and the fleet converges.
@@ -521,7 +596,13 @@ proptest! {
 fn scale_in_the_middle_of_a_rollout_converges() {
     for (r0, r1) in [(5, 2), (2, 7), (6, 0), (0, 4)] {
         let changes = vec![(1, UserChange::Template(1)), (3, UserChange::Scale(r1))];
-        run_rolling(r0, 1, 1, 3, &changes).unwrap();
+        run_rolling(r0, 1, 1, Timing::quick(3), &changes).unwrap();
+        let slow = Timing {
+            ready_after: 3,
+            terminate_after: 3,
+            status_every: 2,
+        };
+        run_rolling(r0, 1, 1, slow, &changes).unwrap();
     }
 }
 

@@ -336,6 +336,64 @@ fn stale_availability_of_a_scaled_down_old_set_is_not_counted_twice() {
     assert_eq!(scaled(&p.actions)[old.metadata.name.as_deref().unwrap()], 2);
 }
 
+/// Deployment of 5, maxSurge 2, maxUnavailable 0, rolled from `small` to `large`: the new set
+/// has 2 machines (booting), the old set has just been scaled 5 → 4 but its fifth machine still
+/// exists. Σ spec is 6 < 7, yet 7 machines exist: the new set must not grow.
+fn mid_rollout_with_a_terminating_old_machine() -> (MachineDeployment, MachineSet, MachineSet) {
+    let mut md = deployment(Strategy::RollingUpdate, 5, 2, 0);
+    let mut old = set(&md, "small", 1, 4, 4, 100);
+    md.spec.template = template("large");
+    let mut new = set(&md, "large", 2, 2, 0, 10);
+    new.spec.template = Some(md.spec.template.clone());
+    new.status.as_mut().unwrap().replicas = Some(2);
+    old.status.as_mut().unwrap().replicas = Some(5);
+    (md, old, new)
+}
+
+#[test]
+fn new_set_does_not_grow_while_old_machines_still_exist() {
+    let (md, old, new) = mid_rollout_with_a_terminating_old_machine();
+    let new_name = new.metadata.name.clone().unwrap();
+    let sets = vec![old, new];
+    let p = plan(input(&md, &sets, &[])).unwrap();
+    assert_eq!(
+        scaled(&p.actions).get(&new_name).copied().unwrap_or(2),
+        2,
+        "7 machines exist (old status 5 + new 2) = replicas + maxSurge"
+    );
+}
+
+#[test]
+fn new_set_does_not_grow_when_the_cache_sees_more_machines_than_the_status_says() {
+    // The old set's status was already rewritten to 4, but the fifth (terminating) machine is
+    // still in the cache: it exists, so it counts.
+    let (md, mut old, new) = mid_rollout_with_a_terminating_old_machine();
+    old.status.as_mut().unwrap().replicas = Some(4);
+    let mut machines = machines_of(&old, 5);
+    machines[4].metadata.deletion_timestamp = Some(Time(t(-1)));
+    let new_name = new.metadata.name.clone().unwrap();
+    let sets = vec![old, new];
+    let p = plan(input(&md, &sets, &machines)).unwrap();
+    assert_eq!(scaled(&p.actions).get(&new_name).copied().unwrap_or(2), 2);
+    // Once that machine is gone, the new set takes the freed slot.
+    let p = plan(input(&md, &sets, &machines[..4])).unwrap();
+    assert_eq!(scaled(&p.actions).get(&new_name).copied(), Some(3));
+}
+
+#[test]
+fn new_set_counts_issued_creations_before_its_status_catches_up() {
+    // The new set was grown to 3 a moment ago; its status still says 0 machines. Σ status is
+    // 4 + 0, but 3 creations are on their way: 4 + 3 = 7 is the ceiling already.
+    let (md, mut old, mut new) = mid_rollout_with_a_terminating_old_machine();
+    old.status.as_mut().unwrap().replicas = Some(4);
+    new.spec.replicas = Some(3);
+    new.status.as_mut().unwrap().replicas = Some(0);
+    let new_name = new.metadata.name.clone().unwrap();
+    let sets = vec![old, new];
+    let p = plan(input(&md, &sets, &[])).unwrap();
+    assert_eq!(scaled(&p.actions).get(&new_name).copied().unwrap_or(3), 3);
+}
+
 #[test]
 fn in_place_fields_are_pushed_to_the_new_set_without_rollout() {
     let mut md = deployment(Strategy::RollingUpdate, 2, 1, 0);
