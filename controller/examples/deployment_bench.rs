@@ -1,47 +1,55 @@
-//! Benchmark of the MachineDeployment path end to end (run in release; prints figures, asserts
-//! nothing):
+//! The rollout benchmark behind `make bench` (run in release; it prints figures and asserts
+//! nothing about time):
 //!
 //! ```text
-//! cargo run --release -p mcm-controller --example deployment_bench [-- --machines 1000]
-//!     [--qps 500] [--concurrent-syncs 50] [--limit-secs 1800]
+//! cargo build --release --bin machine-controller-manager --bin provider-virtual
+//! cargo run --release -p mcm-controller --example deployment_bench -- [--machines 1000]
+//!     [--qps 500] [--concurrent-syncs 50] [--limit-secs 1800] [--faults]
 //! ```
+//!
+//! A control and a target sandbox run in this process; `provider-virtual` (zero boot delay) and
+//! `machine-controller-manager` run as the real binaries in child processes, so their memory and
+//! CPU are their own. One MachineDeployment (maxSurge 10 %, maxUnavailable 0) goes through:
+//! 1. scale 0 → N until every machine is Running and available;
+//! 2. a rollout of all N to a new MachineClass;
+//! 3. deletion of the MachineDeployment until no Machine, MachineSet or VM is left.
+//!
+//! Per phase it prints the wall time, the requests and writes per machine by verb and resource on
+//! the control and the target cluster (the benchmark's own reads are not counted), the manager's
+//! CPU seconds and peak RSS, the sandboxes' peak RSS (this process), and what a watch on the
+//! Machines saw: the most Machine objects that existed at once (terminating ones included)
+//! against `replicas + maxSurge`, and the fewest Running ones against `replicas −
+//! maxUnavailable`; for the rollout also how long after the template change the new MachineSet
+//! appeared. `--faults` adds a 300 ms watch delay and 5 % injected 409 conflicts on Machine and
+//! MachineSet writes to the control sandbox. The process exits with status 2 when the watch saw
+//! the surge or availability bound broken: that is a correctness failure, not a timing one.
 //!
 //! The manager runs with `--kube-api-qps` 500 (burst 2×) and `--concurrent-syncs` 50 unless told
 //! otherwise: upstream's defaults (20/30 and 10) make any fleet of this size a test of the
 //! client throttle.
-//!
-//! In one process: a control and a target sandbox, provider-virtual (zero boot delay) with its
-//! kubelet, and the manager with every shell (`shell::registry()`).
-//! 1. Scales a MachineDeployment from 0 to N Running machines.
-//! 2. Rolls all N to a new MachineClass with maxSurge 10 % (maxUnavailable 0).
-//!
-//! For each phase it prints the wall time, the API requests counted by both sandboxes (minus the
-//! benchmark's own polls) and the peak RSS (VmRSS of this process, which includes both sandboxes
-//! and the provider, so it is an upper bound for the manager).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    clippy::print_stdout
+)]
 
-use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clap::Parser as _;
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment};
-use mcm_controller::manager::config::{Args, validate};
-use mcm_controller::manager::{self, Controller, RunOptions};
-use mcm_controller::shell::{self, ControllerSet};
-use mcm_provider_proto::{BoundServer, DriverClient, Endpoint};
-use mcm_provider_virtual::driver::{Fleet, VirtualDriver};
-use mcm_provider_virtual::kubelet::{Kubelet, KubeletConfig};
-use mcm_provider_virtual::metrics::Metrics as ProviderMetrics;
-use mcm_sandbox::{Sandbox, SandboxConfig, Verb};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineSet};
+use mcm_sandbox::{ErrorRule, RequestCounters, Sandbox, SandboxConfig, Verb};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const NAMESPACE: &str = "default";
 const DEPLOYMENT: &str = "bench";
@@ -55,13 +63,34 @@ fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+fn flag(name: &str) -> bool {
+    std::env::args().any(|a| a == name)
+}
+
+/// VmRSS of a process in KiB (`self` or a pid).
+fn rss_kib(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// User + system CPU time of a process in clock ticks (100 per second on Linux).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name may contain spaces: fields are counted after its closing parenthesis.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    field(11) + field(12)
 }
 
 async fn client_for(path: &Path) -> Client {
@@ -106,7 +135,7 @@ async fn setup_control(control: &Client) {
         let class: MachineClass = serde_json::from_value(json!({
             "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
             "metadata": {"name": name, "namespace": NAMESPACE},
-            "provider": "virtual", "providerSpec": {},
+            "provider": "virtual", "providerSpec": {"bootDelay": "0s"},
             "secretRef": {"name": name, "namespace": NAMESPACE},
             "credentialsSecretRef": {"name": name, "namespace": NAMESPACE}
         }))
@@ -118,117 +147,335 @@ async fn setup_control(control: &Client) {
     }
 }
 
+/// The real binaries, next to this example in the target directory.
+fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the example runs from <target>/<profile>/examples");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --release --bin machine-controller-manager --bin provider-virtual` first (make bench does)",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed when dropped.
+struct ChildProcess(Child);
+
+impl ChildProcess {
+    fn spawn(program: &Path, args: &[String], log: &Path) -> Self {
+        let log = std::fs::File::create(log).unwrap();
+        let child = Command::new(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Self(child)
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What the Machine watch saw during a phase.
+#[derive(Debug, Default, Clone)]
+struct Seen {
+    /// Most Machine objects existing at once (terminating included).
+    max_machines: usize,
+    /// Fewest Running, not terminating machines, once the phase's floor had been reached.
+    min_running: Option<usize>,
+    /// When a MachineSet of the phase's class first appeared.
+    new_set_at: Option<Instant>,
+}
+
+/// Live view of the Machines and MachineSets from watches, for the bounds and the rollout start.
+#[derive(Default)]
+struct Observer {
+    machines: BTreeMap<String, (bool, bool)>,
+    seen: Seen,
+    floor: usize,
+    floor_reached: bool,
+    watch_class: Option<String>,
+}
+
+impl Observer {
+    fn record(&mut self) {
+        let total = self.machines.len();
+        let running = self
+            .machines
+            .values()
+            .filter(|(running, terminating)| *running && !*terminating)
+            .count();
+        self.seen.max_machines = self.seen.max_machines.max(total);
+        if self.floor_reached {
+            self.seen.min_running = Some(self.seen.min_running.map_or(running, |m| m.min(running)));
+        } else if running >= self.floor && self.floor > 0 {
+            self.floor_reached = true;
+            self.seen.min_running = Some(running);
+        }
+    }
+
+    fn start_phase(&mut self, floor: usize, watch_class: Option<&str>) -> Seen {
+        let previous = std::mem::take(&mut self.seen);
+        self.floor = floor;
+        self.floor_reached = false;
+        self.watch_class = watch_class.map(str::to_owned);
+        self.record();
+        previous
+    }
+}
+
+fn spawn_observers(control: &Client, observer: &Arc<Mutex<Observer>>) {
+    let machines: Api<Machine> = Api::namespaced(control.clone(), NAMESPACE);
+    let obs = Arc::clone(observer);
+    tokio::spawn(async move {
+        let mut stream = watcher(machines, watcher::Config::default()).boxed();
+        let mut initial: BTreeMap<String, (bool, bool)> = BTreeMap::new();
+        while let Some(event) = stream.next().await {
+            let Ok(event) = event else { continue };
+            let state = |m: &Machine| {
+                (
+                    m.status
+                        .as_ref()
+                        .and_then(|s| s.current_status.as_ref())
+                        .and_then(|c| c.phase.as_ref())
+                        == Some(&MachinePhase::Running),
+                    m.metadata.deletion_timestamp.is_some(),
+                )
+            };
+            let mut o = obs.lock().unwrap();
+            match event {
+                watcher::Event::Apply(m) => {
+                    let s = state(&m);
+                    o.machines.insert(m.metadata.name.unwrap_or_default(), s);
+                }
+                watcher::Event::InitApply(m) => {
+                    let s = state(&m);
+                    let name = m.metadata.name.unwrap_or_default();
+                    initial.insert(name.clone(), s);
+                    o.machines.insert(name, s);
+                }
+                watcher::Event::Delete(m) => {
+                    o.machines.remove(&m.metadata.name.unwrap_or_default());
+                }
+                watcher::Event::Init => initial.clear(),
+                watcher::Event::InitDone => {
+                    // A relist: what is not in it is gone.
+                    let keep: BTreeSet<String> = initial.keys().cloned().collect();
+                    o.machines.retain(|k, _| keep.contains(k));
+                }
+            }
+            o.record();
+        }
+    });
+    let sets: Api<MachineSet> = Api::namespaced(control.clone(), NAMESPACE);
+    let obs = Arc::clone(observer);
+    tokio::spawn(async move {
+        let mut stream = watcher(sets, watcher::Config::default()).boxed();
+        while let Some(event) = stream.next().await {
+            let Ok(watcher::Event::Apply(ms) | watcher::Event::InitApply(ms)) = event else {
+                continue;
+            };
+            let class = ms
+                .spec
+                .template
+                .as_ref()
+                .and_then(|t| t.spec.as_ref())
+                .and_then(|s| s.class.as_ref())
+                .and_then(|c| c.name.clone());
+            let mut o = obs.lock().unwrap();
+            if o.seen.new_set_at.is_none() && o.watch_class.is_some() && class == o.watch_class {
+                o.seen.new_set_at = Some(Instant::now());
+            }
+        }
+    });
+}
+
 struct Phase {
     name: &'static str,
     seconds: f64,
-    control_requests: u64,
-    control_writes: u64,
-    target_requests: u64,
-    peak_rss_kib: u64,
+    control: RequestCounters,
+    target: RequestCounters,
+    own_control_reads: u64,
+    manager_cpu_seconds: f64,
+    manager_peak_rss_kib: u64,
+    manager_end_rss_kib: u64,
+    sandbox_peak_rss_kib: u64,
+    seen: Seen,
+    rollout_start: Option<f64>,
+    completed: bool,
 }
 
-fn writes(counters: &mcm_sandbox::RequestCounters) -> u64 {
-    [Verb::Create, Verb::Update, Verb::Patch, Verb::Delete]
+struct Bench {
+    control_sb: Sandbox,
+    target_sb: Sandbox,
+    manager_pid: u32,
+    observer: Arc<Mutex<Observer>>,
+}
+
+impl Bench {
+    /// Runs `action`, then polls `done` (one GET per poll, not counted) until it holds, sampling
+    /// the manager's RSS and CPU and the sandboxes' RSS meanwhile.
+    async fn phase<F, Fut>(
+        &self,
+        name: &'static str,
+        floor: usize,
+        watch_class: Option<&str>,
+        limit: Duration,
+        action: impl std::future::Future<Output = ()>,
+        done: F,
+    ) -> Phase
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = (bool, String)>,
+    {
+        self.observer
+            .lock()
+            .unwrap()
+            .start_phase(floor, watch_class);
+        self.control_sb.faults().reset_counters();
+        self.target_sb.faults().reset_counters();
+        let cpu_before = cpu_ticks(self.manager_pid);
+        let pid = self.manager_pid.to_string();
+        let mut manager_peak = rss_kib(&pid);
+        let mut sandbox_peak = rss_kib("self");
+        let started = Instant::now();
+        action.await;
+        let mut polls = 0u64;
+        let mut last = String::new();
+        let mut last_poll = Instant::now() - Duration::from_secs(1);
+        let completed = loop {
+            manager_peak = manager_peak.max(rss_kib(&pid));
+            sandbox_peak = sandbox_peak.max(rss_kib("self"));
+            if last_poll.elapsed() >= Duration::from_millis(250) {
+                last_poll = Instant::now();
+                let (finished, progress) = done().await;
+                polls += 1;
+                if finished {
+                    break true;
+                }
+                if progress != last {
+                    eprintln!(
+                        "  [{name} {:>6.1}s] {progress}",
+                        started.elapsed().as_secs_f64()
+                    );
+                    last = progress;
+                }
+            }
+            if started.elapsed() > limit {
+                eprintln!("  [{name}] INCOMPLETE after {limit:?}");
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        let seen = self.observer.lock().unwrap().seen.clone();
+        let rollout_start = seen
+            .new_set_at
+            .map(|at| at.saturating_duration_since(started).as_secs_f64());
+        Phase {
+            name,
+            seconds,
+            control: self.control_sb.faults().counters(),
+            target: self.target_sb.faults().counters(),
+            own_control_reads: polls,
+            manager_cpu_seconds: cpu_ticks(self.manager_pid).saturating_sub(cpu_before) as f64
+                / 100.0,
+            manager_peak_rss_kib: manager_peak,
+            manager_end_rss_kib: rss_kib(&pid),
+            sandbox_peak_rss_kib: sandbox_peak,
+            seen,
+            rollout_start,
+            completed,
+        }
+    }
+}
+
+const WRITE_VERBS: [Verb; 4] = [Verb::Create, Verb::Update, Verb::Patch, Verb::Delete];
+
+fn writes(counters: &RequestCounters) -> u64 {
+    WRITE_VERBS.into_iter().map(|v| counters.by_verb(v)).sum()
+}
+
+fn event_writes(counters: &RequestCounters) -> u64 {
+    WRITE_VERBS
         .into_iter()
-        .map(|v| counters.by_verb(v))
+        .map(|v| counters.by_verb_resource(v, "events"))
         .sum()
 }
 
-/// Polls the deployment (one GET per poll, counted in `polls`) until `done`, with a peak RSS
-/// sampler running meanwhile.
-async fn measure(
-    name: &'static str,
-    control_sb: &Sandbox,
-    target_sb: &Sandbox,
-    deployments: &Api<MachineDeployment>,
-    limit: Duration,
-    done: impl Fn(&MachineDeployment) -> bool,
-) -> Phase {
-    control_sb.faults().reset_counters();
-    target_sb.faults().reset_counters();
-    let peak = Arc::new(AtomicU64::new(rss_kib()));
-    let stop = CancellationToken::new();
-    let sampler = {
-        let (peak, stop) = (Arc::clone(&peak), stop.clone());
-        tokio::spawn(async move {
-            while !stop.is_cancelled() {
-                peak.fetch_max(rss_kib(), Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+/// Target writes that the virtual kubelet makes (node registration, node status, leases, pod
+/// status): the rest are the manager's.
+fn kubelet_write(verb: Verb, resource: &str) -> bool {
+    resource == "leases"
+        || resource.ends_with("/status")
+        || (verb == Verb::Create && resource == "nodes")
+}
+
+fn manager_target_writes(counters: &RequestCounters) -> u64 {
+    counters
+        .counts
+        .iter()
+        .filter(|((verb, resource, _), _)| {
+            WRITE_VERBS.contains(verb) && !kubelet_write(*verb, resource)
         })
-    };
-    let started = Instant::now();
-    let mut polls = 0u64;
-    let mut last = String::new();
-    loop {
-        polls += 1;
-        if let Ok(md) = deployments.get(DEPLOYMENT).await {
-            if done(&md) {
-                break;
-            }
-            let st = md.status.unwrap_or_default();
-            let now = format!(
-                "replicas={} updated={} available={}",
-                st.replicas.unwrap_or(0),
-                st.updated_replicas.unwrap_or(0),
-                st.available_replicas.unwrap_or(0)
-            );
-            if now != last {
-                eprintln!("  [{name} {:>6.1}s] {now}", started.elapsed().as_secs_f64());
-                last = now;
-            }
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn print_writes(cluster: &str, counters: &RequestCounters, n: f64) {
+    let mut rows: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for ((verb, resource, _), count) in &counters.counts {
+        if WRITE_VERBS.contains(verb) {
+            *rows
+                .entry((format!("{verb:?}").to_lowercase(), resource.clone()))
+                .or_default() += count;
         }
-        if started.elapsed() > limit {
-            eprintln!("  [{name}] gave up after {limit:?}");
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let seconds = started.elapsed().as_secs_f64();
-    stop.cancel();
-    let _ = sampler.await;
-    let control = control_sb.faults().counters();
-    let target = target_sb.faults().counters();
-    Phase {
-        name,
-        seconds,
-        control_requests: control.total().saturating_sub(polls),
-        control_writes: writes(&control),
-        target_requests: target.total(),
-        peak_rss_kib: peak.load(Ordering::Relaxed),
+    for ((verb, resource), count) in rows {
+        println!(
+            "    {cluster:<7} {verb:<7} {resource:<28} {count:>8} {:>8.2}/machine",
+            count as f64 / n
+        );
     }
 }
 
-fn complete(n: i32, class: &'static str) -> impl Fn(&MachineDeployment) -> bool {
-    move |md| {
-        let st = md.status.clone().unwrap_or_default();
-        let template_class = md
-            .spec
-            .template
-            .spec
-            .as_ref()
-            .and_then(|s| s.class.as_ref())
-            .and_then(|c| c.name.as_deref());
-        template_class == Some(class)
-            && st.observed_generation >= md.metadata.generation
-            && st.replicas == Some(n)
-            && st.updated_replicas == Some(n)
-            && st.available_replicas == Some(n)
-    }
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
 }
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .init();
-    }
     let n = i32::try_from(arg("--machines", 1000)).unwrap_or(1000);
     let limit = Duration::from_secs(arg("--limit-secs", 1800));
-    let baseline_rss = rss_kib();
+    let faults = flag("--faults");
+    let qps = arg("--qps", 500);
+    let syncs = arg("--concurrent-syncs", 50);
+    let work = tempfile::tempdir().unwrap();
 
+    let sandbox_idle_rss = rss_kib("self");
     let control_sb = Sandbox::start(SandboxConfig {
         name: "control".into(),
         ..SandboxConfig::default()
@@ -242,79 +489,52 @@ async fn main() {
     .await
     .unwrap();
     let control = client_for(control_sb.kubeconfig_path()).await;
-    let target = client_for(target_sb.kubeconfig_path()).await;
     setup_control(&control).await;
 
-    let stop = CancellationToken::new();
-    let fleet = Arc::new(Fleet::in_memory());
-    let kubelet = Kubelet::new(
-        target.clone(),
-        Arc::clone(&fleet),
-        KubeletConfig {
-            tick: Duration::from_millis(200),
-            ..KubeletConfig::default()
-        },
-        Arc::new(ProviderMetrics::new()),
+    let socket = work.path().join("driver.sock");
+    let provider = ChildProcess::spawn(
+        &binary("provider-virtual"),
+        &[
+            format!("--endpoint=unix://{}", socket.display()),
+            format!(
+                "--target-kubeconfig={}",
+                target_sb.kubeconfig_path().display()
+            ),
+            format!("--state-file={}", work.path().join("state.json").display()),
+            format!("--metrics-address=127.0.0.1:{}", free_port()),
+            "--kubelet-tick=200ms".into(),
+        ],
+        &work.path().join("provider.log"),
     );
-    tokio::spawn(kubelet.run(stop.clone()));
-    let bound = BoundServer::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap()))
-        .await
-        .unwrap();
-    let endpoint = bound.local_endpoint().clone();
-    let driver = VirtualDriver::new(Arc::clone(&fleet));
-    let serve_stop = stop.clone();
-    tokio::spawn(async move {
-        let _ = bound
-            .serve(Arc::new(driver), serve_stop.cancelled_owned())
-            .await;
-    });
-
-    let control_flag = format!(
-        "--control-kubeconfig={}",
-        control_sb.kubeconfig_path().display()
+    let manager = ChildProcess::spawn(
+        &binary("machine-controller-manager"),
+        &[
+            format!(
+                "--control-kubeconfig={}",
+                control_sb.kubeconfig_path().display()
+            ),
+            format!(
+                "--target-kubeconfig={}",
+                target_sb.kubeconfig_path().display()
+            ),
+            format!("--driver-endpoint=unix://{}", socket.display()),
+            format!("--namespace={NAMESPACE}"),
+            "--leader-elect=false".into(),
+            format!("--kube-api-qps={qps}"),
+            format!("--kube-api-burst={}", qps * 2),
+            format!("--concurrent-syncs={syncs}"),
+            "--address=127.0.0.1".into(),
+            format!("--port={}", free_port()),
+        ],
+        &work.path().join("manager.log"),
     );
-    let target_flag = format!(
-        "--target-kubeconfig={}",
-        target_sb.kubeconfig_path().display()
-    );
-    let driver_flag = format!("--driver-endpoint={endpoint}");
-    // Upstream's default client QPS (20) would make this a benchmark of the throttle.
-    let qps = arg("--qps", 500);
-    let qps_flag = format!("--kube-api-qps={qps}");
-    let burst_flag = format!("--kube-api-burst={}", qps * 2);
-    let syncs_flag = format!("--concurrent-syncs={}", arg("--concurrent-syncs", 50));
-    let args = Args::try_parse_from([
-        "machine-controller-manager",
-        control_flag.as_str(),
-        target_flag.as_str(),
-        driver_flag.as_str(),
-        "--namespace=default",
-        "--leader-elect=false",
-        qps_flag.as_str(),
-        burst_flag.as_str(),
-        syncs_flag.as_str(),
-    ])
-    .unwrap();
-    let config = validate(&args).unwrap();
-    let driver_client = DriverClient::connect(&endpoint, Duration::from_secs(10))
-        .await
-        .unwrap();
-    let set: Box<dyn Controller> =
-        Box::new(ControllerSet::with(shell::registry()).with_driver_client(driver_client));
-    let mut options = RunOptions::new("deployment-bench");
-    options.admin_listener = Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
-    let health = options.health.clone();
-    let manager_stop = CancellationToken::new();
-    let manager = tokio::spawn(manager::run(
-        config,
-        vec![set],
-        options,
-        manager_stop.clone(),
-    ));
-    while !health.is_ready() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let idle_rss = rss_kib();
+    let bench = Bench {
+        control_sb,
+        target_sb,
+        manager_pid: manager.pid(),
+        observer: Arc::new(Mutex::new(Observer::default())),
+    };
+    spawn_observers(&control, &bench.observer);
 
     let deployments: Api<MachineDeployment> = Api::namespaced(control.clone(), NAMESPACE);
     let md: MachineDeployment = serde_json::from_value(json!({
@@ -334,95 +554,251 @@ async fn main() {
         .create(&PostParams::default(), &md)
         .await
         .unwrap();
-    // Let the empty deployment settle (its set exists at 0) before timing the scale-up.
-    measure(
-        "settle",
-        &control_sb,
-        &target_sb,
-        &deployments,
-        Duration::from_secs(60),
-        |md| {
-            md.status
-                .as_ref()
-                .is_some_and(|s| s.observed_generation >= md.metadata.generation)
-        },
-    )
-    .await;
-
-    deployments
-        .patch_scale(
-            DEPLOYMENT,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"replicas": n}})),
+    // The manager is up once it has observed the empty deployment.
+    let settle = bench
+        .phase(
+            "settle",
+            0,
+            None,
+            Duration::from_secs(120),
+            async {},
+            || async {
+                let ok = deployments.get(DEPLOYMENT).await.ok().is_some_and(|md| {
+                    md.status
+                        .as_ref()
+                        .is_some_and(|s| s.observed_generation >= md.metadata.generation)
+                });
+                (ok, "waiting for the manager".into())
+            },
         )
-        .await
-        .unwrap();
-    let scale_up = measure(
-        "scale 0 → N",
-        &control_sb,
-        &target_sb,
-        &deployments,
-        limit,
-        complete(n, "bench-a"),
-    )
-    .await;
+        .await;
+    let manager_idle_rss = rss_kib(&bench.manager_pid.to_string());
+    if !settle.completed {
+        eprintln!(
+            "the manager did not start; its log is {}",
+            work.path().join("manager.log").display()
+        );
+        std::mem::forget(work);
+        std::process::exit(1);
+    }
+    if faults {
+        let f = bench.control_sb.faults();
+        f.set_watch_delay(Duration::from_millis(300));
+        for (verb, resource) in [
+            (Verb::Update, "machinesets"),
+            (Verb::Update, "machinesets/status"),
+            (Verb::Update, "machines"),
+            (Verb::Update, "machines/status"),
+            (Verb::Patch, "machines"),
+        ] {
+            f.inject_errors(ErrorRule {
+                verb: Some(verb),
+                resource: Some(resource.into()),
+                status: 409,
+                rate: 0.05,
+                count: None,
+            });
+        }
+    }
 
-    deployments
-        .patch(
-            DEPLOYMENT,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"template": {"spec": {"class": {"name": "bench-b"}}}}})),
+    let nu = usize::try_from(n).unwrap_or(0);
+    let complete = |class: &'static str| {
+        let deployments = deployments.clone();
+        move || {
+            let deployments = deployments.clone();
+            async move {
+                let Ok(md) = deployments.get(DEPLOYMENT).await else {
+                    return (false, "deployment unreadable".to_owned());
+                };
+                let st = md.status.clone().unwrap_or_default();
+                let template_class = md
+                    .spec
+                    .template
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.class.as_ref())
+                    .and_then(|c| c.name.clone());
+                let done = template_class.as_deref() == Some(class)
+                    && st.observed_generation >= md.metadata.generation
+                    && st.replicas == Some(n)
+                    && st.updated_replicas == Some(n)
+                    && st.available_replicas == Some(n);
+                let progress = format!(
+                    "replicas={} updated={} available={}",
+                    st.replicas.unwrap_or(0),
+                    st.updated_replicas.unwrap_or(0),
+                    st.available_replicas.unwrap_or(0)
+                );
+                (done, progress)
+            }
+        }
+    };
+
+    let scale_up = bench
+        .phase(
+            "scale 0 → N",
+            nu,
+            None,
+            limit,
+            async {
+                deployments
+                    .patch_scale(
+                        DEPLOYMENT,
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({"spec": {"replicas": n}})),
+                    )
+                    .await
+                    .unwrap();
+            },
+            complete("bench-a"),
         )
-        .await
-        .unwrap();
-    let roll = measure(
-        "roll N → new class",
-        &control_sb,
-        &target_sb,
-        &deployments,
-        limit,
-        complete(n, "bench-b"),
-    )
-    .await;
-
+        .await;
+    let roll = bench
+        .phase(
+            "roll N → new class",
+            nu,
+            Some("bench-b"),
+            limit,
+            async {
+                deployments
+                    .patch(
+                        DEPLOYMENT,
+                        &PatchParams::default(),
+                        &Patch::Merge(
+                            &json!({"spec": {"template": {"spec": {"class": {"name": "bench-b"}}}}}),
+                        ),
+                    )
+                    .await
+                    .unwrap();
+            },
+            complete("bench-b"),
+        )
+        .await;
     let machines: Api<Machine> = Api::namespaced(control.clone(), NAMESPACE);
-    let left = machines
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items.len())
-        .unwrap_or(0);
+    let sets: Api<MachineSet> = Api::namespaced(control.clone(), NAMESPACE);
+    let delete = bench
+        .phase(
+            "delete",
+            0,
+            None,
+            limit,
+            async {
+                deployments
+                    .delete(DEPLOYMENT, &DeleteParams::default())
+                    .await
+                    .unwrap();
+            },
+            || {
+                let (machines, sets, deployments) =
+                    (machines.clone(), sets.clone(), deployments.clone());
+                async move {
+                    let m = machines
+                        .list_metadata(&ListParams::default())
+                        .await
+                        .map_or(usize::MAX, |l| l.items.len());
+                    let s = sets
+                        .list_metadata(&ListParams::default())
+                        .await
+                        .map_or(usize::MAX, |l| l.items.len());
+                    let d = deployments.get_opt(DEPLOYMENT).await.ok().flatten();
+                    (
+                        m == 0 && s == 0 && d.is_none(),
+                        format!("machines={m} machinesets={s}"),
+                    )
+                }
+            },
+        )
+        .await;
 
-    println!("deployment_bench: N = {n} machines, provider-virtual zero boot delay, maxSurge 10%");
+    let phases = [&scale_up, &roll, &delete];
+    let nf = f64::from(n.max(1));
+    let surge = (n + 9) / 10;
     println!(
-        "RSS: process start {:.0} MiB, manager idle {:.0} MiB (includes both sandboxes and the provider)",
-        baseline_rss as f64 / 1024.0,
-        idle_rss as f64 / 1024.0
+        "deployment_bench: N = {n}, maxSurge 10 % ({surge}), maxUnavailable 0, provider-virtual boot delay 0, manager QPS {qps} burst {} concurrent-syncs {syncs}{}",
+        qps * 2,
+        if faults {
+            ", faults: 300 ms watch delay + 5 % conflicts"
+        } else {
+            ""
+        }
     );
     println!(
-        "{:<22} {:>9} {:>14} {:>13} {:>14} {:>13} {:>14}",
+        "{:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9}",
         "phase",
         "seconds",
-        "control reqs",
-        "control wr",
-        "target reqs",
-        "reqs/machine",
-        "peak RSS MiB"
+        "ctl req/m",
+        "ctl wr/m",
+        "ev wr/m",
+        "tgt req/m",
+        "mgr tgt/m",
+        "mgr CPU",
+        "mgr MiB",
+        "mgr end",
+        "sbx MiB",
+        "max/bound"
     );
-    for p in [&scale_up, &roll] {
+    for p in phases {
+        // The delete phase reads three lists per poll.
+        let own = if p.name == "delete" {
+            p.own_control_reads * 3
+        } else {
+            p.own_control_reads
+        };
         println!(
-            "{:<22} {:>9.1} {:>14} {:>13} {:>14} {:>13.1} {:>14.0}",
+            "{:<20} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.1} {:>8.1} {:>9.0} {:>9}{}",
             p.name,
             p.seconds,
-            p.control_requests,
-            p.control_writes,
-            p.target_requests,
-            (p.control_requests + p.target_requests) as f64 / f64::from(n.max(1)),
-            p.peak_rss_kib as f64 / 1024.0
+            p.control.total().saturating_sub(own) as f64 / nf,
+            writes(&p.control) as f64 / nf,
+            event_writes(&p.control) as f64 / nf,
+            p.target.total() as f64 / nf,
+            manager_target_writes(&p.target) as f64 / nf,
+            p.manager_cpu_seconds,
+            mib(p.manager_peak_rss_kib),
+            mib(p.manager_end_rss_kib),
+            mib(p.sandbox_peak_rss_kib),
+            format!("{}/{}", p.seen.max_machines, n + surge),
+            if p.completed { "" } else { "  INCOMPLETE" }
         );
     }
-    println!("machines left after the rollout: {left} (want {n})");
-
-    manager_stop.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(30), manager).await;
-    stop.cancel();
+    let lifecycle = writes(&scale_up.control) + writes(&delete.control);
+    let lifecycle_events = event_writes(&scale_up.control) + event_writes(&delete.control);
+    println!(
+        "full lifecycle (create → Running → delete), control writes per machine: {:.2} ({:.2} without Events)",
+        lifecycle as f64 / nf,
+        (lifecycle - lifecycle_events) as f64 / nf
+    );
+    println!(
+        "rollout: {:.2} control writes per replaced machine; new MachineSet {} after the template change; fewest Running during it {} (floor {n})",
+        writes(&roll.control) as f64 / nf,
+        roll.rollout_start
+            .map_or("never seen".to_owned(), |s| format!("{:.3} s", s)),
+        roll.seen
+            .min_running
+            .map_or("n/a".to_owned(), |m| m.to_string()),
+    );
+    println!(
+        "manager RSS: idle {:.1} MiB; sandboxes (this process): idle {:.1} MiB",
+        mib(manager_idle_rss),
+        mib(sandbox_idle_rss)
+    );
+    for p in phases {
+        println!("  writes in {}:", p.name);
+        print_writes("control", &p.control, nf);
+        print_writes("target", &p.target, nf);
+    }
+    let surge_broken = phases
+        .iter()
+        .any(|p| p.seen.max_machines > usize::try_from(n + surge).unwrap_or(usize::MAX));
+    let floor_broken = roll.seen.min_running.is_some_and(|m| m < nu);
+    drop(manager);
+    drop(provider);
+    if surge_broken || floor_broken {
+        println!(
+            "BOUND BROKEN: surge {surge_broken}, availability {floor_broken} (logs kept in {})",
+            work.path().display()
+        );
+        std::mem::forget(work);
+        std::process::exit(2);
+    }
 }

@@ -1194,3 +1194,174 @@ async fn legacy_machine_sets_are_migrated_to_the_hash_label() {
     let sets = sets_of(&world, "leg").await;
     assert_eq!(sets.len(), 1, "{sets:?}");
 }
+
+/// Issue 17: counting every Machine object that exists (terminating ones included), a rolling
+/// update by the whole stack never goes above `replicas + maxSurge` Machines nor below
+/// `replicas − maxUnavailable` Running ones, while the controllers' watches lag 300 ms behind,
+/// 10 % of their Machine and MachineSet writes conflict and every old VM's deletion fails once
+/// (so old machines stay Terminating while the new set wants to grow).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rollout_never_exceeds_its_surge_counting_terminating_machines() {
+    use futures::StreamExt as _;
+    use kube::runtime::watcher;
+    use mcm_sandbox::{ErrorRule, Verb};
+
+    const REPLICAS: usize = 16;
+    const SURGE: usize = 3;
+    const UNAVAILABLE: usize = 1;
+    const ROLLOUT_LIMIT: Duration = Duration::from_secs(300);
+    let mut world = World::start().await;
+    let Some(faults) = world.control_sandbox.as_ref().map(|s| s.faults().clone()) else {
+        eprintln!("SKIPPED: the live surge sampler needs the sandbox's watch delay and conflicts");
+        return;
+    };
+    world
+        .create_class(
+            "live-a",
+            json!({"failures": {"delete": {"code": "Unavailable", "times": 1}}}),
+        )
+        .await;
+    world.create_class("live-b", json!({})).await;
+    world
+        .start_manager(mcm_controller::shell::registry(), &[])
+        .await;
+    world
+        .machine_deployments()
+        .create(
+            &PostParams::default(),
+            &deployment(
+                "live",
+                i32::try_from(REPLICAS).unwrap(),
+                rolling(json!(SURGE), json!(UNAVAILABLE)),
+                "live-a",
+            ),
+        )
+        .await
+        .unwrap();
+    let all_running = |class: &'static str| {
+        let world = &world;
+        async move {
+            eventually(
+                &format!("{REPLICAS} Running machines of {class} and no other"),
+                ROLLOUT_LIMIT,
+                || async {
+                    let machines = world.machines().list(&ListParams::default()).await.ok()?;
+                    let ok = machines.items.len() == REPLICAS
+                        && machines.items.iter().all(|m| {
+                            m.spec.class.as_ref().and_then(|c| c.name.as_deref()) == Some(class)
+                                && m.phase().map(ToString::to_string).as_deref() == Some("Running")
+                                && m.metadata.deletion_timestamp.is_none()
+                        });
+                    ok.then_some(())
+                },
+            )
+            .await;
+        }
+    };
+    all_running("live-a").await;
+
+    // The sampler: a watch of every Machine, (Running, terminating) by name.
+    #[derive(Default)]
+    struct Sample {
+        live: BTreeMap<String, (bool, bool)>,
+        max_total: usize,
+        min_running: usize,
+        max_terminating: usize,
+    }
+    let sample = Arc::new(std::sync::Mutex::new(Sample {
+        min_running: usize::MAX,
+        ..Sample::default()
+    }));
+    let sampler = {
+        let sample = Arc::clone(&sample);
+        let mut stream = watcher(world.machines(), watcher::Config::default()).boxed();
+        tokio::spawn(async move {
+            let mut relist: BTreeMap<String, (bool, bool)> = BTreeMap::new();
+            while let Some(event) = stream.next().await {
+                let Ok(event) = event else { continue };
+                let state = |m: &Machine| {
+                    (
+                        m.phase().map(ToString::to_string).as_deref() == Some("Running"),
+                        m.metadata.deletion_timestamp.is_some(),
+                    )
+                };
+                let mut s = sample.lock().unwrap();
+                match event {
+                    watcher::Event::Apply(m) => {
+                        let st = state(&m);
+                        s.live.insert(m.metadata.name.unwrap_or_default(), st);
+                    }
+                    watcher::Event::Delete(m) => {
+                        s.live.remove(&m.metadata.name.unwrap_or_default());
+                    }
+                    watcher::Event::Init => relist.clear(),
+                    watcher::Event::InitApply(m) => {
+                        relist.insert(m.metadata.name.clone().unwrap_or_default(), state(&m));
+                    }
+                    watcher::Event::InitDone => s.live = std::mem::take(&mut relist),
+                }
+                let total = s.live.len();
+                let running = s.live.values().filter(|(r, t)| *r && !*t).count();
+                let terminating = s.live.values().filter(|(_, t)| *t).count();
+                s.max_total = s.max_total.max(total);
+                s.max_terminating = s.max_terminating.max(terminating);
+                if total > 0 {
+                    s.min_running = s.min_running.min(running);
+                }
+            }
+        })
+    };
+    // Let the sampler list the fleet before anything moves.
+    eventually("the sampler sees the fleet", LIMIT, || async {
+        (sample.lock().unwrap().live.len() == REPLICAS).then_some(())
+    })
+    .await;
+
+    faults.set_watch_delay(Duration::from_millis(300));
+    for (verb, resource) in [
+        (Verb::Update, "machinesets"),
+        (Verb::Update, "machinesets/status"),
+        (Verb::Update, "machines"),
+        (Verb::Update, "machines/status"),
+        (Verb::Patch, "machines"),
+    ] {
+        faults.inject_errors(ErrorRule {
+            verb: Some(verb),
+            resource: Some(resource.into()),
+            status: 409,
+            rate: 0.1,
+            count: None,
+        });
+    }
+    set_class(&world, "live", "live-b").await;
+    all_running("live-b").await;
+    faults.clear_errors();
+    faults.set_watch_delay(Duration::ZERO);
+    sampler.abort();
+
+    let s = sample.lock().unwrap();
+    assert!(
+        s.max_terminating > 0,
+        "the rollout had machines terminating (VM deletions fail once)"
+    );
+    assert!(
+        s.max_total <= REPLICAS + SURGE,
+        "{} Machine objects existed at once; replicas + maxSurge is {}",
+        s.max_total,
+        REPLICAS + SURGE
+    );
+    assert!(
+        s.min_running >= REPLICAS - UNAVAILABLE,
+        "only {} machines were Running at one point; replicas − maxUnavailable is {}",
+        s.min_running,
+        REPLICAS - UNAVAILABLE
+    );
+    eprintln!(
+        "live sampler: at most {} machines (bound {}), at least {} Running (floor {}), up to {} terminating",
+        s.max_total,
+        REPLICAS + SURGE,
+        s.min_running,
+        REPLICAS - UNAVAILABLE,
+        s.max_terminating
+    );
+}

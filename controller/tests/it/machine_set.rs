@@ -594,10 +594,12 @@ async fn status_counts_phases_and_failed_machines() {
     // Events: SuccessfulCreate on the MachineSet (the recorder folds repeats into a series).
     let events: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(world.control.clone(), NAMESPACE);
-    let prefix = format!("Created Machine: {name}-");
+    // One event per pass: upstream's wording for a single machine, a count and names for more.
+    let single = format!("Created Machine: {name}-");
+    let many = format!(" machines: {name}-");
     eventually("a SuccessfulCreate event on the MachineSet", LIMIT, || {
         let events = events.clone();
-        let prefix = prefix.clone();
+        let (single, many) = (single.clone(), many.clone());
         async move {
             events
                 .list(&ListParams::default())
@@ -608,7 +610,10 @@ async fn status_counts_phases_and_failed_machines() {
                 .any(|e| {
                     e.reason.as_deref() == Some("SuccessfulCreate")
                         && e.involved_object.name.as_deref() == Some(name)
-                        && e.message.as_deref().is_some_and(|m| m.starts_with(&prefix))
+                        && e.message.as_deref().is_some_and(|m| {
+                            m.starts_with(&single)
+                                || (m.starts_with("Created ") && m.contains(&many))
+                        })
                 })
                 .then_some(())
         }

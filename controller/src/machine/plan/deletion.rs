@@ -155,15 +155,12 @@ pub fn plan_blocked(machine: &Machine, stage: DeletionStage) -> Option<DeletionO
 /// `setMachineTerminationStatus`: phase Terminating (drops preserveExpiryTime), lastOperation
 /// GetVMStatus; never similarity-checked.
 #[must_use]
-pub fn plan_set_termination(machine: &Machine, restart: bool, now: Timestamp) -> DeletionOutcome {
-    let name = name_of(machine);
-    let mut events = vec![Event::normal(
-        "MachineTerminating",
-        format!("Deletion of machine {name} started"),
-    )];
-    if restart {
-        events.clear();
-    }
+///
+/// `_restart` (a broken flow re-initiated) changes nothing here; the shell logs it. No event for a
+/// deletion starting: the MachineSet's SuccessfulDelete (or the user's own delete) says who
+/// started it, and the phase says it is under way.
+pub fn plan_set_termination(_machine: &Machine, _restart: bool, now: Timestamp) -> DeletionOutcome {
+    let events = Vec::new();
     DeletionOutcome {
         status: Some(StatusWrite::new(
             last_operation(

@@ -302,12 +302,12 @@ pub fn plan_health(input: &HealthInput<'_>) -> HealthPlan {
                             MachineOperationType::HealthCheck,
                         )
                     };
+                    // No event: the phase and lastOperation say it, and an event per machine per
+                    // transition was most of the API writes of a large scale-up.
                     write = Some(StatusWrite::new(
-                        last_operation(description.clone(), MachineState::Successful, type_, now),
+                        last_operation(description, MachineState::Successful, type_, now),
                         current_status(MachinePhase::Running, false, now, preserve.clone()),
                     ));
-                    plan.events
-                        .push(Event::normal("MachineRunning", description));
                     plan.remove_node_taints = instance_not_ready_taints(node);
                 } else if !healthy && phase == Some(MachinePhase::Running) {
                     let description = format!(

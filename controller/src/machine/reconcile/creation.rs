@@ -132,7 +132,8 @@ impl MachineController {
                             .create_machine(machine, &class.class, &secret),
                     )
                     .await;
-                    if let Ok(created) = &result {
+                    if result.is_ok() {
+                        // No event: providerID, node label and lastOperation say it.
                         if let Some(labels) = labels(machine)
                             && let Some(seconds) =
                                 plan::creation::seconds_since_creation(machine, Timestamp::now())
@@ -140,16 +141,6 @@ impl MachineController {
                             #[allow(clippy::cast_precision_loss)]
                             self.shell.metrics.machine_created(&labels, seconds as f64);
                         }
-                        self.event(
-                            machine,
-                            &Event::normal(
-                                "MachineCreated",
-                                format!(
-                                    "VM {} created for machine {name} (node {})",
-                                    created.provider_id, created.node_name
-                                ),
-                            ),
-                        );
                     }
                     pass.create = Some(result.map_err(DriverError::Coded));
                 }

@@ -10,13 +10,13 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineState};
 
 use super::writes::{
     class_of, controller_settings, cordon, delete_node, delete_volume_attachments, driver_error,
-    driver_metric, get_machine, get_node, live_volume_attachments, record_events,
+    driver_metric, get_machine, get_node, live_volume_attachments, persist_status, record_events,
     remove_machine_finalizer, secret_data, set_node_condition, set_node_label, write_status,
 };
 use super::{Termination, TerminationError};
 use crate::drain::plan::{DrainConfig, DrainOutcome, FORCE_DRAIN_TIMEOUT, deletion_drain_config};
 use crate::drain::reconcile::{DrainTarget, drain_pass};
-use crate::machine::plan::common::{Event, Retry, effective_settings, elapsed};
+use crate::machine::plan::common::{Retry, effective_settings, elapsed};
 use crate::machine::plan::deletion::{
     DeletionOutcome, DeletionStage, DrainStageInput, DrainStageStep, NodeDeletionStep,
     NodeLookupResult, VmStatusInput, VmStatusStep, deletion_stage, plan_blocked,
@@ -36,6 +36,11 @@ const LONGEST_DRAIN_PASS: SignedDuration = SignedDuration::from_secs(60);
 enum Step {
     /// The stage progressed and was persisted: go on with the object the API returned.
     Continue(Box<Machine>),
+    /// The stage progressed in memory only: go on with this object; its status is written with
+    /// the next stage's write, or by [`flush`] before the pass stops.
+    Deferred(Box<Machine>),
+    /// Come back after this retry; the machine's current status is persisted.
+    Persisted(Retry),
     /// Come back after this retry.
     Stop(Retry),
     /// The machine is gone (finalizer removed).
@@ -81,6 +86,8 @@ pub(super) async fn run_pass(
             return Ok(requeue(retry));
         }
     };
+    // Set when stages have progressed without their status written yet (see `apply`).
+    let mut unpersisted = false;
     for _ in 0..MAX_STEPS_PER_PASS {
         let now = Timestamp::now();
         // Never delete the VM of a machine whose CreateMachine/InitializeMachine may still be
@@ -132,13 +139,7 @@ pub(super) async fn run_pass(
                         machine = key,
                         "machine finalizer removed; deletion complete"
                     );
-                    shell.event(
-                        &machine,
-                        false,
-                        "MachineDeleted",
-                        "Delete",
-                        format!("Machine {key} deleted: VM, node and finalizer removed"),
-                    );
+                    // No event: the object is gone, nobody would see it on `describe`.
                     Step::Finished
                 } else {
                     tracing::info!(
@@ -151,16 +152,49 @@ pub(super) async fn run_pass(
             }
         };
         match step {
-            Step::Continue(updated) => machine = *updated,
-            Step::Stop(retry) => return Ok(requeue(retry)),
+            Step::Continue(updated) => {
+                machine = *updated;
+                unpersisted = false;
+            }
+            Step::Deferred(updated) => {
+                machine = *updated;
+                unpersisted = true;
+            }
+            Step::Persisted(retry) => return Ok(requeue(retry)),
+            Step::Stop(retry) => {
+                if unpersisted {
+                    flush(termination, &machine).await;
+                }
+                return Ok(requeue(retry));
+            }
             Step::Finished => return Ok(requeue(Retry::Long)),
         }
+    }
+    if unpersisted {
+        flush(termination, &machine).await;
     }
     Ok(requeue(Retry::Immediate))
 }
 
-/// Records the outcome's events and status write; continues only when the write landed, the
-/// machine moved to another stage and the plan asked for a quick retry.
+/// Writes the status of stages that completed in memory. Losing it (a failed write, a crash) is
+/// safe: every stage is idempotent, so the next pass redoes the ones not recorded.
+async fn flush(termination: &Termination, machine: &Machine) {
+    if let Err(failure) = persist_status(&termination.shell, machine).await {
+        tracing::info!(
+            machine = machine_name(machine),
+            error = failure.message,
+            "deferred termination status not written; the next pass repeats those stages"
+        );
+    }
+}
+
+/// Records the outcome's events and status write; continues only when the machine moved to
+/// another stage and the plan asked for a quick retry.
+///
+/// A step that continues is not written on its own (except the first, which makes the machine
+/// `Terminating` for everyone to see): the next stage's write carries it, so a deletion whose
+/// stages all succeed at once costs two status writes instead of one per stage. Every stage is
+/// idempotent, so a crash before that write only repeats stages.
 async fn apply(
     termination: &Termination,
     machine: &Machine,
@@ -178,6 +212,24 @@ async fn apply(
         return Step::Stop(outcome.retry);
     };
     let state = write.last_operation.state.clone();
+    let quick = matches!(
+        outcome.retry,
+        Retry::Short | Retry::Immediate | Retry::Conflict
+    );
+    let leaving = deletion_stage(machine, false);
+    let mut in_memory = machine.clone();
+    in_memory.status = Some(write.apply(machine.status.as_ref()));
+    let moved = deletion_stage(&in_memory, false) != leaving;
+    let continues = quick && moved && state == Some(MachineState::Processing);
+    if continues && !matches!(leaving, DeletionStage::SetTermination { .. }) {
+        tracing::info!(
+            machine = machine_name(machine),
+            description = write.last_operation.description.as_deref().unwrap_or(""),
+            state = ?state,
+            "termination step (written with the next one)"
+        );
+        return Step::Deferred(Box::new(in_memory));
+    }
     match write_status(shell, machine, &write, now).await {
         Ok(updated) => {
             tracing::info!(
@@ -186,15 +238,10 @@ async fn apply(
                 state = ?state,
                 "termination step"
             );
-            let quick = matches!(
-                outcome.retry,
-                Retry::Short | Retry::Immediate | Retry::Conflict
-            );
-            let moved = deletion_stage(&updated, false) != deletion_stage(machine, false);
-            if quick && moved && state == Some(MachineState::Processing) {
+            if continues {
                 Step::Continue(Box::new(updated))
             } else {
-                Step::Stop(outcome.retry)
+                Step::Persisted(outcome.retry)
             }
         }
         Err(failure) => {
@@ -261,7 +308,10 @@ async fn get_vm_status(
             VmStatusStep::SetNodeLabel(node) => {
                 let result = set_node_label(shell, &machine, &node).await;
                 label_update = Some(match result {
-                    Ok(updated) => {
+                    Ok(mut updated) => {
+                        // Keep stages that progressed in memory: the label write answers the
+                        // persisted status.
+                        updated.status = machine.status.take();
                         machine = updated;
                         Ok(())
                     }
@@ -325,13 +375,8 @@ async fn drain(
             DrainStageStep::Cordon => {
                 let result = cordon(shell, &node_name).await;
                 if result.is_ok() {
-                    shell.event(
-                        machine,
-                        false,
-                        "NodeCordoned",
-                        "Drain",
-                        format!("Node {node_name} cordoned for the deletion of machine {name}"),
-                    );
+                    // No event: the node's `unschedulable` says it; routine steps of a
+                    // deletion are in the machine's lastOperation.
                 }
                 cordon_result = Some(result);
             }
@@ -357,7 +402,7 @@ async fn drain(
                 .await;
                 drain_result = Some(outcome);
             }
-            DrainStageStep::Finish(mut outcome) => {
+            DrainStageStep::Finish(outcome) => {
                 if drain_result == Some(DrainOutcome::Complete) {
                     let state = termination.drain_state(&node_name, now);
                     if let Some(labels) = DrainLabels::for_machine(machine) {
@@ -365,10 +410,6 @@ async fn drain(
                         shell.metrics.machine_drained(&labels, seconds.max(0.0));
                     }
                     termination.forget_drain(&node_name);
-                    outcome.events.push(Event::normal(
-                        "DrainSucceeded",
-                        format!("Node {node_name} of machine {name} drained"),
-                    ));
                 }
                 return apply(termination, machine, outcome, now).await;
             }

@@ -73,6 +73,20 @@ pub(super) async fn write_status(
         .map_err(|error| write_failure(&error))
 }
 
+/// Writes `machine`'s status as it is (stages that progressed in memory), with its
+/// resourceVersion as the precondition.
+pub(super) async fn persist_status(
+    shell: &Shell,
+    machine: &Machine,
+) -> Result<Machine, WriteFailure> {
+    let name = machine.metadata.name.as_deref().unwrap_or("");
+    shell
+        .namespaced::<Machine>()
+        .replace_status(name, &PostParams::default(), machine)
+        .await
+        .map_err(|error| write_failure(&error))
+}
+
 /// Records the plan's events on the machine.
 pub(super) fn record_events(shell: &Shell, machine: &Machine, events: &[Event]) {
     for event in events {

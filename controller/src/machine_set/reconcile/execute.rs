@@ -223,6 +223,7 @@ impl Controller {
         let api = self.shell.namespaced::<Machine>();
         let mut issued = 0usize;
         let mut first_error: Option<ReplicaError> = None;
+        let mut created: Vec<String> = Vec::new();
         for &size in batches {
             let results = futures::future::join_all((0..size).map(|_| {
                 let api = api.clone();
@@ -245,7 +246,7 @@ impl Controller {
                     Created::Yes(name) => {
                         self.expectations()
                             .creation_succeeded(&key, &name, Timestamp::now());
-                        self.record(ms, &events::created(&name), "Create");
+                        created.push(name);
                     }
                     Created::Unknown(message) => {
                         // The machine may exist: the expectation waits for it to show up (or
@@ -268,6 +269,9 @@ impl Controller {
             if batch_failed {
                 break;
             }
+        }
+        if !created.is_empty() {
+            self.record(ms, &events::created(&created), "Create");
         }
         let skipped = count.saturating_sub(issued);
         if skipped > 0 {
@@ -298,10 +302,24 @@ impl Controller {
             .into_iter()
             .map(|victim| self.delete_one(ms, cache, victim, now))
             .collect();
-        let stale_health_check = futures::stream::iter(deletions)
+        let outcomes: Vec<Option<(String, bool)>> = futures::stream::iter(deletions)
             .buffer_unordered(DELETE_CONCURRENCY)
-            .fold(0u64, |n, stale| async move { n + u64::from(stale) })
+            .collect()
             .await;
+        let deleted: Vec<String> = outcomes
+            .iter()
+            .flatten()
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !deleted.is_empty() {
+            self.record(ms, &events::deleted(&deleted), "Delete");
+        }
+        let stale_health_check = outcomes
+            .iter()
+            .flatten()
+            .filter(|(_, stale)| *stale)
+            .count();
+        let stale_health_check = u64::try_from(stale_health_check).unwrap_or(u64::MAX);
         if stale_health_check > 0 {
             self.shell
                 .metrics
@@ -309,15 +327,15 @@ impl Controller {
         }
     }
 
-    /// Deletes one machine; true when it was a Failed machine whose last operation was a
-    /// health check (the stale-machine counter of §9.2).
+    /// Deletes one machine: its name when it was deleted, with true when it was a Failed
+    /// machine whose last operation was a health check (the stale-machine counter of §9.2).
     async fn delete_one(
         &self,
         ms: &MachineSet,
         cache: &[Machine],
         victim: &MachineRef,
         now: Timestamp,
-    ) -> bool {
+    ) -> Option<(String, bool)> {
         let key = ms.metadata.name.clone().unwrap_or_default();
         let api = self.shell.namespaced::<Machine>();
         let params = DeleteParams {
@@ -328,9 +346,7 @@ impl Controller {
             ..DeleteParams::default()
         };
         match api.delete(&victim.name, &params).await {
-            Ok(_) => {
-                self.record(ms, &events::deleted(&victim.name), "Delete");
-            }
+            Ok(_) => {}
             Err(e) => {
                 // Gone already or replaced by another object: nothing to wait for.
                 self.expectations().deletion_failed(&key, &victim.name);
@@ -338,7 +354,7 @@ impl Controller {
                     tracing::warn!(machine_set = %key, machine = %victim.name, error = %e, "machine deletion failed");
                     self.record(ms, &events::delete_failed(&e.to_string()), "Delete");
                 }
-                return false;
+                return None;
             }
         }
         let stale = find(cache, victim).is_some_and(|m| {
@@ -373,7 +389,7 @@ impl Controller {
                 }
             }
         }
-        stale
+        Some((victim.name.clone(), stale))
     }
 }
 
