@@ -6,6 +6,7 @@
 //! `machine_set/reconcile.rs`, ...). Each exposes a [`RunFn`]: it subscribes to the informers it
 //! needs, runs its [`queue::WorkQueue`] until shutdown and returns.
 
+pub mod events;
 pub mod informer;
 pub mod queue;
 
@@ -22,6 +23,8 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
 use mcm_provider_proto::DriverClient;
 use tokio_util::sync::CancellationToken;
 
+pub use self::events::EVENT_REPEAT_SUPPRESSION;
+use self::events::EventSink;
 use self::informer::Informer;
 use crate::manager::config::Config;
 use crate::manager::metrics::Metrics;
@@ -110,7 +113,7 @@ impl Shell {
             machine_deployments: Informer::new("machinedeployments"),
             machine_classes: Informer::new("machineclasses"),
             nodes: Informer::new("nodes"),
-            events: EventSink::new(context.control.clone()),
+            events: EventSink::new(context.control.clone(), COMPONENT),
             machine_controller_frozen: AtomicBool::new(false),
             creations_in_flight: std::sync::Mutex::default(),
             secrets: std::sync::Mutex::default(),
@@ -292,110 +295,6 @@ impl Shell {
         self.events
             .publish(object.object_ref(&()), warning, reason, action, note);
     }
-}
-
-/// How long an identical event (same object, type, reason and note) is not recorded again.
-pub const EVENT_REPEAT_SUPPRESSION: Duration = Duration::from_secs(60);
-
-/// Publishes `events.k8s.io/v1` Events. kube's `Recorder` folds every event with the same reason
-/// and action into one series whatever its note, which hid messages like "scaled down to 0"
-/// behind an earlier "scaled down to 5"; here only identical events within
-/// [`EVENT_REPEAT_SUPPRESSION`] are folded (dropped), so a requeue loop cannot flood the API.
-struct EventSink {
-    client: Client,
-    instance: String,
-    recent: std::sync::Mutex<HashMap<(String, bool, String, String), Instant>>,
-}
-
-impl EventSink {
-    fn new(client: Client) -> Self {
-        Self {
-            client,
-            instance: std::env::var("POD_NAME").unwrap_or_else(|_| COMPONENT.to_owned()),
-            recent: std::sync::Mutex::default(),
-        }
-    }
-
-    fn publish(
-        &self,
-        regarding: k8s_openapi::api::core::v1::ObjectReference,
-        warning: bool,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
-        let note = truncate_note(note);
-        let identity = regarding
-            .uid
-            .clone()
-            .unwrap_or_else(|| regarding.name.clone().unwrap_or_default());
-        let now = Instant::now();
-        {
-            let mut recent = self
-                .recent
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let key = (identity, warning, reason.to_owned(), note.clone());
-            if recent
-                .get(&key)
-                .is_some_and(|at| now.duration_since(*at) < EVENT_REPEAT_SUPPRESSION)
-            {
-                return;
-            }
-            if recent.len() > 10_000 {
-                recent.retain(|_, at| now.duration_since(*at) < EVENT_REPEAT_SUPPRESSION);
-            }
-            recent.insert(key, now);
-        }
-        let timestamp = jiff::Timestamp::now();
-        let namespace = regarding
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".to_owned());
-        let event = k8s_openapi::api::events::v1::Event {
-            metadata: kube::api::ObjectMeta {
-                // client-go's naming: the object's name and the time in hex nanoseconds.
-                name: Some(format!(
-                    "{}.{:x}",
-                    regarding.name.clone().unwrap_or_default(),
-                    timestamp.as_nanosecond()
-                )),
-                namespace: Some(namespace.clone()),
-                ..Default::default()
-            },
-            event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-                timestamp,
-            )),
-            type_: Some(if warning { "Warning" } else { "Normal" }.to_owned()),
-            reason: Some(reason.to_owned()),
-            action: Some(action.to_owned()),
-            note: Some(note),
-            regarding: Some(regarding),
-            reporting_controller: Some(COMPONENT.to_owned()),
-            reporting_instance: Some(self.instance.clone()),
-            ..Default::default()
-        };
-        let api: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.client.clone(), &namespace);
-        tokio::spawn(async move {
-            if let Err(error) = api.create(&Default::default(), &event).await {
-                tracing::debug!(%error, reason = event.reason, "cannot record an event");
-            }
-        });
-    }
-}
-
-/// Event notes are limited to 1 kB by the API server.
-fn truncate_note(mut note: String) -> String {
-    const LIMIT: usize = 1000;
-    if note.len() > LIMIT {
-        let mut end = LIMIT;
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
-        note.truncate(end);
-    }
-    note
 }
 
 /// All shells as one manager [`Controller`]: the informers start during warm-up (every replica),
