@@ -430,15 +430,27 @@ container_args() {
 }
 # Starts a binary with the rendered args of a container, where each given --flag=value replaces
 # the value of that rendered flag (local addresses, kubeconfigs, paths); every given flag must be
-# among the rendered ones. Waits until http://127.0.0.1:$port/healthz answers.
+# among the rendered ones. A given +--flag=value is a local-only addition for a port the chart
+# leaves at the binary's default (which may be taken on a shared machine): appended when the
+# binary's --help lists the flag. Waits until http://127.0.0.1:$port/healthz answers.
 start_rendered() {
 	local variant=$1 container=$2 binary=$3 port=$4
 	shift 4
-	local rendered=() args=() arg flag used=0
+	local rendered=() args=() extra=() replacing=() arg flag used=0
+	for flag in "$@"; do
+		if [[ $flag == +* ]]; then
+			flag=${flag#+}
+			if "$bin/$binary" --help 2>/dev/null | grep -q -- "${flag%%=*}[ =]"; then
+				extra+=("$flag")
+			fi
+		else
+			replacing+=("$flag")
+		fi
+	done
 	mapfile -t rendered < <(container_args "$variant" "$container")
 	[[ ${#rendered[@]} -gt 3 ]] || fail "$variant: found no args of container $container"
 	for arg in "${rendered[@]}"; do
-		for flag in "$@"; do
+		for flag in "${replacing[@]}"; do
 			if [[ ${arg%%=*} == "${flag%%=*}" ]]; then
 				arg=$flag
 				used=$((used + 1))
@@ -446,13 +458,14 @@ start_rendered() {
 		done
 		args+=("$arg")
 	done
-	[[ $used == "$#" ]] || fail "$variant/$container: the chart renders only $used of the flags $*"
+	[[ $used == "${#replacing[@]}" ]] || fail "$variant/$container: the chart renders only $used of the flags ${replacing[*]}"
+	args+=("${extra[@]}")
 	"$bin/$binary" "${args[@]}" >"$tmp/$binary-$variant.log" 2>&1 &
 	local pid=$!
 	pids+=("$pid")
 	for _ in $(seq 1 100); do
 		if curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then
-			echo "started: $binary with the ${#rendered[@]} rendered args of $variant/$container ($# localised)"
+			echo "started: $binary with the ${#rendered[@]} rendered args of $variant/$container (${#replacing[@]} localised, ${#extra[@]} added)"
 			return
 		fi
 		kill -0 "$pid" 2>/dev/null || {
@@ -468,7 +481,7 @@ ready() { [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/ready
 port=$(free_port)
 start_rendered default machine-controller-manager machine-controller-manager "$port" \
 	--control-kubeconfig="$KUBECONFIG" --target-kubeconfig="$KUBECONFIG" --port="$port" \
-	--driver-endpoint="unix://$tmp/driver.sock"
+	--driver-endpoint="unix://$tmp/driver.sock" +--machine-metrics-port="$(free_port)"
 # The Gardener preset's manager: Gardener's exact args (without --driver-endpoint).
 port=$(free_port)
 start_rendered gardener machine-controller-manager machine-controller-manager "$port" \
