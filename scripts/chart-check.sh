@@ -192,6 +192,12 @@ count default '^            - name: providermetrics$' 1
 count default '^            - name: driver-metrics$' 1
 lacks default '--machine-metrics-port'
 has default '- machineclasses/status$'
+# Split mode from the chart's own list: no driver, no machine-side flags for the manager (the
+# sidecar keeps its own), the sidecar on providermetrics.
+lacks machine-controller '^[^#]*(--driver-endpoint|driver-socket|driver-metrics|--machine-metrics-port)'
+count machine-controller '--machine-creation-timeout' 1
+has machine-controller '"--namespace=mcm-system"'
+count machine-controller '^            - name: providermetrics$' 1
 # The Gardener preset (split mode); its objects are checked in detail on the sandbox below.
 lacks gardener '--driver-endpoint'
 lacks gardener 'driver-socket'
@@ -369,7 +375,7 @@ expect("gardener: manager liveness probe",
 sidecar = container(deployment, "machine-controller-manager-provider-aws")
 expect("gardener: sidecar command", sidecar.get("command"), ["./machine-controller"])
 expect("gardener: sidecar ports", ports(sidecar.get("ports")), {"providermetrics": 10259})
-if f"--port=10259" not in sidecar.get("args", []):
+if "--port=10259" not in sidecar.get("args", []):
     problems.append("gardener: the sidecar machine-controller does not serve on --port=10259")
 service = gardener.get(("Service", "machine-controller-manager"), {})
 expect("gardener: Service ports", ports(service.get("spec", {}).get("ports")),
@@ -485,6 +491,9 @@ start_rendered default machine-controller-manager machine-controller-manager "$p
 # The Gardener preset's manager: Gardener's exact args (without --driver-endpoint).
 port=$(free_port)
 start_rendered gardener machine-controller-manager machine-controller-manager "$port" \
+	--control-kubeconfig="$KUBECONFIG" --target-kubeconfig="$KUBECONFIG" --port="$port"
+port=$(free_port)
+start_rendered machine-controller machine-controller-manager machine-controller-manager "$port" \
 	--control-kubeconfig="$KUBECONFIG" --target-kubeconfig="$KUBECONFIG" --port="$port"
 port=$(free_port)
 start_rendered default provider-virtual provider-virtual "$port" --endpoint="unix://$tmp/driver.sock" \
