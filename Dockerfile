@@ -9,7 +9,12 @@
 #   docker build --target provider-virtual -t <registry>/provider-virtual:<tag> .
 #   docker build --target mcm-sandbox      -t <registry>/mcm-sandbox:<tag> .
 #
-# Not built in this repository's CI: the development machine has no container engine.
+# Each binary lies at the image root and the working directory is /, so `./machine-controller-manager`
+# (the command Gardener's Deployment runs) and `/machine-controller-manager` both start it; symbolic
+# links under /usr/local/bin keep the paths of earlier images working.
+#
+# Not built in this repository's CI: the development machine has no container engine;
+# scripts/check-dockerfile.sh (`make lint`) checks the layout promised above by reading this file.
 
 # ---- build -------------------------------------------------------------------------------------
 # Debian 12 (bookworm), the same glibc as the distroless runtime below.
@@ -25,31 +30,36 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
         --bin machine-webhook \
         --bin provider-virtual \
         --bin mcm-sandbox \
-    && mkdir -p /out \
-    && cp target/release/machine-controller-manager target/release/machine-webhook \
-          target/release/provider-virtual target/release/mcm-sandbox /out/
+    && mkdir -p /out/links \
+    && for binary in machine-controller-manager machine-webhook provider-virtual mcm-sandbox; do \
+           cp "target/release/$binary" /out/ && ln -s "/$binary" "/out/links/$binary" || exit 1; \
+       done
 
 # ---- runtime -----------------------------------------------------------------------------------
 # glibc and libgcc only: no shell, no package manager; runs as uid/gid 65532 (nonroot).
 FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
 LABEL org.opencontainers.image.description="Declarative lifecycle management of Kubernetes worker machines (Rust reimplementation of Gardener's machine-controller-manager)" \
       org.opencontainers.image.licenses="Apache-2.0"
-COPY --from=builder /out/ /usr/local/bin/
+# Single files, not a directory copied onto /, so the mode of / stays as distroless ships it.
+COPY --from=builder /out/machine-controller-manager /out/machine-webhook /out/provider-virtual /out/mcm-sandbox /
+# A directory copy keeps symbolic links as links.
+COPY --from=builder /out/links/ /usr/local/bin/
+WORKDIR /
 USER 65532:65532
 
 FROM runtime AS machine-webhook
 LABEL org.opencontainers.image.title="machine-webhook"
-ENTRYPOINT ["/usr/local/bin/machine-webhook"]
+ENTRYPOINT ["/machine-webhook"]
 
 FROM runtime AS provider-virtual
 LABEL org.opencontainers.image.title="provider-virtual"
-ENTRYPOINT ["/usr/local/bin/provider-virtual"]
+ENTRYPOINT ["/provider-virtual"]
 
 FROM runtime AS mcm-sandbox
 LABEL org.opencontainers.image.title="mcm-sandbox"
-ENTRYPOINT ["/usr/local/bin/mcm-sandbox"]
+ENTRYPOINT ["/mcm-sandbox"]
 
 # Last, so that a plain `docker build` produces the manager image.
 FROM runtime AS machine-controller-manager
 LABEL org.opencontainers.image.title="machine-controller-manager"
-ENTRYPOINT ["/usr/local/bin/machine-controller-manager"]
+ENTRYPOINT ["/machine-controller-manager"]

@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check crds crds-check run bench clean chart-check helm e2e e2e-kind
+.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind
 
 all: build
 
@@ -27,8 +27,8 @@ test-unit:
 test-doc:
 	$(CARGO) test --workspace --doc
 
-## lint: formatting, clippy -D warnings, plan.rs purity, dependency rules, generated CRDs up to date
-lint: fmt-check clippy purity deps-check crds-check
+## lint: formatting, clippy -D warnings, plan.rs purity, dependency rules, generated CRDs up to date, image layout
+lint: fmt-check clippy purity deps-check crds-check dockerfile-check
 
 fmt:
 	$(CARGO) fmt --all
@@ -44,6 +44,10 @@ purity:
 
 deps-check:
 	@scripts/check-deps.sh
+
+## dockerfile-check: binaries at / with WORKDIR / (./machine-controller-manager works), non-root, one target each
+dockerfile-check:
+	@scripts/check-dockerfile.sh
 
 ## crds: regenerate the CRDs of the chart from the Rust types (files/crds/{v1alpha1,conversion})
 crds:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make chart-check`: checks the Helm chart end to end without a cluster.
 #
-#  1. helm lint --strict with the default values and every charts/<chart>/ci/*-values.yaml;
+#  1. helm lint --strict with the default values, every charts/<chart>/ci/*-values.yaml and every
+#     preset charts/<chart>/values-*.yaml (e.g. values-gardener.yaml);
 #  2. helm template of each of those variants, plus assertions on what each variant must (not)
 #     contain, and renders that must fail (contradictory values);
 #  3. every value in values.yaml documented there (a "# --" comment) and in docs/helm-chart.md
@@ -14,7 +15,10 @@
 #     (file and self-managed mode) start with the arguments the chart renders (only addresses,
 #     kubeconfigs and paths swapped for local ones) and become healthy against the sandbox; in
 #     self-managed mode the webhook must inject its caBundle into all eight webhooks of the
-#     rendered configurations and the four rendered CRDs (conversion), applied for real.
+#     rendered configurations and the four rendered CRDs (conversion), applied for real;
+#  6. the Gardener preset's objects, as the sandbox returns them, have Gardener's shape (names,
+#     exact container command and args, ports, Role rule for rule, VPA) and the manager starts
+#     with its exact args.
 #
 # helm comes from scripts/helm.sh (installed under .tools/ on first use).
 set -euo pipefail
@@ -116,8 +120,15 @@ variants=(default)
 for file in "$chart"/ci/*-values.yaml; do
 	variants+=("$(basename "$file" -values.yaml)")
 done
+# Presets for users (values-<name>.yaml at the chart root) are variants too.
+for file in "$chart"/values-*.yaml; do
+	variant=$(basename "$file" .yaml)
+	variants+=("${variant#values-}")
+done
 values_args() {
-	if [[ $1 != default ]]; then
+	if [[ -f $chart/values-$1.yaml ]]; then
+		echo "--values=$chart/values-$1.yaml"
+	elif [[ $1 != default ]]; then
 		echo "--values=$chart/ci/$1-values.yaml"
 	fi
 }
@@ -175,6 +186,23 @@ has default 'runAsNonRoot: true'
 has default 'type: RuntimeDefault'
 has default '^kind: ClusterRole$'
 lacks default '^ *caBundle:'
+# The gRPC driver path: machine-level series on the manager's providermetrics port, the driver's
+# own on driver-metrics; --machine-metrics-port only when it is not the binary's default.
+count default '^            - name: providermetrics$' 1
+count default '^            - name: driver-metrics$' 1
+lacks default '--machine-metrics-port'
+has default '- machineclasses/status$'
+# Split mode from the chart's own list: no driver, no machine-side flags for the manager (the
+# sidecar keeps its own), the sidecar on providermetrics.
+lacks machine-controller '^[^#]*(--driver-endpoint|driver-socket|driver-metrics|--machine-metrics-port)'
+count machine-controller '--machine-creation-timeout' 1
+has machine-controller '"--namespace=mcm-system"'
+count machine-controller '^            - name: providermetrics$' 1
+# The Gardener preset (split mode); its objects are checked in detail on the sandbox below.
+lacks gardener '--driver-endpoint'
+lacks gardener 'driver-socket'
+count gardener '^kind: (CustomResourceDefinition|ClusterRole|ClusterRoleBinding|(Validating|Mutating)WebhookConfiguration)$' 0
+count gardener '^kind: VerticalPodAutoscaler$' 1
 count conversion '^    strategy: Webhook' 4
 count conversion '^(  - |    )name: v1beta1$' 4
 count conversion 'cert-manager.io/inject-ca-from' 6
@@ -221,6 +249,11 @@ must_fail "conversion.enabled needs webhook.enabled" --set conversion.enabled=tr
 must_fail "needs manager.targetKubeconfig.secretName" --set manager.targetKubeconfig.mode=secret
 must_fail "use inCluster, secret or none" --set manager.targetKubeconfig.mode=somewhere
 must_fail "use cert-manager or self-managed" --set webhook.certificates.mode=helm
+must_fail "use driver or machine-controller" --set provider.mode=sidecar
+must_fail "needs provider.args" --set provider.mode=machine-controller --set provider.image.tag=v1
+must_fail "needs provider.image.tag or provider.image.digest" --set provider.mode=machine-controller --set 'provider.args={--port=10259}'
+must_fail "must differ" --set provider.metricsPort=10259
+must_fail "must differ" --set manager.machineMetricsPort=10258
 
 echo "== kubectl apply --dry-run=server on a fresh sandbox"
 cargo build --quiet -p mcm-sandbox --bin mcm-sandbox
@@ -249,7 +282,8 @@ done
 kubectl apply -f "$chart/ci/stand-in-crds/" >/dev/null
 kubectl wait --for=condition=Established --timeout=30s \
 	crd/certificates.cert-manager.io crd/issuers.cert-manager.io crd/clusterissuers.cert-manager.io \
-	crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com >/dev/null
+	crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com \
+	crd/verticalpodautoscalers.autoscaling.k8s.io >/dev/null
 
 total=0
 for variant in "${variants[@]}"; do
@@ -271,6 +305,127 @@ for variant in "${variants[@]}"; do
 	total=$((total + accepted))
 done
 
+echo "== the Gardener shape (objects as the sandbox returns them)"
+for variant in default gardener; do
+	kubectl apply --dry-run=server -o json -f "$tmp/$variant.yaml" >"$tmp/$variant.json" ||
+		fail "$variant: no JSON from the sandbox"
+done
+# Facts from Gardener's deployment of the Go machine-controller-manager
+# (/work/shared/reference/gardener-deployment.md and issue 12), written out here, not taken from the
+# chart: what the preset must render and what the cluster-autoscaler needs by default.
+python3 - "$tmp/default.json" "$tmp/gardener.json" "$namespace" <<'PY' || fail "the Gardener shape is not as promised (see above)"
+import itertools
+import json
+import sys
+
+default_path, gardener_path, namespace = sys.argv[1:]
+problems = []
+
+
+def objects(path):
+    document = json.load(open(path))
+    items = document["items"] if document.get("kind") == "List" else [document]
+    return {(o["kind"], o["metadata"]["name"]): o for o in items}
+
+
+def expect(what, got, wanted):
+    if got != wanted:
+        problems.append(f"{what}: expected {wanted!r}, got {got!r}")
+
+
+def container(deployment, name):
+    found = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == name]
+    return found[0] if found else {}
+
+
+def ports(entries):
+    return {p["name"]: p.get("containerPort", p.get("port")) for p in entries or []}
+
+
+# Default values: the cluster-autoscaler finds Deployment machine-controller-manager.
+default = objects(default_path)
+if ("Deployment", "machine-controller-manager") not in default:
+    problems.append("default: no Deployment machine-controller-manager (the cluster-autoscaler needs it)")
+
+gardener = objects(gardener_path)
+for kind in ("Deployment", "ServiceAccount", "Service", "PodDisruptionBudget"):
+    if (kind, "machine-controller-manager") not in gardener:
+        problems.append(f"gardener: no {kind} machine-controller-manager")
+for kind, _ in gardener:
+    if kind in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+                "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        problems.append(f"gardener: renders a {kind} (gardenlet and Gardener own those)")
+
+deployment = gardener.get(("Deployment", "machine-controller-manager"), {})
+pod = deployment.get("spec", {}).get("template", {}).get("spec", {})
+expect("gardener: priorityClassName", pod.get("priorityClassName"), "gardener-system-300")
+expect("gardener: serviceAccountName", pod.get("serviceAccountName"), "machine-controller-manager")
+manager = container(deployment, "machine-controller-manager")
+expect("gardener: manager command", manager.get("command"), ["./machine-controller-manager"])
+target = "/var/run/secrets/gardener.cloud/shoot/generic-kubeconfig/kubeconfig"
+expect("gardener: manager args", manager.get("args"), [
+    "--control-kubeconfig=inClusterConfig", "--machine-safety-overshooting-period=1m",
+    f"--namespace={namespace}", "--port=10258", "--safety-up=2", "--safety-down=1",
+    f"--target-kubeconfig={target}", "--concurrent-syncs=30", "--kube-api-qps=150",
+    "--kube-api-burst=200", "--v=3",
+])
+expect("gardener: manager ports", ports(manager.get("ports")), {"metrics": 10258})
+expect("gardener: manager liveness probe",
+       manager.get("livenessProbe", {}).get("httpGet", {}).get("path"), "/healthz")
+sidecar = container(deployment, "machine-controller-manager-provider-aws")
+expect("gardener: sidecar command", sidecar.get("command"), ["./machine-controller"])
+expect("gardener: sidecar ports", ports(sidecar.get("ports")), {"providermetrics": 10259})
+if "--port=10259" not in sidecar.get("args", []):
+    problems.append("gardener: the sidecar machine-controller does not serve on --port=10259")
+service = gardener.get(("Service", "machine-controller-manager"), {})
+expect("gardener: Service ports", ports(service.get("spec", {}).get("ports")),
+       {"metrics": 10258, "providermetrics": 10259})
+vpas = [o for (kind, _), o in gardener.items() if kind == "VerticalPodAutoscaler"]
+expect("gardener: VPA targets", [v["spec"]["targetRef"]["name"] for v in vpas], ["machine-controller-manager"])
+expect("gardener: VPA controlledValues",
+       {p.get("controlledValues") for v in vpas for p in v["spec"]["resourcePolicy"]["containerPolicies"]},
+       {"RequestsOnly"})
+pdb = gardener.get(("PodDisruptionBudget", "machine-controller-manager"), {})
+expect("gardener: PDB maxUnavailable", pdb.get("spec", {}).get("maxUnavailable"), 1)
+
+
+# Gardener's Role in the shoot namespace, as single permissions (group, resource, verb, name).
+def expand(groups, resources, verbs, names=("",)):
+    return set(itertools.product(groups, resources, verbs, names))
+
+
+all_verbs = ["create", "get", "list", "patch", "update", "watch", "delete", "deletecollection"]
+wanted = (
+    expand(["machine.sapcloud.io"], [
+        f"{kind}{sub}" for kind in ("machineclasses", "machinedeployments", "machines", "machinesets")
+        for sub in ("", "/status")], all_verbs)
+    | expand([""], ["secrets"], all_verbs)
+    | expand(["", "events.k8s.io"], ["events"], ["get", "list", "create", "patch", "update"])
+    | expand(["coordination.k8s.io"], ["leases"], ["create"])
+    | expand(["coordination.k8s.io"], ["leases"], ["get", "watch", "update"],
+             ["machine-controller", "machine-controller-manager"])
+)
+roles = [o for (kind, _), o in gardener.items() if kind == "Role"]
+bindings = [o for (kind, _), o in gardener.items() if kind == "RoleBinding"
+            and any(s.get("name") == "machine-controller-manager" for s in o.get("subjects", []))]
+bound = {b["roleRef"]["name"] for b in bindings}
+got = set()
+for role in roles:
+    if role["metadata"]["name"] in bound:
+        for rule in role.get("rules", []):
+            got |= expand(rule.get("apiGroups", []), rule.get("resources", []), rule.get("verbs", []),
+                          rule.get("resourceNames") or [""])
+for permission in sorted(wanted - got):
+    problems.append(f"gardener: the Role lacks {permission}")
+for permission in sorted(got - wanted):
+    problems.append(f"gardener: the Role grants more than Gardener's: {permission}")
+
+for problem in problems:
+    print(problem, file=sys.stderr)
+sys.exit(1 if problems else 0)
+PY
+echo "gardener shape ok: names, exact command and args, ports 10258/10259, Role rule for rule, VPA, PDB"
+
 echo "== the binaries accept what the chart renders"
 cargo build --quiet -p mcm-controller -p mcm-webhook -p mcm-provider-virtual --bins
 bin="$target_dir/debug"
@@ -281,15 +436,27 @@ container_args() {
 }
 # Starts a binary with the rendered args of a container, where each given --flag=value replaces
 # the value of that rendered flag (local addresses, kubeconfigs, paths); every given flag must be
-# among the rendered ones. Waits until http://127.0.0.1:$port/healthz answers.
+# among the rendered ones. A given +--flag=value is a local-only addition for a port the chart
+# leaves at the binary's default (which may be taken on a shared machine): appended when the
+# binary's --help lists the flag. Waits until http://127.0.0.1:$port/healthz answers.
 start_rendered() {
 	local variant=$1 container=$2 binary=$3 port=$4
 	shift 4
-	local rendered=() args=() arg flag used=0
+	local rendered=() args=() extra=() replacing=() arg flag used=0
+	for flag in "$@"; do
+		if [[ $flag == +* ]]; then
+			flag=${flag#+}
+			if "$bin/$binary" --help 2>/dev/null | grep -q -- "${flag%%=*}[ =]"; then
+				extra+=("$flag")
+			fi
+		else
+			replacing+=("$flag")
+		fi
+	done
 	mapfile -t rendered < <(container_args "$variant" "$container")
 	[[ ${#rendered[@]} -gt 3 ]] || fail "$variant: found no args of container $container"
 	for arg in "${rendered[@]}"; do
-		for flag in "$@"; do
+		for flag in "${replacing[@]}"; do
 			if [[ ${arg%%=*} == "${flag%%=*}" ]]; then
 				arg=$flag
 				used=$((used + 1))
@@ -297,13 +464,14 @@ start_rendered() {
 		done
 		args+=("$arg")
 	done
-	[[ $used == "$#" ]] || fail "$variant/$container: the chart renders only $used of the flags $*"
+	[[ $used == "${#replacing[@]}" ]] || fail "$variant/$container: the chart renders only $used of the flags ${replacing[*]}"
+	args+=("${extra[@]}")
 	"$bin/$binary" "${args[@]}" >"$tmp/$binary-$variant.log" 2>&1 &
 	local pid=$!
 	pids+=("$pid")
 	for _ in $(seq 1 100); do
 		if curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then
-			echo "started: $binary with the ${#rendered[@]} rendered args of $variant/$container ($# localised)"
+			echo "started: $binary with the ${#rendered[@]} rendered args of $variant/$container (${#replacing[@]} localised, ${#extra[@]} added)"
 			return
 		fi
 		kill -0 "$pid" 2>/dev/null || {
@@ -319,7 +487,14 @@ ready() { [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/ready
 port=$(free_port)
 start_rendered default machine-controller-manager machine-controller-manager "$port" \
 	--control-kubeconfig="$KUBECONFIG" --target-kubeconfig="$KUBECONFIG" --port="$port" \
-	--driver-endpoint="unix://$tmp/driver.sock"
+	--driver-endpoint="unix://$tmp/driver.sock" +--machine-metrics-port="$(free_port)"
+# The Gardener preset's manager: Gardener's exact args (without --driver-endpoint).
+port=$(free_port)
+start_rendered gardener machine-controller-manager machine-controller-manager "$port" \
+	--control-kubeconfig="$KUBECONFIG" --target-kubeconfig="$KUBECONFIG" --port="$port"
+port=$(free_port)
+start_rendered machine-controller machine-controller-manager machine-controller-manager "$port" \
+	--control-kubeconfig="$KUBECONFIG" --target-kubeconfig="$KUBECONFIG" --port="$port"
 port=$(free_port)
 start_rendered default provider-virtual provider-virtual "$port" --endpoint="unix://$tmp/driver.sock" \
 	--state-file="$tmp/state.json" --metrics-address="127.0.0.1:$port" --target-kubeconfig="$KUBECONFIG"

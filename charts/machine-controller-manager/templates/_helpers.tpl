@@ -18,6 +18,21 @@
 {{- end }}
 {{- end }}
 
+{{/* Name of the manager Deployment, PDB and metrics Service (not prefixed by default: the
+cluster-autoscaler looks for the Deployment machine-controller-manager in its namespace). */}}
+{{- define "mcm.managerName" -}}
+{{- default (include "mcm.fullname" .) .Values.manager.name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Whether the provider sidecar is a gRPC driver (the manager runs every controller). */}}
+{{- define "mcm.driverMode" -}}
+{{- if eq .Values.provider.mode "driver" }}true{{ end }}
+{{- end }}
+
+{{- define "mcm.providerContainer" -}}
+{{- default (printf "provider-%s" .Values.provider.name) .Values.provider.containerName }}
+{{- end }}
+
 {{- define "mcm.webhookName" -}}
 {{- printf "%s-webhook" (include "mcm.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -164,6 +179,24 @@ matchConditions:
 {{- end }}
 {{- if and .Values.conversion.enabled (not .Values.webhook.enabled) }}
 {{- fail "conversion.enabled needs webhook.enabled: the webhook serves /convert" }}
+{{- end }}
+{{- if not (has .Values.provider.mode (list "driver" "machine-controller")) }}
+{{- fail (printf "provider.mode %q: use driver or machine-controller" .Values.provider.mode) }}
+{{- end }}
+{{- if eq .Values.provider.mode "machine-controller" }}
+{{- if kindIs "invalid" .Values.provider.args }}
+{{- fail "provider.mode=machine-controller needs provider.args (the flags of the provider's machine-controller)" }}
+{{- end }}
+{{- if not (or .Values.provider.image.tag .Values.provider.image.digest) }}
+{{- fail "provider.mode=machine-controller needs provider.image.tag or provider.image.digest (the chart's appVersion is no provider release)" }}
+{{- end }}
+{{- end }}
+{{- $ports := list (int .Values.manager.port) (int .Values.provider.metricsPort) }}
+{{- if eq .Values.provider.mode "driver" }}
+{{- $ports = append $ports (int .Values.manager.machineMetricsPort) }}
+{{- end }}
+{{- if ne (len $ports) (len (uniq $ports)) }}
+{{- fail (printf "ports %v share one pod and must differ: manager.port, provider.metricsPort and (provider.mode=driver) manager.machineMetricsPort" $ports) }}
 {{- end }}
 {{- if not (has .Values.webhook.podAntiAffinity (list "soft" "hard")) }}
 {{- fail (printf "webhook.podAntiAffinity %q: use soft or hard" .Values.webhook.podAntiAffinity) }}
