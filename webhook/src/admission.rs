@@ -13,74 +13,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::field::{FieldError, invalid_message};
-use crate::validation::{self, Context, Operation, Report};
+use crate::request::{Context, Operation};
+use crate::validation::{self, Report};
 use crate::{defaulting, paths, ratchet};
 
-/// The API group of every kind served here.
-pub const GROUP: &str = "machine.sapcloud.io";
-
-/// The four kinds with admission webhooks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// `Machine`.
-    Machine,
-    /// `MachineSet`.
-    MachineSet,
-    /// `MachineDeployment`.
-    MachineDeployment,
-    /// `MachineClass`.
-    MachineClass,
-}
-
-impl Kind {
-    /// All kinds.
-    pub const ALL: [Kind; 4] = [
-        Kind::Machine,
-        Kind::MachineSet,
-        Kind::MachineDeployment,
-        Kind::MachineClass,
-    ];
-
-    /// The Kind name.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Machine => "Machine",
-            Kind::MachineSet => "MachineSet",
-            Kind::MachineDeployment => "MachineDeployment",
-            Kind::MachineClass => "MachineClass",
-        }
-    }
-
-    /// The lower-case name used in webhook paths (`/validate-machine-sapcloud-io-<this>`).
-    #[must_use]
-    pub fn path_name(self) -> &'static str {
-        match self {
-            Kind::Machine => "machine",
-            Kind::MachineSet => "machineset",
-            Kind::MachineDeployment => "machinedeployment",
-            Kind::MachineClass => "machineclass",
-        }
-    }
-}
-
-/// Served versions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Version {
-    /// `v1alpha1`.
-    V1alpha1,
-    /// `v1beta1`.
-    V1beta1,
-}
-
-/// Validating or mutating.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// `/validate-...`.
-    Validate,
-    /// `/mutate-...`.
-    Mutate,
-}
+pub use crate::request::{Action, GROUP, Kind, Version};
 
 /// The answer to one review, with what the server needs for logs and metrics.
 #[derive(Clone, Debug, PartialEq)]
@@ -203,6 +140,14 @@ fn decode_request<'a>(
     }))
 }
 
+/// The conversion-data annotation of `object`, if any.
+fn conversion_data(object: &Value) -> Option<&Value> {
+    object
+        .get("metadata")?
+        .get("annotations")?
+        .get(mcm_api::keys::annotation::CONVERSION_DATA)
+}
+
 /// Whether the part of the object that the spec-unchanged fast path compares is equal in `old`
 /// and `new` (compared in place: no copy of either object).
 fn spec_unchanged(kind: Kind, version: Version, old: &Value, new: &Value) -> bool {
@@ -224,14 +169,13 @@ fn spec_unchanged(kind: Kind, version: Version, old: &Value, new: &Value) -> boo
 
 fn validate(kind: Kind, request: &Request<'_>) -> Answer {
     let mut warnings = Vec::new();
-    if let Some(old) = request.old_object {
-        let pointer = "/metadata/annotations/machine.sapcloud.io~1conversion-data";
-        if old.pointer(pointer) != request.object.pointer(pointer) {
-            warnings.push(
-                "machine.sapcloud.io/conversion-data is written by the conversion webhook; do not edit it"
-                    .to_owned(),
-            );
-        }
+    if let Some(old) = request.old_object
+        && conversion_data(old) != conversion_data(request.object)
+    {
+        warnings.push(
+            "machine.sapcloud.io/conversion-data is written by the conversion webhook; do not edit it"
+                .to_owned(),
+        );
     }
     let allow_now = |warnings: Vec<String>| {
         allow(
@@ -367,12 +311,9 @@ where
 }
 
 fn mutate(kind: Kind, request: &Request<'_>) -> Answer {
-    let ops = if kind == Kind::MachineDeployment && request.operation == Operation::Create {
-        defaulting::machine_deployment(request.object, request.version)
-    } else {
-        Vec::new()
-    };
-    let patch = (!ops.is_empty()).then_some(Value::Array(ops));
+    let patch = (kind == Kind::MachineDeployment && request.operation == Operation::Create)
+        .then(|| defaulting::machine_deployment(request.object, request.version))
+        .filter(|patch| !patch.0.is_empty());
     allow(
         request.api_version,
         request.uid,
@@ -387,7 +328,7 @@ fn allow(
     api_version: &str,
     uid: &str,
     warnings: Vec<String>,
-    patch: Option<Value>,
+    patch: Option<json_patch::Patch>,
     dry_run: bool,
     name: String,
 ) -> Answer {

@@ -2,7 +2,8 @@
 //! MachineDeployment and MachineClass, the CRD conversion endpoint, and serving-certificate
 //! management.
 //!
-//! - [`field`]: Kubernetes field errors; [`validation`]: the rules (pure); [`ratchet`]: UPDATE
+//! - [`request`]: the shared request vocabulary (kind, version, operation);
+//!   [`field`]: Kubernetes field errors; [`validation`]: the rules (pure); [`ratchet`]: UPDATE
 //!   ratcheting; [`defaulting`]: JSON Patch defaults; [`paths`]: field paths per version.
 //! - [`admission`]: AdmissionReview in, AdmissionReview out (pure).
 //! - [`server`]: axum routers and the TLS accept loop; [`metrics`]: Prometheus metrics.
@@ -15,6 +16,7 @@ pub mod field;
 pub mod metrics;
 pub mod paths;
 pub mod ratchet;
+pub mod request;
 pub mod self_managed;
 pub mod server;
 pub mod tls;

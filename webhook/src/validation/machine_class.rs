@@ -4,8 +4,9 @@ use k8s_openapi::api::core::v1::SecretReference;
 use mcm_api::internal::MachineClass;
 use serde_json::{Value, json};
 
-use super::{Context, Operation, Report};
+use super::report::Report;
 use crate::field::FieldError;
+use crate::request::{Context, Operation};
 
 const KNOWN_ARCHITECTURES: &[&str] = &["amd64", "arm64"];
 

@@ -89,7 +89,7 @@ proptest! {
             object["spec"]["strategy"] = strategy;
         }
         let version = if beta { Version::V1beta1 } else { Version::V1alpha1 };
-        let ops = defaulting::machine_deployment(&object, version);
+        let ops = default_ops(&object, version);
         prop_assert!(ops.iter().all(|op| op["op"] == "add"));
         prop_assert!(ops.iter().all(|op| !op["path"].as_str().unwrap().starts_with("/status")));
         let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops)).unwrap();
@@ -106,8 +106,18 @@ proptest! {
                 prop_assert_eq!(after, Some(&value), "{} changed", pointer);
             }
         }
-        prop_assert_eq!(defaulting::machine_deployment(&patched, version), Vec::<Value>::new());
+        prop_assert_eq!(default_ops(&patched, version), Vec::<Value>::new());
     }
+}
+
+/// The defaulting patch as the JSON operations the API server receives.
+fn default_ops(object: &Value, version: Version) -> Vec<Value> {
+    let patch = defaulting::machine_deployment(object, version);
+    patch
+        .0
+        .iter()
+        .map(|op| serde_json::to_value(op).unwrap())
+        .collect()
 }
 
 fn json_value() -> impl Strategy<Value = Value> {
