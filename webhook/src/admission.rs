@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::field::{FieldError, invalid_message};
 use crate::request::{Context, Operation};
 use crate::validation::{self, Report};
-use crate::{defaulting, paths, ratchet};
+use crate::{decode, defaulting, paths, ratchet};
 
 pub use crate::request::{Action, GROUP, Kind, Version};
 
@@ -251,7 +251,7 @@ fn run_rules(
     old: Option<&Value>,
     context: &Context<'_>,
 ) -> Result<Report, String> {
-    let mut report = match (kind, version) {
+    let judged = match (kind, version) {
         (Kind::Machine, Version::V1alpha1) => {
             judge::<v1alpha1::Machine>(object, old, context, validation::machine)
         }
@@ -283,31 +283,56 @@ fn run_rules(
             judge::<v1beta1::MachineClass>(object, old, context, validation::machine_class)
         }
     }?;
+    let (mut report, decode_errors) = judged;
     for (_, error) in &mut report.errors {
         error.field = paths::for_version(kind, version, &error.field);
     }
+    // A field that did not decode was judged as absent; what the rules say about its absence
+    // would only repeat the decoding error.
+    report.errors.retain(|(_, error)| {
+        !decode_errors
+            .iter()
+            .any(|bad| within(&error.field, &bad.field))
+    });
+    // Decoding comes first, so its errors are listed first.
+    let rules_errors = std::mem::take(&mut report.errors);
+    for error in decode_errors {
+        report.error("decode", error);
+    }
+    report.errors.extend(rules_errors);
     Ok(report)
 }
 
+/// Decodes the object(s) leniently and runs the rules on what decodes. Returns the rules' report
+/// (paths in the hub's shape) and the decoding errors (paths already in the request's shape).
 fn judge<S>(
     object: &Value,
     old: Option<&Value>,
     context: &Context<'_>,
     rules: fn(&S::Hub, Option<&S::Hub>, &Context<'_>) -> Report,
-) -> Result<Report, String>
+) -> Result<(Report, Vec<FieldError>), String>
 where
     S: Spoke + DeserializeOwned,
 {
-    // Deserialising from the borrowed `Value` avoids copying the whole object tree first.
-    let decode = |value: &Value| {
-        S::deserialize(value)
-            .map(Spoke::into_hub)
-            .map_err(|e| format!("cannot decode the object: {e}"))
+    let new = decode::lenient::<S>(object)?;
+    // An old object that no longer decodes must not block fixing it: its good part is enough.
+    let old = old
+        .and_then(|o| decode::lenient::<S>(o).ok())
+        .and_then(|decoded| decoded.value)
+        .map(Spoke::into_hub);
+    let report = match new.value {
+        Some(value) => rules(&value.into_hub(), old.as_ref(), context),
+        // A required member is missing: only the decoding errors can be told.
+        None => Report::default(),
     };
-    let new = decode(object)?;
-    // An old object that no longer decodes must not block fixing it.
-    let old = old.and_then(|o| decode(o).ok());
-    Ok(rules(&new, old.as_ref(), context))
+    Ok((report, new.errors))
+}
+
+/// Whether `field` is `prefix` or a field inside it.
+fn within(field: &str, prefix: &str) -> bool {
+    field
+        .strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
 }
 
 fn mutate(kind: Kind, request: &Request<'_>) -> Answer {

@@ -3,14 +3,16 @@
 //! management.
 //!
 //! - [`request`]: the shared request vocabulary (kind, version, operation);
-//!   [`field`]: Kubernetes field errors; [`validation`]: the rules (pure); [`ratchet`]: UPDATE
-//!   ratcheting; [`defaulting`]: JSON Patch defaults; [`paths`]: field paths per version.
+//!   [`field`]: Kubernetes field errors; [`decode`]: lenient decoding, one error per bad field;
+//!   [`validation`]: the rules (pure); [`ratchet`]: UPDATE ratcheting; [`defaulting`]: JSON
+//!   Patch defaults; [`paths`]: field paths per version.
 //! - [`admission`]: AdmissionReview in, AdmissionReview out (pure).
 //! - [`server`]: axum routers and the TLS accept loop; [`metrics`]: Prometheus metrics.
 //! - [`tls`]: certificate store, file mode with hot reload; [`self_managed`]: own CA with
 //!   rotation and caBundle injection.
 
 pub mod admission;
+pub mod decode;
 pub mod defaulting;
 pub mod field;
 pub mod metrics;
