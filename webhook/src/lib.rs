@@ -7,7 +7,8 @@
 //!   [`validation`]: the rules (pure); [`ratchet`]: UPDATE ratcheting; [`defaulting`]: JSON
 //!   Patch defaults; [`paths`]: field paths per version.
 //! - [`admission`]: AdmissionReview in, AdmissionReview out (pure).
-//! - [`server`]: axum routers and the TLS accept loop; [`metrics`]: Prometheus metrics.
+//! - [`server`]: axum routers and the TLS accept loop; [`limits`]: connection timeouts and cap;
+//!   [`metrics`]: Prometheus metrics.
 //! - [`tls`]: certificate store, file mode with hot reload; [`self_managed`]: own CA with
 //!   rotation and caBundle injection.
 
@@ -15,6 +16,7 @@ pub mod admission;
 pub mod decode;
 pub mod defaulting;
 pub mod field;
+pub mod limits;
 pub mod metrics;
 pub mod paths;
 pub mod ratchet;
