@@ -23,6 +23,15 @@ pub const MAX_FIELD_ERRORS: usize = 32;
 /// Most decoding rounds for one object (each takes one field or one consequence out).
 const MAX_ROUNDS: usize = 4 * MAX_FIELD_ERRORS;
 
+/// Most members tried when looking for the culprit inside an object. Each try decodes a copy of
+/// the whole object, so a crafted object with thousands of members must not cost thousands of
+/// decodes; past this many, the enclosing object is blamed instead.
+const MAX_PROBES: usize = 16;
+
+/// Most decodes of copies for one object, whatever its shape: bounds the work a crafted request
+/// can cause. When spent, the errors found so far are answered.
+const MAX_DECODES: usize = 128;
+
 /// The object as far as it decodes, and one error per field that does not.
 #[derive(Debug)]
 pub struct Lenient<T> {
@@ -71,11 +80,15 @@ pub fn lenient<T: DeserializeOwned>(object: &Value) -> Result<Lenient<T>, String
     let mut errors: Vec<FieldError> = Vec::new();
     // Every path taken out of `copy` so far; failures under them are consequences, not news.
     let mut taken: Vec<Vec<Step>> = Vec::new();
+    let mut budget = MAX_DECODES;
     for _ in 0..MAX_ROUNDS {
         if errors.len() >= MAX_FIELD_ERRORS {
             break;
         }
-        let failure = match attempt::<T>(&copy) {
+        let Some(outcome) = attempt::<T>(&copy, &mut budget) else {
+            break;
+        };
+        let failure = match outcome {
             Ok(value) => {
                 return Ok(Lenient {
                     value: Some(value),
@@ -92,11 +105,11 @@ pub fn lenient<T: DeserializeOwned>(object: &Value) -> Result<Lenient<T>, String
                 errors.push(FieldError::required(render(&member), ""));
             }
         } else if !consequence(&failure.path) {
-            let path = culprit::<T>(&copy, failure.path.clone(), &failure.message);
+            let path = culprit::<T>(&copy, failure.path.clone(), &failure.message, &mut budget);
             if path.is_empty() {
                 break;
             }
-            let value = lookup(&copy, &path).cloned().unwrap_or(Value::Null);
+            let value = shown(lookup(&copy, &path));
             errors.push(FieldError::invalid(
                 render(&path),
                 value,
@@ -127,9 +140,10 @@ pub fn lenient<T: DeserializeOwned>(object: &Value) -> Result<Lenient<T>, String
     })
 }
 
-/// One decoding attempt with the path of the first bad field.
-fn attempt<T: DeserializeOwned>(object: &Value) -> Result<T, Failure> {
-    serde_path_to_error::deserialize::<_, T>(object).map_err(|error| {
+/// One decoding attempt with the path of the first bad field; `None` once `budget` is spent.
+fn attempt<T: DeserializeOwned>(object: &Value, budget: &mut usize) -> Option<Result<T, Failure>> {
+    *budget = budget.checked_sub(1)?;
+    let outcome = serde_path_to_error::deserialize::<_, T>(object).map_err(|error| {
         let path = error
             .path()
             .iter()
@@ -143,13 +157,20 @@ fn attempt<T: DeserializeOwned>(object: &Value) -> Result<T, Failure> {
             path,
             message: error.into_inner().to_string(),
         }
-    })
+    });
+    Some(outcome)
 }
 
 /// The field to blame for an error reported at `path`. An error reported at an object that is
 /// present and an object came from a member decoded out of sight (a flattened struct): the first
-/// member whose removal changes the error is the culprit.
-fn culprit<T: DeserializeOwned>(object: &Value, path: Vec<Step>, message: &str) -> Vec<Step> {
+/// member whose removal changes the error is the culprit (among the first [`MAX_PROBES`]; else
+/// the object itself is blamed).
+fn culprit<T: DeserializeOwned>(
+    object: &Value,
+    path: Vec<Step>,
+    message: &str,
+    budget: &mut usize,
+) -> Vec<Step> {
     let Some(Value::Object(members)) = lookup(object, &path) else {
         return path;
     };
@@ -157,12 +178,15 @@ fn culprit<T: DeserializeOwned>(object: &Value, path: Vec<Step>, message: &str) 
         // The object itself is where something else was expected.
         return path;
     }
-    for key in members.keys() {
+    for key in members.keys().take(MAX_PROBES) {
         let mut member = path.clone();
         member.push(Step::Key(key.clone()));
         let mut probe = object.clone();
         remove(&mut probe, &member);
-        match attempt::<T>(&probe) {
+        let Some(outcome) = attempt::<T>(&probe, budget) else {
+            return path;
+        };
+        match outcome {
             Ok(_) => return member,
             // Taking out a required member only trades the error for "missing field".
             Err(failure) if missing_field(&failure.message) == Some(key.as_str()) => {}
@@ -171,6 +195,27 @@ fn culprit<T: DeserializeOwned>(object: &Value, path: Vec<Step>, message: &str) 
         }
     }
     path
+}
+
+/// Longest value (as JSON) quoted in an error; longer ones are named by their type, so blaming
+/// a large object does not echo it back.
+const MAX_SHOWN_VALUE: usize = 64;
+
+/// The value to quote in the error for a bad field.
+fn shown(value: Option<&Value>) -> Value {
+    let Some(value) = value else {
+        return Value::Null;
+    };
+    let long = || value.to_string().len() > MAX_SHOWN_VALUE;
+    match value {
+        Value::Object(_) if long() => Value::String("object".to_owned()),
+        Value::Array(_) if long() => Value::String("list".to_owned()),
+        Value::String(text) if long() => {
+            let cut: String = text.chars().take(MAX_SHOWN_VALUE).collect();
+            Value::String(format!("{cut}..."))
+        }
+        other => other.clone(),
+    }
 }
 
 /// The member named by serde's `missing field `x`` message.
@@ -367,6 +412,32 @@ mod tests {
     fn an_object_that_is_not_an_object_is_a_malformed_request() {
         let error = lenient::<v1alpha1::MachineDeployment>(&json!([1, 2])).unwrap_err();
         assert!(error.starts_with("cannot decode the object: "), "{error}");
+    }
+
+    #[test]
+    fn a_culprit_hidden_among_many_members_blames_the_enclosing_object() {
+        // Unknown members sort before the bad one, more than the probes look at.
+        let mut spec = serde_json::Map::new();
+        for i in 0..(4 * MAX_PROBES) {
+            spec.insert(format!("a{i:04}"), json!("filler"));
+        }
+        spec.insert("healthTimeout".to_owned(), json!("soon"));
+        let object = deployment(json!({ "template": { "spec": spec } }));
+        let decoded = lenient::<v1alpha1::MachineDeployment>(&object).unwrap();
+        assert_eq!(
+            fields(&decoded.errors),
+            ["spec.template.spec: Invalid value: \"object\": time: invalid duration \"soon\""]
+        );
+        assert!(decoded.value.is_some());
+    }
+
+    #[test]
+    fn large_values_are_named_not_echoed() {
+        let big = json!({ "spec": { "replicas": "x".repeat(200) } });
+        assert_eq!(shown(big.pointer("/spec")), json!("object"));
+        assert_eq!(shown(Some(&json!({ "a": 1 }))), json!({ "a": 1 }));
+        let text = shown(big.pointer("/spec/replicas"));
+        assert!(text.as_str().unwrap().ends_with("...") && text.as_str().unwrap().len() < 80);
     }
 
     #[test]
