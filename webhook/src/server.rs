@@ -25,7 +25,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::admission::{self, Action, Kind};
 use crate::limits::{ConnectionLimits, Tracked};
-use crate::metrics::{DenialLabels, EndpointLabels, Metrics, RequestLabels};
+use crate::metrics::{ConnectionMetrics, DenialLabels, EndpointLabels, Metrics, RequestLabels};
 use crate::tls::CertStore;
 
 /// Largest request body accepted (API server requests are ≤3 MiB plus the old object).
@@ -229,17 +229,26 @@ async fn convert(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
 /// Serves `router` over TLS on `listener` with the default [`ConnectionLimits`], until the task
 /// is dropped.
 pub async fn serve_tls(listener: TcpListener, router: Router, tls: Arc<rustls::ServerConfig>) {
-    serve_tls_with_limits(listener, router, tls, ConnectionLimits::default()).await;
+    serve_tls_with_limits(
+        listener,
+        router,
+        tls,
+        ConnectionLimits::default(),
+        ConnectionMetrics::default(),
+    )
+    .await;
 }
 
 /// Serves `router` over TLS on `listener` until the task is dropped. Each connection is HTTP/1.1
-/// (ALPN `http/1.1`) and bounded by `limits`; handshake failures and timeouts are logged at debug
-/// and do not stop the loop.
+/// (ALPN `http/1.1`) and bounded by `limits`; connections closed by a limit are counted in
+/// `metrics` (pass [`Metrics::connections`] to expose them); handshake failures and timeouts are
+/// logged at debug and do not stop the loop.
 pub async fn serve_tls_with_limits(
     listener: TcpListener,
     router: Router,
     tls: Arc<rustls::ServerConfig>,
     limits: ConnectionLimits,
+    metrics: ConnectionMetrics,
 ) {
     let acceptor = TlsAcceptor::from(tls);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -263,26 +272,33 @@ pub async fn serve_tls_with_limits(
             }
             saturated = true;
             tracing::debug!(%peer, "connection refused: limit reached");
+            metrics.closed_by("refused");
             drop(stream);
             continue;
         };
         saturated = false;
+        metrics.open.inc();
         let acceptor = acceptor.clone();
         let router = router.clone();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
-            serve_connection(acceptor, stream, peer, router, limits).await;
+            if let Some(reason) = serve_connection(acceptor, stream, peer, router, limits).await {
+                metrics.closed_by(reason);
+            }
+            metrics.open.dec();
             drop(slot);
         });
     }
 }
 
+/// Serves one connection; returns the limit that closed it, if one did.
 async fn serve_connection(
     acceptor: TlsAcceptor,
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     router: Router,
     limits: ConnectionLimits,
-) {
+) -> Option<&'static str> {
     let _ = stream.set_nodelay(true);
     let tls = match tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(stream))
         .await
@@ -290,11 +306,11 @@ async fn serve_connection(
         Ok(Ok(tls)) => tls,
         Ok(Err(error)) => {
             tracing::debug!(%peer, %error, "TLS handshake failed");
-            return;
+            return None;
         }
         Err(_) => {
             tracing::debug!(%peer, timeout = ?limits.tls_handshake_timeout, "TLS handshake timed out");
-            return;
+            return Some("tls_handshake_timeout");
         }
     };
     let (io, clock) = Tracked::new(tls);
@@ -322,7 +338,7 @@ async fn serve_connection(
                 if let Err(error) = result {
                     tracing::debug!(%peer, %error, "connection ended with an error");
                 }
-                return;
+                return close_by.map(|_| "idle_timeout");
             }
             // A head started: its deadline may be nearer; compute again.
             () = clock.head_start() => {}
@@ -330,12 +346,12 @@ async fn serve_connection(
                 let now = Instant::now();
                 if clock.head_started().is_some_and(|started| started + limits.header_read_timeout <= now) {
                     tracing::debug!(%peer, timeout = ?limits.header_read_timeout, "request headers not complete in time; closing");
-                    return;
+                    return Some("header_read_timeout");
                 }
                 match close_by {
                     Some(close_by) if close_by <= now => {
                         tracing::debug!(%peer, "request still not finished after the idle close; dropping");
-                        return;
+                        return Some("idle_timeout");
                     }
                     Some(_) => {}
                     None if clock.last_traffic() + limits.idle_timeout <= now => {

@@ -175,6 +175,7 @@ async fn main() -> anyhow::Result<()> {
         server::router(state.clone()),
         server_config(certs),
         limits,
+        state.metrics.connections.clone(),
     );
     let admin = server::serve_plain(admin, server::admin_router(state));
     tokio::select! {

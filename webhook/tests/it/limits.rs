@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use mcm_webhook::limits::ConnectionLimits;
+use mcm_webhook::metrics::{CloseLabels, ConnectionMetrics};
 use mcm_webhook::server::{self, AppState};
 use mcm_webhook::tls::server_config;
 use rustls_pki_types::ServerName;
@@ -30,7 +31,28 @@ const PATIENCE: Duration = Duration::from_secs(30);
 struct Server {
     addr: SocketAddr,
     ca_pem: String,
+    metrics: ConnectionMetrics,
     task: JoinHandle<()>,
+}
+
+impl Server {
+    /// Waits until `expected` connections have been closed for `reason` (the server counts a
+    /// close just after the client may see it); false if the count differs after `PATIENCE`.
+    async fn closed(&self, reason: &'static str, expected: u64) -> bool {
+        let count = || {
+            self.metrics
+                .closed
+                .get_or_create(&CloseLabels { reason })
+                .get()
+        };
+        let reached = tokio::time::timeout(PATIENCE, async {
+            while count() < expected {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        reached.is_ok() && count() == expected
+    }
 }
 
 impl Drop for Server {
@@ -43,13 +65,20 @@ async fn start(limits: ConnectionLimits) -> Server {
     let (store, ca_pem) = serving_certificate("test-ca", HOST);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let metrics = ConnectionMetrics::default();
     let task = tokio::spawn(server::serve_tls_with_limits(
         listener,
         server::router(AppState::new(store.clone())),
         server_config(store),
         limits,
+        metrics.clone(),
     ));
-    Server { addr, ca_pem, task }
+    Server {
+        addr,
+        ca_pem,
+        metrics,
+        task,
+    }
 }
 
 fn limits(
@@ -190,6 +219,7 @@ async fn idle_and_slow_handshakes_are_closed_after_the_handshake_timeout() {
     for (i, task) in trickling.into_iter().enumerate() {
         assert!(task.await.unwrap(), "trickling connection {i} still open");
     }
+    assert!(server.closed("tls_handshake_timeout", 110).await);
     // The server still serves.
     assert_eq!(request(&server).await.unwrap().0, 200);
 }
@@ -216,6 +246,7 @@ async fn trickled_headers_are_cut_by_the_header_read_timeout() {
     })
     .await;
     assert!(cut.is_ok(), "slow headers were not cut");
+    assert!(server.closed("header_read_timeout", 1).await);
 }
 
 #[tokio::test]
@@ -235,6 +266,7 @@ async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
             "keep-alive connection {i} still open"
         );
     }
+    assert!(server.closed("idle_timeout", 20).await);
 }
 
 #[tokio::test]
@@ -259,6 +291,8 @@ async fn connections_beyond_the_cap_are_refused_until_slots_free_up() {
             "held connection {i} was closed, not the surplus"
         );
     }
+    assert!(server.closed("refused", CAP as u64).await);
+    assert_eq!(server.metrics.open.get(), CAP as i64);
     drop(held);
     // Slots come back when the held connections end; poll until a request is served.
     let served = tokio::time::timeout(PATIENCE, async {
