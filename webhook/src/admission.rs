@@ -1,5 +1,6 @@
 //! AdmissionReview handling: decode the request, take the fast paths of §5.6, decode the object
-//! into the hub, run the rules, ratchet, and build the `AdmissionReview` response.
+//! leniently into the hub ([`crate::decode`]: a field of the wrong type is one more field
+//! error), run the rules, ratchet, and build the `AdmissionReview` response.
 //!
 //! Pure: bytes in, JSON out. Every answer is a 200-able `AdmissionReview` (policy decisions are
 //! never HTTP errors). Malformed reviews are answered with `allowed: false` and code 400.
@@ -243,7 +244,7 @@ fn validate(kind: Kind, request: &Request<'_>) -> Answer {
 }
 
 /// Decodes the object(s) in their version, converts them to the hub and runs the rules; field
-/// paths come back in the request's version.
+/// paths come back in the request's version, decoding errors first (rule `decode`).
 fn run_rules(
     kind: Kind,
     version: Version,
