@@ -1,5 +1,6 @@
 //! AdmissionReview handling: decode the request, take the fast paths of §5.6, decode the object
-//! into the hub, run the rules, ratchet, and build the `AdmissionReview` response.
+//! leniently into the hub ([`crate::decode`]: a field of the wrong type is one more field
+//! error), run the rules, ratchet, and build the `AdmissionReview` response.
 //!
 //! Pure: bytes in, JSON out. Every answer is a 200-able `AdmissionReview` (policy decisions are
 //! never HTTP errors). Malformed reviews are answered with `allowed: false` and code 400.
@@ -13,74 +14,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::field::{FieldError, invalid_message};
-use crate::validation::{self, Context, Operation, Report};
-use crate::{defaulting, paths, ratchet};
+use crate::request::{Context, Operation};
+use crate::validation::{self, Report};
+use crate::{decode, defaulting, paths, ratchet};
 
-/// The API group of every kind served here.
-pub const GROUP: &str = "machine.sapcloud.io";
-
-/// The four kinds with admission webhooks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// `Machine`.
-    Machine,
-    /// `MachineSet`.
-    MachineSet,
-    /// `MachineDeployment`.
-    MachineDeployment,
-    /// `MachineClass`.
-    MachineClass,
-}
-
-impl Kind {
-    /// All kinds.
-    pub const ALL: [Kind; 4] = [
-        Kind::Machine,
-        Kind::MachineSet,
-        Kind::MachineDeployment,
-        Kind::MachineClass,
-    ];
-
-    /// The Kind name.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Machine => "Machine",
-            Kind::MachineSet => "MachineSet",
-            Kind::MachineDeployment => "MachineDeployment",
-            Kind::MachineClass => "MachineClass",
-        }
-    }
-
-    /// The lower-case name used in webhook paths (`/validate-machine-sapcloud-io-<this>`).
-    #[must_use]
-    pub fn path_name(self) -> &'static str {
-        match self {
-            Kind::Machine => "machine",
-            Kind::MachineSet => "machineset",
-            Kind::MachineDeployment => "machinedeployment",
-            Kind::MachineClass => "machineclass",
-        }
-    }
-}
-
-/// Served versions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Version {
-    /// `v1alpha1`.
-    V1alpha1,
-    /// `v1beta1`.
-    V1beta1,
-}
-
-/// Validating or mutating.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// `/validate-...`.
-    Validate,
-    /// `/mutate-...`.
-    Mutate,
-}
+pub use crate::request::{Action, GROUP, Kind, Version};
 
 /// The answer to one review, with what the server needs for logs and metrics.
 #[derive(Clone, Debug, PartialEq)]
@@ -203,6 +141,14 @@ fn decode_request<'a>(
     }))
 }
 
+/// The conversion-data annotation of `object`, if any.
+fn conversion_data(object: &Value) -> Option<&Value> {
+    object
+        .get("metadata")?
+        .get("annotations")?
+        .get(mcm_api::keys::annotation::CONVERSION_DATA)
+}
+
 /// Whether the part of the object that the spec-unchanged fast path compares is equal in `old`
 /// and `new` (compared in place: no copy of either object).
 fn spec_unchanged(kind: Kind, version: Version, old: &Value, new: &Value) -> bool {
@@ -224,14 +170,13 @@ fn spec_unchanged(kind: Kind, version: Version, old: &Value, new: &Value) -> boo
 
 fn validate(kind: Kind, request: &Request<'_>) -> Answer {
     let mut warnings = Vec::new();
-    if let Some(old) = request.old_object {
-        let pointer = "/metadata/annotations/machine.sapcloud.io~1conversion-data";
-        if old.pointer(pointer) != request.object.pointer(pointer) {
-            warnings.push(
-                "machine.sapcloud.io/conversion-data is written by the conversion webhook; do not edit it"
-                    .to_owned(),
-            );
-        }
+    if let Some(old) = request.old_object
+        && conversion_data(old) != conversion_data(request.object)
+    {
+        warnings.push(
+            "machine.sapcloud.io/conversion-data is written by the conversion webhook; do not edit it"
+                .to_owned(),
+        );
     }
     let allow_now = |warnings: Vec<String>| {
         allow(
@@ -299,7 +244,7 @@ fn validate(kind: Kind, request: &Request<'_>) -> Answer {
 }
 
 /// Decodes the object(s) in their version, converts them to the hub and runs the rules; field
-/// paths come back in the request's version.
+/// paths come back in the request's version, decoding errors first (rule `decode`).
 fn run_rules(
     kind: Kind,
     version: Version,
@@ -307,7 +252,7 @@ fn run_rules(
     old: Option<&Value>,
     context: &Context<'_>,
 ) -> Result<Report, String> {
-    let mut report = match (kind, version) {
+    let judged = match (kind, version) {
         (Kind::Machine, Version::V1alpha1) => {
             judge::<v1alpha1::Machine>(object, old, context, validation::machine)
         }
@@ -339,40 +284,62 @@ fn run_rules(
             judge::<v1beta1::MachineClass>(object, old, context, validation::machine_class)
         }
     }?;
+    let (mut report, decode_errors) = judged;
     for (_, error) in &mut report.errors {
         error.field = paths::for_version(kind, version, &error.field);
     }
+    // A field that did not decode was judged as absent; what the rules say about its absence
+    // would only repeat the decoding error.
+    report.errors.retain(|(_, error)| {
+        !decode_errors
+            .iter()
+            .any(|bad| within(&error.field, &bad.field))
+    });
+    // Decoding comes first, so its errors are listed first.
+    let rules_errors = std::mem::take(&mut report.errors);
+    for error in decode_errors {
+        report.error("decode", error);
+    }
+    report.errors.extend(rules_errors);
     Ok(report)
 }
 
+/// Decodes the object(s) leniently and runs the rules on what decodes. Returns the rules' report
+/// (paths in the hub's shape) and the decoding errors (paths already in the request's shape).
 fn judge<S>(
     object: &Value,
     old: Option<&Value>,
     context: &Context<'_>,
     rules: fn(&S::Hub, Option<&S::Hub>, &Context<'_>) -> Report,
-) -> Result<Report, String>
+) -> Result<(Report, Vec<FieldError>), String>
 where
     S: Spoke + DeserializeOwned,
 {
-    // Deserialising from the borrowed `Value` avoids copying the whole object tree first.
-    let decode = |value: &Value| {
-        S::deserialize(value)
-            .map(Spoke::into_hub)
-            .map_err(|e| format!("cannot decode the object: {e}"))
+    let new = decode::lenient::<S>(object)?;
+    // An old object that no longer decodes must not block fixing it: its good part is enough.
+    let old = old
+        .and_then(|o| decode::lenient::<S>(o).ok())
+        .and_then(|decoded| decoded.value)
+        .map(Spoke::into_hub);
+    let report = match new.value {
+        Some(value) => rules(&value.into_hub(), old.as_ref(), context),
+        // A required member is missing: only the decoding errors can be told.
+        None => Report::default(),
     };
-    let new = decode(object)?;
-    // An old object that no longer decodes must not block fixing it.
-    let old = old.and_then(|o| decode(o).ok());
-    Ok(rules(&new, old.as_ref(), context))
+    Ok((report, new.errors))
+}
+
+/// Whether `field` is `prefix` or a field inside it.
+fn within(field: &str, prefix: &str) -> bool {
+    field
+        .strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
 }
 
 fn mutate(kind: Kind, request: &Request<'_>) -> Answer {
-    let ops = if kind == Kind::MachineDeployment && request.operation == Operation::Create {
-        defaulting::machine_deployment(request.object, request.version)
-    } else {
-        Vec::new()
-    };
-    let patch = (!ops.is_empty()).then_some(Value::Array(ops));
+    let patch = (kind == Kind::MachineDeployment && request.operation == Operation::Create)
+        .then(|| defaulting::machine_deployment(request.object, request.version))
+        .filter(|patch| !patch.0.is_empty());
     allow(
         request.api_version,
         request.uid,
@@ -387,7 +354,7 @@ fn allow(
     api_version: &str,
     uid: &str,
     warnings: Vec<String>,
-    patch: Option<Value>,
+    patch: Option<json_patch::Patch>,
     dry_run: bool,
     name: String,
 ) -> Answer {

@@ -11,19 +11,22 @@
 //! - InPlaceUpdate: `orchestrationType` = `Auto`; with Auto: `maxSurge` = 0, `maxUnavailable` = 1;
 //!   `disableHealthTimeout` = true in the machine template.
 
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation};
 use serde_json::{Map, Value, json};
 
-use crate::admission::Version;
+use crate::request::Version;
 
-/// Computes the defaulting patch (JSON Patch operations) for a MachineDeployment object.
+/// Computes the defaulting patch (JSON Patch `add` operations) for a MachineDeployment object;
+/// empty when nothing is missing.
 #[must_use]
-pub fn machine_deployment(object: &Value, version: Version) -> Vec<Value> {
+pub fn machine_deployment(object: &Value, version: Version) -> Patch {
     // Work on a copy of only the members the defaults look at or add to, not the whole object.
     let mut doc = members_on_paths(object, DEFAULTED_PATHS);
     let mut ops = Vec::new();
     if !doc.get("spec").is_some_and(Value::is_object) {
         // Not a usable object; leave it to schema validation.
-        return ops;
+        return Patch(ops);
     }
     ensure(
         &mut doc,
@@ -86,12 +89,9 @@ pub fn machine_deployment(object: &Value, version: Version) -> Vec<Value> {
         }
         _ => {}
     }
-    ops
+    Patch(ops)
 }
 
-/// Adds `value` at `path` unless something is there. Missing parent objects are created in the
-/// same operation; a parent that exists but is not an object stops the walk (schema validation
-/// reports it), so nothing the user wrote is ever replaced.
 /// Every path `machine_deployment` reads or may add (a prefix keeps its whole subtree).
 const DEFAULTED_PATHS: &[&[&str]] = &[
     &["spec", "strategy"],
@@ -129,22 +129,28 @@ fn members_on_paths(value: &Value, paths: &[&[&str]]) -> Value {
     Value::Object(out)
 }
 
-fn ensure(doc: &mut Value, ops: &mut Vec<Value>, path: &[&str], value: Value) {
+/// Adds `value` at `path` unless something is there. Missing parent objects are created in the
+/// same operation; a parent that exists but is not an object stops the walk (schema validation
+/// reports it), so nothing the user wrote is ever replaced.
+fn ensure(doc: &mut Value, ops: &mut Vec<PatchOperation>, path: &[&str], value: Value) {
     let mut current = doc;
-    let mut pointer = String::new();
+    let mut pointer = PointerBuf::new();
     for (depth, segment) in path.iter().enumerate() {
         let Value::Object(map) = current else {
             return;
         };
-        pointer.push('/');
-        pointer.push_str(&escape(segment));
+        // The token escapes `~` and `/` in keys as RFC 6901 requires.
+        pointer.push_back(*segment);
         if !map.contains_key(*segment) {
             let nested = path[depth + 1..].iter().rev().fold(value, |inner, key| {
                 let mut object = Map::new();
                 object.insert((*key).to_owned(), inner);
                 Value::Object(object)
             });
-            ops.push(json!({ "op": "add", "path": pointer, "value": nested.clone() }));
+            ops.push(PatchOperation::Add(AddOperation {
+                path: pointer,
+                value: nested.clone(),
+            }));
             map.insert((*segment).to_owned(), nested);
             return;
         }
@@ -155,19 +161,24 @@ fn ensure(doc: &mut Value, ops: &mut Vec<Value>, path: &[&str], value: Value) {
     }
 }
 
-fn escape(segment: &str) -> String {
-    segment.replace('~', "~0").replace('/', "~1")
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
+    /// The operations as JSON, the form the API server receives.
+    fn as_json(patch: Patch) -> Vec<Value> {
+        patch
+            .0
+            .iter()
+            .map(|op| serde_json::to_value(op).unwrap())
+            .collect()
+    }
+
     #[test]
     fn empty_strategy_gets_rolling_update_with_surge_first() {
         let object = json!({ "spec": { "template": {} } });
-        let ops = machine_deployment(&object, Version::V1alpha1);
+        let ops = as_json(machine_deployment(&object, Version::V1alpha1));
         assert_eq!(
             ops,
             vec![
@@ -182,9 +193,9 @@ mod tests {
     #[test]
     fn in_place_defaults_follow_the_version_shape() {
         let object = json!({ "spec": { "strategy": { "type": "InPlaceUpdate" }, "template": { "spec": {} } } });
-        let alpha = machine_deployment(&object, Version::V1alpha1);
+        let alpha = as_json(machine_deployment(&object, Version::V1alpha1));
         assert!(alpha.contains(&json!({ "op": "add", "path": "/spec/template/spec/disableHealthTimeout", "value": true })));
-        let beta = machine_deployment(&object, Version::V1beta1);
+        let beta = as_json(machine_deployment(&object, Version::V1beta1));
         assert!(beta.contains(&json!({ "op": "add", "path": "/spec/template/spec/configuration", "value": { "disableHealthTimeout": true } })));
         assert!(beta.contains(&json!({ "op": "add", "path": "/spec/strategy/inPlaceUpdate", "value": { "orchestrationType": "Auto" } })));
     }
@@ -192,7 +203,7 @@ mod tests {
     #[test]
     fn manual_orchestration_gets_no_limits_and_user_values_stay() {
         let object = json!({ "spec": { "strategy": { "type": "InPlaceUpdate", "inPlaceUpdate": { "orchestrationType": "Manual" } }, "template": { "spec": { "disableHealthTimeout": false } } } });
-        assert!(machine_deployment(&object, Version::V1alpha1).is_empty());
+        assert!(machine_deployment(&object, Version::V1alpha1).0.is_empty());
     }
 
     #[test]
@@ -213,7 +224,11 @@ mod tests {
     #[test]
     fn non_object_parents_are_left_alone() {
         let object = json!({ "spec": { "strategy": "RollingUpdate" } });
-        assert!(machine_deployment(&object, Version::V1alpha1).is_empty());
-        assert!(machine_deployment(&json!({ "spec": 3 }), Version::V1alpha1).is_empty());
+        assert!(machine_deployment(&object, Version::V1alpha1).0.is_empty());
+        assert!(
+            machine_deployment(&json!({ "spec": 3 }), Version::V1alpha1)
+                .0
+                .is_empty()
+        );
     }
 }

@@ -2,19 +2,25 @@
 //! MachineDeployment and MachineClass, the CRD conversion endpoint, and serving-certificate
 //! management.
 //!
-//! - [`field`]: Kubernetes field errors; [`validation`]: the rules (pure); [`ratchet`]: UPDATE
-//!   ratcheting; [`defaulting`]: JSON Patch defaults; [`paths`]: field paths per version.
+//! - [`request`]: the shared request vocabulary (kind, version, operation);
+//!   [`field`]: Kubernetes field errors; [`decode`]: lenient decoding, one error per bad field;
+//!   [`validation`]: the rules (pure); [`ratchet`]: UPDATE ratcheting; [`defaulting`]: JSON
+//!   Patch defaults; [`paths`]: field paths per version.
 //! - [`admission`]: AdmissionReview in, AdmissionReview out (pure).
-//! - [`server`]: axum routers and the TLS accept loop; [`metrics`]: Prometheus metrics.
+//! - [`server`]: axum routers and the TLS accept loop; [`limits`]: connection timeouts and cap;
+//!   [`metrics`]: Prometheus metrics.
 //! - [`tls`]: certificate store, file mode with hot reload; [`self_managed`]: own CA with
 //!   rotation and caBundle injection.
 
 pub mod admission;
+pub mod decode;
 pub mod defaulting;
 pub mod field;
+pub mod limits;
 pub mod metrics;
 pub mod paths;
 pub mod ratchet;
+pub mod request;
 pub mod self_managed;
 pub mod server;
 pub mod tls;

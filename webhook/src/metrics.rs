@@ -1,8 +1,10 @@
-//! Prometheus metrics of the webhook: requests, latency, denials by rule, converted objects.
+//! Prometheus metrics of the webhook: requests, latency, denials by rule, converted objects, and
+//! connections (open, and closed by a limit).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -33,6 +35,30 @@ pub struct DenialLabels {
     pub rule: &'static str,
 }
 
+/// Labels of a connection closed by a limit.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CloseLabels {
+    /// `refused` (connection cap), `tls_handshake_timeout`, `header_read_timeout` or
+    /// `idle_timeout`.
+    pub reason: &'static str,
+}
+
+/// Connection metrics of the HTTPS listener; cheap to clone (the values are shared).
+#[derive(Clone, Debug, Default)]
+pub struct ConnectionMetrics {
+    /// Connections holding a slot (accepted and not yet closed).
+    pub open: Gauge,
+    /// Connections closed by a limit, by reason.
+    pub closed: Family<CloseLabels, Counter>,
+}
+
+impl ConnectionMetrics {
+    /// Counts one connection closed by the limit `reason`.
+    pub fn closed_by(&self, reason: &'static str) {
+        self.closed.get_or_create(&CloseLabels { reason }).inc();
+    }
+}
+
 type HistogramFamily = Family<EndpointLabels, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -52,6 +78,8 @@ pub struct Metrics {
     pub denials: Family<DenialLabels, Counter>,
     /// Objects converted by `/convert`.
     pub converted_objects: Counter,
+    /// Connections of the HTTPS listener.
+    pub connections: ConnectionMetrics,
 }
 
 impl Default for Metrics {
@@ -81,12 +109,24 @@ impl Default for Metrics {
             "Objects converted by the conversion webhook",
             converted_objects.clone(),
         );
+        let connections = ConnectionMetrics::default();
+        registry.register(
+            "open_connections",
+            "Connections of the HTTPS listener that are open",
+            connections.open.clone(),
+        );
+        registry.register(
+            "closed_connections",
+            "Connections closed by a limit (cap, handshake, header-read or idle timeout)",
+            connections.closed.clone(),
+        );
         Self {
             registry,
             requests,
             latency,
             denials,
             converted_objects,
+            connections,
         }
     }
 }

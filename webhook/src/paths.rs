@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::admission::{Kind, Version};
+use crate::request::{Kind, Version};
 
 /// Machine configuration fields: inlined in the machine spec in `v1alpha1`, nested under
 /// `configuration` in `v1beta1`.

@@ -7,7 +7,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -15,15 +14,18 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use kube::core::conversion::ConversionReview;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use crate::admission::{self, Action, Kind};
-use crate::metrics::{DenialLabels, EndpointLabels, Metrics, RequestLabels};
+use crate::limits::{ConnectionLimits, Tracked};
+use crate::metrics::{ConnectionMetrics, DenialLabels, EndpointLabels, Metrics, RequestLabels};
 use crate::tls::CertStore;
 
 /// Largest request body accepted (API server requests are ≤3 MiB plus the old object).
@@ -224,10 +226,33 @@ async fn convert(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     json_response(review)
 }
 
-/// Serves `router` over TLS on `listener` until the task is dropped. Each connection is HTTP/1.1
-/// (ALPN `http/1.1`); handshake failures are logged at debug and do not stop the loop.
+/// Serves `router` over TLS on `listener` with the default [`ConnectionLimits`], until the task
+/// is dropped.
 pub async fn serve_tls(listener: TcpListener, router: Router, tls: Arc<rustls::ServerConfig>) {
+    serve_tls_with_limits(
+        listener,
+        router,
+        tls,
+        ConnectionLimits::default(),
+        ConnectionMetrics::default(),
+    )
+    .await;
+}
+
+/// Serves `router` over TLS on `listener` until the task is dropped. Each connection is HTTP/1.1
+/// (ALPN `http/1.1`) and bounded by `limits`; connections closed by a limit are counted in
+/// `metrics` (pass [`Metrics::connections`] to expose them); handshake failures and timeouts are
+/// logged at debug and do not stop the loop.
+pub async fn serve_tls_with_limits(
+    listener: TcpListener,
+    router: Router,
+    tls: Arc<rustls::ServerConfig>,
+    limits: ConnectionLimits,
+    metrics: ConnectionMetrics,
+) {
     let acceptor = TlsAcceptor::from(tls);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut saturated = false;
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -236,30 +261,108 @@ pub async fn serve_tls(listener: TcpListener, router: Router, tls: Arc<rustls::S
                 continue;
             }
         };
+        // Accepting and closing at once (rather than not accepting) keeps the kernel backlog
+        // empty, and the client learns at once that it was refused.
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            if !saturated {
+                tracing::warn!(
+                    max_connections = limits.max_connections,
+                    "connection limit reached; refusing new connections"
+                );
+            }
+            saturated = true;
+            tracing::debug!(%peer, "connection refused: limit reached");
+            metrics.closed_by("refused");
+            drop(stream);
+            continue;
+        };
+        saturated = false;
+        metrics.open.inc();
         let acceptor = acceptor.clone();
         let router = router.clone();
-        tokio::spawn(async move { serve_connection(acceptor, stream, peer, router).await });
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            if let Some(reason) = serve_connection(acceptor, stream, peer, router, limits).await {
+                metrics.closed_by(reason);
+            }
+            metrics.open.dec();
+            drop(slot);
+        });
     }
 }
 
+/// Serves one connection; returns the limit that closed it, if one did.
 async fn serve_connection(
     acceptor: TlsAcceptor,
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     router: Router,
-) {
+    limits: ConnectionLimits,
+) -> Option<&'static str> {
     let _ = stream.set_nodelay(true);
-    let tls = match acceptor.accept(stream).await {
-        Ok(tls) => tls,
-        Err(error) => {
+    let tls = match tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(stream))
+        .await
+    {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(error)) => {
             tracing::debug!(%peer, %error, "TLS handshake failed");
-            return;
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, timeout = ?limits.tls_handshake_timeout, "TLS handshake timed out");
+            return Some("tls_handshake_timeout");
         }
     };
+    let (io, clock) = Tracked::new(tls);
     let service = TowerToHyperService::new(router);
-    let builder = auto::Builder::new(TokioExecutor::new()).http1_only();
-    if let Err(error) = builder.serve_connection(TokioIo::new(tls), service).await {
-        tracing::debug!(%peer, %error, "connection ended with an error");
+    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
+    // hyper's header timer would also end idle keep-alive connections (see `limits`); the
+    // header timeout is enforced below instead.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(None);
+    let connection = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    // Set once the idle timeout asked for a graceful close: the request in progress gets one
+    // more idle period to finish.
+    let mut close_by: Option<Instant> = None;
+    loop {
+        let idle_deadline = close_by.unwrap_or(clock.last_traffic() + limits.idle_timeout);
+        let deadline = match clock.head_started() {
+            Some(started) => idle_deadline.min(started + limits.header_read_timeout),
+            None => idle_deadline,
+        };
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%peer, %error, "connection ended with an error");
+                }
+                return close_by.map(|_| "idle_timeout");
+            }
+            // A head started: its deadline may be nearer; compute again.
+            () = clock.head_start() => {}
+            () = tokio::time::sleep_until(deadline) => {
+                let now = Instant::now();
+                if clock.head_started().is_some_and(|started| started + limits.header_read_timeout <= now) {
+                    tracing::debug!(%peer, timeout = ?limits.header_read_timeout, "request headers not complete in time; closing");
+                    return Some("header_read_timeout");
+                }
+                match close_by {
+                    Some(close_by) if close_by <= now => {
+                        tracing::debug!(%peer, "request still not finished after the idle close; dropping");
+                        return Some("idle_timeout");
+                    }
+                    Some(_) => {}
+                    None if clock.last_traffic() + limits.idle_timeout <= now => {
+                        tracing::debug!(%peer, timeout = ?limits.idle_timeout, "closing idle connection");
+                        connection.as_mut().graceful_shutdown();
+                        close_by = Some(now + limits.idle_timeout);
+                    }
+                    None => {}
+                }
+            }
+        }
     }
 }
 

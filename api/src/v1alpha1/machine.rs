@@ -1,4 +1,5 @@
-//! `Machine`: one VM backing one Node of the target cluster.
+//! `Machine`: one VM backing one Node of the target cluster, and the machine template that sets
+//! and deployments stamp machines from.
 
 // The repeated `printcolumn(type_ = ...)` arguments of the kube derive look like duplicated
 // attributes to clippy.
@@ -131,6 +132,21 @@ pub struct NodeTemplateSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::schema::node_spec")]
     pub spec: Option<NodeSpec>,
+}
+
+/// The data a machine should have when created from a template.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MachineTemplateSpec {
+    /// Standard object's metadata.
+    /// More info: <https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata>
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::preserve_unknown_object")]
+    pub metadata: Option<ObjectMeta>,
+
+    /// Specification of the desired behavior of the machine.
+    /// More info: <https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status>
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<MachineSpec>,
 }
 
 /// Most recently observed status of a Machine.

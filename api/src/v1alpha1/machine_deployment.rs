@@ -14,7 +14,8 @@ use super::enums::{
     ConditionStatus, MachineDeploymentConditionType, MachineDeploymentStrategyType,
     OrchestrationType,
 };
-use super::shared::{MachineSummary, MachineTemplateSpec};
+use super::machine::MachineTemplateSpec;
+use super::shared::MachineSummary;
 
 /// Specification of the desired behavior of a MachineDeployment.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

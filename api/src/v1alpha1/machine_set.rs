@@ -10,7 +10,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::enums::{ConditionStatus, MachineSetConditionType};
-use super::shared::{ClassSpec, LastOperation, MachineSummary, MachineTemplateSpec};
+use super::machine::MachineTemplateSpec;
+use super::shared::{ClassSpec, LastOperation, MachineSummary};
 
 /// Specification of a MachineSet.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -27,7 +27,8 @@ pub use enums::{
     MachineOperationType, MachinePhase, MachineSetConditionType, MachineState, OrchestrationType,
 };
 pub use machine::{
-    CurrentStatus, Machine, MachineConfiguration, MachineSpec, MachineStatus, NodeTemplateSpec,
+    CurrentStatus, Machine, MachineConfiguration, MachineSpec, MachineStatus, MachineTemplateSpec,
+    NodeTemplateSpec,
 };
 pub use machine_class::{API_VERSION, GROUP, MachineClass, NodeTemplate, ResourceList, VERSION};
 pub use machine_deployment::{
@@ -36,7 +37,7 @@ pub use machine_deployment::{
     RollingUpdateMachineDeployment, UpdateConfiguration,
 };
 pub use machine_set::{MachineSet, MachineSetCondition, MachineSetSpec, MachineSetStatus};
-pub use shared::{ClassSpec, LastOperation, MachineSummary, MachineTemplateSpec};
+pub use shared::{ClassSpec, LastOperation, MachineSummary};
 
 /// A list of machines as returned by the API.
 pub type MachineList = ObjectList<Machine>;

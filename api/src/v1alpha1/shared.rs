@@ -1,12 +1,13 @@
-//! Types used by more than one kind: class reference, last operation, machine template and
-//! machine summary.
+//! Types used by more than one kind: class reference, last operation and machine summary.
+//!
+//! Nothing here refers to a kind's own types (the machine template lives with the machine in
+//! `machine.rs`), so every kind module may import this one and none is imported back.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::enums::{MachineOperationType, MachineState};
-use super::machine::MachineSpec;
 
 /// Reference from a machine (or template) to its machine class.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -51,21 +52,6 @@ pub struct LastOperation {
     /// Type of operation
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub type_: Option<MachineOperationType>,
-}
-
-/// The data a machine should have when created from a template.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct MachineTemplateSpec {
-    /// Standard object's metadata.
-    /// More info: <https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata>
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::schema::preserve_unknown_object")]
-    pub metadata: Option<ObjectMeta>,
-
-    /// Specification of the desired behavior of the machine.
-    /// More info: <https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status>
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec: Option<MachineSpec>,
 }
 
 /// Summary of a machine, kept in the status of sets and deployments for failed machines.

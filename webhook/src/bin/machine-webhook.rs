@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
+use mcm_webhook::limits::ConnectionLimits;
 use mcm_webhook::self_managed::{Policy, Settings};
 use mcm_webhook::server::{self, AppState};
 use mcm_webhook::tls::{CertStore, FileReloader, server_config};
@@ -78,6 +79,18 @@ struct Args {
     /// CRDs whose conversion webhook gets the caBundle (self-managed; repeatable).
     #[arg(long = "crd")]
     crds: Vec<String>,
+    /// Seconds a client has to complete the TLS handshake after connecting.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    tls_handshake_timeout_seconds: u64,
+    /// Seconds a client has to send a request's complete headers, counted from its first byte.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    header_read_timeout_seconds: u64,
+    /// Seconds a connection may stay without traffic before it is closed.
+    #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout_seconds: u64,
+    /// Most open connections of the webhook listener; more are closed right after accept.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -150,10 +163,19 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.admin_address))?;
     tracing::info!(webhook = %args.bind_address, admin = %args.admin_address, "serving");
-    let webhook = server::serve_tls(
+    let limits = ConnectionLimits {
+        tls_handshake_timeout: Duration::from_secs(args.tls_handshake_timeout_seconds),
+        header_read_timeout: Duration::from_secs(args.header_read_timeout_seconds),
+        idle_timeout: Duration::from_secs(args.idle_timeout_seconds),
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+    };
+    tracing::info!(?limits, "connection limits");
+    let webhook = server::serve_tls_with_limits(
         listener,
         server::router(state.clone()),
         server_config(certs),
+        limits,
+        state.metrics.connections.clone(),
     );
     let admin = server::serve_plain(admin, server::admin_router(state));
     tokio::select! {

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mcm_api::internal::{ClassSpec, MachineConfiguration, NodeTemplateSpec};
 use serde_json::json;
 
-use super::Report;
+use super::report::Report;
 use crate::field::FieldError;
 
 const QUALIFIED_NAME_MAX: usize = 63;
@@ -504,4 +504,34 @@ pub fn configuration(report: &mut Report, path: &str, configuration: &MachineCon
         &format!("{path}.maxEvictRetries"),
         configuration.max_evict_retries,
     );
+}
+
+/// Checks the control annotations that are parsed at runtime (MachineDeployment, MachineSet).
+pub(super) fn control_annotations(
+    report: &mut Report,
+    annotations: Option<&BTreeMap<String, String>>,
+) {
+    use mcm_api::keys::annotation::{EFFECTIVE_CREATION_TIMEOUT, TRIGGER_DELETION_BY_MCM};
+    let Some(annotations) = annotations else {
+        return;
+    };
+    if let Some(value) = annotations.get(EFFECTIVE_CREATION_TIMEOUT)
+        && value.parse::<mcm_api::duration::Duration>().is_err()
+    {
+        report.error(
+            "control-annotations",
+            FieldError::invalid(
+                format!("metadata.annotations[{EFFECTIVE_CREATION_TIMEOUT}]"),
+                json!(value),
+                "must be a duration such as 20m or 1h30m",
+            ),
+        );
+    }
+    if let Some(value) = annotations.get(TRIGGER_DELETION_BY_MCM)
+        && value.split(',').any(|entry| entry.trim().is_empty())
+    {
+        report.warn(format!(
+            "metadata.annotations[{TRIGGER_DELETION_BY_MCM}] has empty entries; they are ignored"
+        ));
+    }
 }

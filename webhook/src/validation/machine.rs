@@ -1,7 +1,9 @@
 //! Machine rules (§5.3).
 
-use super::{Context, Operation, Report, common};
+use super::common;
+use super::report::Report;
 use crate::field::FieldError;
+use crate::request::{Context, Operation};
 use mcm_api::internal::Machine;
 
 /// Validates a Machine (and, on UPDATE, the change from `old`).

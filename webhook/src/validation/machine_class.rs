@@ -2,10 +2,12 @@
 
 use k8s_openapi::api::core::v1::SecretReference;
 use mcm_api::internal::MachineClass;
+use mcm_api::keys::finalizer;
 use serde_json::{Value, json};
 
-use super::{Context, Operation, Report};
+use super::report::Report;
 use crate::field::FieldError;
+use crate::request::{Context, Operation};
 
 const KNOWN_ARCHITECTURES: &[&str] = &["amd64", "arm64"];
 
@@ -113,7 +115,30 @@ pub fn machine_class(
                 .to_owned(),
         );
     }
+    if let (Operation::Update, Some(old)) = (context.operation, old)
+        && let Some(old_spec) = old.spec.as_ref()
+        && old_spec.provider != spec.provider
+        && in_use(old)
+    {
+        // Not refused: fixing a wrong provider is how a class whose machines are stuck in
+        // deletion is repaired (docs/webhook-rules.md).
+        report.warn(format!(
+            "provider {:?} -> {:?} on a class machines use: their VMs are now handled by the new driver, which may not know them; use a new MachineClass",
+            old_spec.provider.as_deref().unwrap_or_default(),
+            spec.provider.as_deref().unwrap_or_default(),
+        ));
+    }
     report
+}
+
+/// Whether machines use the class: the machine controller keeps its finalizer on a class exactly
+/// while at least one Machine references it.
+fn in_use(class: &MachineClass) -> bool {
+    class
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == finalizer::MACHINE_CONTROLLER_MANAGER))
 }
 
 fn secret_reference(report: &mut Report, path: &str, reference: Option<&SecretReference>) {

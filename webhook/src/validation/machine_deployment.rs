@@ -6,8 +6,9 @@ use mcm_api::v1alpha1::{MachineDeploymentStrategyType, OrchestrationType};
 use serde_json::json;
 
 use super::common::{self, Amount};
-use super::{Context, Operation, Report};
+use super::report::Report;
 use crate::field::FieldError;
+use crate::request::{Context, Operation};
 
 const STRATEGY_TYPES: &[&str] = &["RollingUpdate", "Recreate", "InPlaceUpdate"];
 const ORCHESTRATION_TYPES: &[&str] = &["Auto", "Manual"];
@@ -22,7 +23,7 @@ pub fn machine_deployment(
     context: &Context<'_>,
 ) -> Report {
     let mut report = Report::default();
-    super::control_annotations(&mut report, new.metadata.annotations.as_ref());
+    common::control_annotations(&mut report, new.metadata.annotations.as_ref());
     if context.operation == Operation::Create {
         let name = new.metadata.name.as_deref().unwrap_or_default();
         if name.len() > NAME_WARNING_LENGTH {

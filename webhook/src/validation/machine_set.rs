@@ -3,15 +3,17 @@
 use mcm_api::internal::MachineSet;
 use serde_json::json;
 
+use super::common;
 use super::machine_deployment::{auto_preserve, template};
-use super::{Context, Operation, Report, common};
+use super::report::Report;
 use crate::field::FieldError;
+use crate::request::{Context, Operation};
 
 /// Validates a MachineSet (and, on UPDATE, the change from `old`).
 #[must_use]
 pub fn machine_set(new: &MachineSet, old: Option<&MachineSet>, context: &Context<'_>) -> Report {
     let mut report = Report::default();
-    super::control_annotations(&mut report, new.metadata.annotations.as_ref());
+    common::control_annotations(&mut report, new.metadata.annotations.as_ref());
     let Some(spec) = &new.spec else {
         report.error("spec-required", FieldError::required("spec", ""));
         return report;

@@ -22,6 +22,43 @@ pub fn state() -> Arc<AppState> {
     AppState::new(Arc::new(CertStore::default()))
 }
 
+/// A certificate store serving a certificate for `dns_name` issued by a new CA named `ca_name`;
+/// returns the store and the CA certificate (PEM) clients must trust.
+pub fn serving_certificate(ca_name: &str, dns_name: &str) -> (Arc<CertStore>, String) {
+    install_provider();
+    let names = vec![dns_name.to_owned()];
+    let certs = mcm_webhook::self_managed::rotate(
+        None,
+        jiff::Timestamp::now(),
+        &mcm_webhook::self_managed::Policy::default(),
+        ca_name,
+        &names,
+    )
+    .unwrap();
+    let store = Arc::new(CertStore::default());
+    store
+        .set_pem(certs.tls_cert.as_bytes(), certs.tls_key.as_bytes())
+        .unwrap();
+    (store, certs.ca_cert)
+}
+
+/// A TLS client configuration trusting only the CAs in `ca_pem`, offering h2 and http/1.1.
+pub fn client_config(ca_pem: &str) -> Result<rustls::ClientConfig, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(cert.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
 /// POSTs `body` to `path` of the webhook router and returns the status and JSON answer.
 pub async fn post(state: &Arc<AppState>, path: &str, body: Vec<u8>) -> (u16, Value) {
     let request = http::Request::post(path)

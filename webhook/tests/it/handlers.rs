@@ -767,6 +767,137 @@ async fn v1beta1_requests_get_v1beta1_field_paths() {
     );
 }
 
+/// Issue 16 item 4: a field that does not decode is one more field error (422 with its path),
+/// not a 400 that hides every other error.
+#[tokio::test]
+async fn every_undecodable_field_gets_its_own_cause_beside_the_rules() {
+    let object = edited(
+        &machine_deployment(),
+        &[
+            ("/spec/template/spec/healthTimeout", json!("soon")),
+            ("/spec/replicas", json!(-1)),
+        ],
+    );
+    let answer = validate("MachineDeployment", &object, None, false).await;
+    let status = &answer["response"]["status"];
+    assert_eq!(status["code"], 422, "{answer:#}");
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(
+        causes(&answer),
+        vec![
+            (
+                "spec.template.spec.healthTimeout".to_owned(),
+                "FieldValueInvalid".to_owned()
+            ),
+            ("spec.replicas".to_owned(), "FieldValueInvalid".to_owned()),
+        ]
+    );
+    assert_eq!(
+        status["details"]["causes"][0]["message"],
+        "Invalid value: \"soon\": time: invalid duration \"soon\""
+    );
+
+    for (replicas, detail) in [
+        (
+            json!(2_147_483_648_u64),
+            "must be an integer between -2147483648 and 2147483647",
+        ),
+        (
+            json!("two"),
+            "must be an integer between -2147483648 and 2147483647",
+        ),
+    ] {
+        let object = edited(
+            &machine_deployment(),
+            &[("/spec/replicas", replicas.clone())],
+        );
+        let answer = validate("MachineDeployment", &object, None, false).await;
+        assert_eq!(answer["response"]["status"]["code"], 422, "{answer:#}");
+        assert_eq!(
+            causes(&answer),
+            vec![("spec.replicas".to_owned(), "FieldValueInvalid".to_owned())]
+        );
+        assert_eq!(
+            answer["response"]["status"]["details"]["causes"][0]["message"],
+            format!("Invalid value: {replicas}: {detail}")
+        );
+    }
+
+    // The path follows the version sent, like every rule's.
+    let beta = json!({
+        "apiVersion": "machine.sapcloud.io/v1beta1",
+        "kind": "Machine",
+        "metadata": { "name": "m" },
+        "spec": { "class": { "kind": "MachineClass", "name": "c" },
+            "configuration": { "drainTimeout": "later", "maxEvictRetries": 1.5 } },
+    });
+    let answer = validate("Machine", &beta, None, false).await;
+    let mut found = causes(&answer);
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            (
+                "spec.configuration.drainTimeout".to_owned(),
+                "FieldValueInvalid".to_owned()
+            ),
+            (
+                "spec.configuration.maxEvictRetries".to_owned(),
+                "FieldValueInvalid".to_owned()
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn undecodable_fields_ratchet_like_every_rule() {
+    let old = edited(
+        &machine_deployment(),
+        &[("/spec/template/spec/healthTimeout", json!("soon"))],
+    );
+    let scaled = edited(&old, &[("/spec/replicas", json!(5))]);
+    let answer = validate("MachineDeployment", &scaled, Some(&old), false).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer:#}");
+    let worse = edited(
+        &old,
+        &[("/spec/template/spec/healthTimeout", json!("later"))],
+    );
+    let answer = validate("MachineDeployment", &worse, Some(&old), false).await;
+    assert_eq!(
+        causes(&answer),
+        vec![(
+            "spec.template.spec.healthTimeout".to_owned(),
+            "FieldValueInvalid".to_owned()
+        )]
+    );
+}
+
+/// Issue 16 item 4: changing `provider` of a class that machines use is warned about with its
+/// consequence (see docs/webhook-rules.md for why it is not refused).
+#[tokio::test]
+async fn provider_change_of_a_class_in_use_warns_with_the_consequence() {
+    let unused = machine_class();
+    let mut in_use = unused.clone();
+    set(
+        &mut in_use,
+        "/metadata/finalizers",
+        json!(["machine.sapcloud.io/machine-controller-manager"]),
+    );
+    for (old, warned) in [(&in_use, true), (&unused, false)] {
+        let new = edited(old, &[("/provider", json!("other-driver"))]);
+        let answer = validate("MachineClass", &new, Some(old), false).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer:#}");
+        let warnings: Vec<&str> = answer["response"]["warnings"]
+            .as_array()
+            .map(|w| w.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let about_provider = warnings.iter().any(|w| {
+            w.contains("provider") && w.contains("other-driver") && w.contains("machines")
+        });
+        assert_eq!(about_provider, warned, "{warnings:?}");
+    }
+}
+
 fn decode_patch(answer: &Value) -> json_patch::Patch {
     assert_eq!(answer["response"]["patchType"], "JSONPatch");
     let encoded = answer["response"]["patch"]
@@ -859,21 +990,7 @@ async fn malformed_reviews_get_400_answers_with_http_200() {
         false,
     );
     let no_object = serde_json::to_vec(&json!({ "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": { "uid": "u", "kind": { "group": "machine.sapcloud.io", "version": "v1alpha1", "kind": "MachineDeployment" }, "operation": "CREATE" } })).unwrap();
-    let undecodable = admission_review(
-        "MachineDeployment",
-        "v1alpha1",
-        "CREATE",
-        &edited(&machine_deployment(), &[("/spec/replicas", json!("two"))]),
-        None,
-        false,
-    );
-    for body in [
-        b"not json".to_vec(),
-        b"{}".to_vec(),
-        wrong_kind,
-        no_object,
-        undecodable,
-    ] {
+    for body in [b"not json".to_vec(), b"{}".to_vec(), wrong_kind, no_object] {
         let (status, answer) = post(&state, path, body.clone()).await;
         assert_eq!(status, 200);
         assert_eq!(

@@ -8,17 +8,14 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Output;
-use std::sync::Arc;
 
 use base64::Engine as _;
-use jiff::Timestamp;
 use mcm_api::crd::{ConversionWebhook, all_with_conversion, to_yaml};
 use mcm_sandbox::{Sandbox, SandboxConfig};
-use mcm_webhook::self_managed::{self, Policy};
 use mcm_webhook::server::{self, AppState};
-use mcm_webhook::tls::{CertStore, server_config};
+use mcm_webhook::tls::server_config;
 
-use crate::common::install_provider;
+use crate::common::{install_provider, serving_certificate};
 
 const NAMESPACE: &str = "mcm";
 const SERVICE: &str = "mcm-webhook";
@@ -117,19 +114,8 @@ async fn start() -> Option<Env> {
         println!("SKIPPED: kubectl not found");
         return None;
     };
-    let names = vec![format!("{SERVICE}.{NAMESPACE}.svc")];
-    let certs = self_managed::rotate(
-        None,
-        Timestamp::now(),
-        &Policy::default(),
-        "kubectl-test-ca",
-        &names,
-    )
-    .unwrap();
-    let store = Arc::new(CertStore::default());
-    store
-        .set_pem(certs.tls_cert.as_bytes(), certs.tls_key.as_bytes())
-        .unwrap();
+    let (store, ca_cert) =
+        serving_certificate("kubectl-test-ca", &format!("{SERVICE}.{NAMESPACE}.svc"));
     let state = AppState::new(store.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -157,7 +143,7 @@ async fn start() -> Option<Env> {
         service_name: SERVICE.to_owned(),
         path: "/convert".to_owned(),
         port: None,
-        ca_bundle: Some(certs.ca_cert.as_bytes().to_vec()),
+        ca_bundle: Some(ca_cert.as_bytes().to_vec()),
     };
     for (file, crd) in all_with_conversion(&webhook).unwrap() {
         std::fs::write(crd_dir.join(file), to_yaml(&crd).unwrap()).unwrap();
@@ -170,7 +156,7 @@ async fn start() -> Option<Env> {
         "CRDs: {}",
         String::from_utf8_lossy(&applied.stderr)
     );
-    let bundle = base64::engine::general_purpose::STANDARD.encode(certs.ca_cert.as_bytes());
+    let bundle = base64::engine::general_purpose::STANDARD.encode(ca_cert.as_bytes());
     let configs = env.write("webhooks.yaml", &webhook_configurations(&bundle));
     let applied = env.kubectl(&["apply", "-f", &configs]).await;
     assert!(

@@ -1,5 +1,6 @@
 //! Integration tests of `mcm-webhook`: handler tables for every rule (through the axum router),
-//! property tests (defaulting, malformed reviews), certificate rotation over real TLS, and
+//! property tests (defaulting, malformed reviews), certificate rotation over real TLS, connection
+//! limits (idle, slow and surplus connections), and
 //! kubectl against the sandbox API server calling this webhook.
 
 #![allow(clippy::unwrap_used)]
@@ -7,6 +8,7 @@
 mod common;
 mod handlers;
 mod kubectl;
+mod limits;
 mod properties;
 mod self_managed;
 mod tls;

@@ -1,5 +1,6 @@
 //! Property tests: defaulting keeps every input field and is idempotent; random or malformed
-//! AdmissionReview and ConversionReview bodies never panic and always get an answer.
+//! AdmissionReview and ConversionReview bodies never panic and always get an answer; every field
+//! of the wrong type gets its own cause.
 
 use mcm_api::arbitrary;
 use mcm_webhook::admission::{self, Action, Kind, Version};
@@ -89,7 +90,7 @@ proptest! {
             object["spec"]["strategy"] = strategy;
         }
         let version = if beta { Version::V1beta1 } else { Version::V1alpha1 };
-        let ops = defaulting::machine_deployment(&object, version);
+        let ops = default_ops(&object, version);
         prop_assert!(ops.iter().all(|op| op["op"] == "add"));
         prop_assert!(ops.iter().all(|op| !op["path"].as_str().unwrap().starts_with("/status")));
         let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops)).unwrap();
@@ -106,8 +107,18 @@ proptest! {
                 prop_assert_eq!(after, Some(&value), "{} changed", pointer);
             }
         }
-        prop_assert_eq!(defaulting::machine_deployment(&patched, version), Vec::<Value>::new());
+        prop_assert_eq!(default_ops(&patched, version), Vec::<Value>::new());
     }
+}
+
+/// The defaulting patch as the JSON operations the API server receives.
+fn default_ops(object: &Value, version: Version) -> Vec<Value> {
+    let patch = defaulting::machine_deployment(object, version);
+    patch
+        .0
+        .iter()
+        .map(|op| serde_json::to_value(op).unwrap())
+        .collect()
 }
 
 fn json_value() -> impl Strategy<Value = Value> {
@@ -177,6 +188,65 @@ fn near_review() -> impl Strategy<Value = Value> {
     )
 }
 
+/// Typed fields of a v1alpha1 MachineDeployment: JSON pointer, kubectl path, and values of the
+/// wrong type or out of range for it.
+const TYPED_FIELDS: &[(&str, &str, &[&str])] = &[
+    (
+        "/spec/replicas",
+        "spec.replicas",
+        &["\"two\"", "2147483648", "1.5", "true"],
+    ),
+    (
+        "/spec/minReadySeconds",
+        "spec.minReadySeconds",
+        &["-2147483649", "\"5\""],
+    ),
+    (
+        "/spec/revisionHistoryLimit",
+        "spec.revisionHistoryLimit",
+        &["[]", "{}"],
+    ),
+    ("/spec/paused", "spec.paused", &["\"yes\"", "1"]),
+    (
+        "/spec/progressDeadlineSeconds",
+        "spec.progressDeadlineSeconds",
+        &["1e3", "\"x\""],
+    ),
+    (
+        "/spec/template/spec/healthTimeout",
+        "spec.template.spec.healthTimeout",
+        &["\"soon\"", "5", "\"10\""],
+    ),
+    (
+        "/spec/template/spec/drainTimeout",
+        "spec.template.spec.drainTimeout",
+        &["\"1x\"", "false"],
+    ),
+    (
+        "/spec/template/spec/maxEvictRetries",
+        "spec.template.spec.maxEvictRetries",
+        &["\"3\"", "99999999999"],
+    ),
+    (
+        "/spec/template/spec/disableHealthTimeout",
+        "spec.template.spec.disableHealthTimeout",
+        &["\"true\"", "0"],
+    ),
+];
+
+/// Sets the member at `pointer`, creating missing parent objects.
+fn set_creating(object: &mut Value, pointer: &str, value: Value) {
+    let mut current = object;
+    let keys: Vec<&str> = pointer.split('/').skip(1).collect();
+    for key in &keys[..keys.len() - 1] {
+        if !current.get(*key).is_some_and(Value::is_object) {
+            current[*key] = json!({});
+        }
+        current = &mut current[*key];
+    }
+    current[keys[keys.len() - 1]] = value;
+}
+
 fn assert_answered(answer: &admission::Answer) -> Result<(), TestCaseError> {
     prop_assert_eq!(&answer.review["kind"], "AdmissionReview");
     prop_assert!(answer.review["response"]["allowed"].is_boolean());
@@ -204,6 +274,46 @@ proptest! {
         let body = serde_json::to_vec(&review).unwrap();
         for action in [Action::Validate, Action::Mutate] {
             assert_answered(&admission::review(Kind::MachineDeployment, action, &body))?;
+        }
+    }
+
+    /// Issue 16 item 4: any set of typed fields given values that do not decode yields one
+    /// `FieldValueInvalid` cause per field, with its path, as a 422.
+    #[test]
+    fn every_field_of_the_wrong_type_gets_its_own_cause(
+        md in arbitrary::machine_deployment(),
+        picks in prop::collection::btree_map(0..TYPED_FIELDS.len(), any::<prop::sample::Index>(), 1..5),
+    ) {
+        let mut object = serde_json::to_value(&md).unwrap();
+        // Terminating objects always pass; this property is about the ones that are judged.
+        if let Some(metadata) = object["metadata"].as_object_mut() {
+            metadata.remove("deletionTimestamp");
+        }
+        let mut expected = Vec::new();
+        for (field, which) in &picks {
+            let (pointer, path, bad) = TYPED_FIELDS[*field];
+            let value: Value = serde_json::from_str(bad[which.index(bad.len())]).unwrap();
+            set_creating(&mut object, pointer, value);
+            expected.push(path.to_owned());
+        }
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": { "uid": "u", "operation": "CREATE", "object": object,
+                "kind": { "group": "machine.sapcloud.io", "version": "v1alpha1", "kind": "MachineDeployment" } },
+        });
+        let answer = admission::review(Kind::MachineDeployment, Action::Validate, &serde_json::to_vec(&review).unwrap());
+        let status = &answer.review["response"]["status"];
+        prop_assert_eq!(&status["code"], 422, "{:#}", answer.review);
+        let causes: Vec<(String, String)> = status["details"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["field"].as_str().unwrap().to_owned(), c["reason"].as_str().unwrap().to_owned()))
+            .collect();
+        for path in &expected {
+            let on_path: Vec<&(String, String)> = causes.iter().filter(|(f, _)| f == path).collect();
+            prop_assert_eq!(on_path.len(), 1, "{} in {:?}", path, causes);
+            prop_assert_eq!(on_path[0].1.as_str(), "FieldValueInvalid");
         }
     }
 

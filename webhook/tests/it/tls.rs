@@ -8,27 +8,17 @@ use jiff::Timestamp;
 use mcm_webhook::self_managed::{self, Policy};
 use mcm_webhook::server::{self, AppState};
 use mcm_webhook::tls::{CertStore, FileReloader, ReloadOutcome, server_config};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 use serde_json::json;
 
-use crate::common::{get_admin, install_provider};
+use crate::common::{client_config, get_admin, install_provider};
 
 const HOST: &str = "mcm-webhook.mcm.svc";
 
 /// POSTs a conversion review over TLS trusting only `ca_pem`; returns the HTTP status and the
 /// negotiated ALPN protocol.
 async fn call(addr: std::net::SocketAddr, ca_pem: &str) -> Result<(u16, Option<Vec<u8>>), String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots
-            .add(cert.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let mut config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let config = client_config(ca_pem)?;
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| e.to_string())?;
