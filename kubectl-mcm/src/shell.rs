@@ -418,6 +418,41 @@ async fn fleet_status(
     Ok(())
 }
 
+/// How long `preserve` waits to report the expiry MCM set.
+const PRESERVE_REPORT_WAIT: StdDuration = StdDuration::from_secs(20);
+
+/// The machine of a node (label `node=<name>` in the namespace); `None` when there is none.
+async fn machine_of_node(
+    machines: &Api<Machine>,
+    ns: &str,
+    node: &str,
+) -> Result<Option<String>, CliError> {
+    let selector = format!("{}={node}", label::NODE);
+    let found = machines
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    match found.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(one.metadata.name.clone()),
+        _ => Err(CliError::Refused(format!(
+            "{} machines in namespace {ns:?} have label {selector}",
+            found.len()
+        ))),
+    }
+}
+
+fn preserve_expiry(machine: &Machine) -> Option<jiff::Timestamp> {
+    machine
+        .status
+        .as_ref()?
+        .current_status
+        .as_ref()?
+        .preserve_expiry_time
+        .as_ref()
+        .map(|t| t.0)
+}
+
 async fn preserve_cmd(
     ctx: &Context,
     target: &Target,
@@ -425,67 +460,73 @@ async fn preserve_cmd(
     duration: Option<Duration>,
 ) -> Result<(), CliError> {
     let machines: Api<Machine> = Api::namespaced(ctx.control.clone(), &ctx.namespace);
-    let annotation = preserve::annotation_patch(value);
-    // The timeout must be on the machine before MCM sees the annotation: it computes the expiry
-    // once, when the preservation starts.
-    let machine_for_duration = match (target.kind, duration) {
-        (_, None) => None,
-        (TargetKind::Machine, Some(_)) => Some(target.name.clone()),
-        (_, Some(_)) => {
-            let selector = format!("{}={}", label::NODE, target.name);
-            let found = machines
-                .list(&ListParams::default().labels(&selector))
+    let nodes = Api::<Node>::all(ctx.target.clone());
+    let machine = match target.kind {
+        TargetKind::Node => {
+            // Fail on an unknown node before changing any machine.
+            nodes.get(&target.name).await?;
+            machine_of_node(&machines, &ctx.namespace, &target.name).await?
+        }
+        _ => Some(
+            machines
+                .get(&target.name)
                 .await?
-                .items;
-            match found.as_slice() {
-                [one] => one.metadata.name.clone(),
-                [] => {
-                    return Err(CliError::Refused(format!(
-                        "no machine in namespace {:?} has label {selector} (use -n for the machines' namespace)",
-                        ctx.namespace
-                    )));
-                }
-                _ => {
-                    return Err(CliError::Refused(format!(
-                        "{} machines in namespace {:?} have label {selector}",
-                        found.len(),
-                        ctx.namespace
-                    )));
+                .metadata
+                .name
+                .unwrap_or_default(),
+        ),
+    };
+    let started = jiff::Timestamp::now();
+    if let Some(duration) = duration {
+        let Some(machine) = &machine else {
+            return Err(CliError::Refused(format!(
+                "--duration needs the node's machine, but no machine in namespace {:?} has label {}={} (use -n for the machines' namespace)",
+                ctx.namespace,
+                label::NODE,
+                target.name
+            )));
+        };
+        preserve::check_duration_allowed(&machines.get(machine).await?)
+            .map_err(CliError::Refused)?;
+        merge_patch(&machines, machine, &preserve::duration_patch(duration)).await?;
+        // MCM computes the expiry once, when it first sees the annotation; give its machine
+        // cache a moment to hold the new timeout before the annotation arrives.
+        tokio::time::sleep(StdDuration::from_secs(2)).await;
+    }
+    let annotation = preserve::annotation_patch(value);
+    match target.kind {
+        TargetKind::Node => merge_patch(&nodes, &target.name, &annotation).await?,
+        _ => merge_patch(&machines, &target.name, &annotation).await?,
+    }
+    let key = mcm_api::keys::annotation::PRESERVE;
+    match value {
+        None => println!("{target} unpreserved ({key} removed)"),
+        Some(v) => {
+            println!("{target} preserved ({key}={v})");
+            // `now` starts at once: report what MCM made of it.
+            if let (Some(machine), true) = (&machine, v == mcm_api::keys::preserve::NOW) {
+                let deadline = Instant::now() + PRESERVE_REPORT_WAIT;
+                loop {
+                    if let Some(expiry) = preserve_expiry(&machines.get(machine).await?) {
+                        println!("machine {machine} preserved until {expiry}");
+                        if let Some(warning) =
+                            duration.and_then(|d| preserve::expiry_warning(expiry, d, started))
+                        {
+                            eprintln!("{warning}");
+                        }
+                        break;
+                    }
+                    if Instant::now() >= deadline {
+                        eprintln!(
+                            "warning: MCM has not started preserving machine {machine} yet (no preserveExpiryTime after {}s)",
+                            PRESERVE_REPORT_WAIT.as_secs()
+                        );
+                        break;
+                    }
+                    tokio::time::sleep(POLL).await;
                 }
             }
         }
-    };
-    if target.kind == TargetKind::Node {
-        // Fail on an unknown node before changing any machine.
-        Api::<Node>::all(ctx.target.clone())
-            .get(&target.name)
-            .await?;
     }
-    if let (Some(machine), Some(duration)) = (&machine_for_duration, duration) {
-        merge_patch(&machines, machine, &preserve::duration_patch(duration)).await?;
-    }
-    match target.kind {
-        TargetKind::Node => {
-            merge_patch(
-                &Api::<Node>::all(ctx.target.clone()),
-                &target.name,
-                &annotation,
-            )
-            .await?
-        }
-        _ => merge_patch(&machines, &target.name, &annotation).await?,
-    }
-    let what = match (value, duration) {
-        (Some(v), Some(d)) => format!(
-            "preserved ({}={v}, for {d})",
-            mcm_api::keys::annotation::PRESERVE
-        ),
-        (Some(v), None) => format!("preserved ({}={v})", mcm_api::keys::annotation::PRESERVE),
-        (None, _) => format!(
-            "unpreserved ({} removed)",
-            mcm_api::keys::annotation::PRESERVE
-        ),
-    };
-    println!("{target} {what}");
     Ok(())
 }

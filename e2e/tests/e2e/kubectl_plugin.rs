@@ -6,11 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mcm_api::keys::annotation;
+use mcm_api::keys::{annotation, label as label_key};
 use mcm_e2e::kubectl::kubectl_on_path;
 use mcm_e2e::objects::{
-    Kind, create, create_class, delete, delete_deployment_and_wait, deployment, machines,
-    merge_patch, must_get, name, phase, terminating,
+    Kind, create, create_class, delete, delete_deployment_and_wait, deployment, label, machines,
+    merge_patch, must_get, name, node, phase, terminating,
 };
 use mcm_e2e::{E2eError, Probe, Result, System, ensure, eventually};
 use serde_json::{Value, json};
@@ -322,6 +322,78 @@ pub async fn rollout_status_history_undo(system: Arc<System>) -> Result<Outcome>
     ensure(
         status.stdout.contains("Nodes Ready 2/2") && status.stdout.contains("Running"),
         || status.text(),
+    )?;
+
+    // Preserve a node for 2h through the plugin, see it in `status`, then release it.
+    let machine = machines(s, "kp-md")
+        .await?
+        .into_iter()
+        .find(|m| phase(m) == "Running" && !terminating(m))
+        .ok_or_else(|| E2eError::Assertion("no Running machine to preserve".to_owned()))?;
+    let machine_name = name(&machine).to_owned();
+    let node_name = label(&machine, label_key::NODE)
+        .unwrap_or_default()
+        .to_owned();
+    // A per-machine duration would be reset by the MachineSet (upstream syncMachinesConfig).
+    let refused = plugin
+        .run(&["preserve", &format!("node/{node_name}"), "--duration", "2h"])
+        .await?;
+    ensure(
+        refused.code == Some(1) && refused.stderr.contains("machinePreserveTimeout"),
+        || refused.text(),
+    )?;
+    let preserved = plugin
+        .ok(&["preserve", &format!("node/{node_name}")])
+        .await?;
+    ensure(preserved.stdout.contains("preserved until"), || {
+        preserved.text()
+    })?;
+    let node_object = node(s, &node_name).await?.unwrap_or(Value::Null);
+    ensure(
+        node_object["metadata"]["annotations"][annotation::PRESERVE] == "now",
+        || {
+            format!(
+                "node annotations: {}",
+                node_object["metadata"]["annotations"]
+            )
+        },
+    )?;
+    let machine_ref = &machine_name;
+    eventually(&format!("{machine_name} preserved"), 60, || async move {
+        let m = must_get(s, Kind::Machine, machine_ref).await?;
+        let expiry = &m["status"]["currentStatus"]["preserveExpiryTime"];
+        Ok(if expiry.is_string() {
+            Probe::Done(())
+        } else {
+            Probe::Waiting(format!("{}", m["status"]))
+        })
+    })
+    .await?;
+    let status = plugin.ok(&["status"]).await?;
+    ensure(
+        status.stdout.contains("PRESERVED MACHINE") && status.stdout.contains(&machine_name),
+        || status.text(),
+    )?;
+    let released = plugin.ok(&["unpreserve", "node", &node_name]).await?;
+    ensure(released.stdout.contains("unpreserved"), || released.text())?;
+    eventually(
+        &format!("{machine_name} no longer preserved"),
+        60,
+        || async move {
+            let m = must_get(s, Kind::Machine, machine_ref).await?;
+            let expiry = &m["status"]["currentStatus"]["preserveExpiryTime"];
+            Ok(if expiry.is_null() {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("expiry {expiry}"))
+            })
+        },
+    )
+    .await?;
+    let unknown = plugin.run(&["preserve", "node/kp-no-such-node"]).await?;
+    ensure(
+        unknown.code == Some(1) && unknown.stderr.contains("(NotFound)"),
+        || unknown.text(),
     )?;
 
     delete_deployment_and_wait(s, "kp-md").await?;
