@@ -442,17 +442,6 @@ async fn machine_of_node(
     }
 }
 
-fn preserve_expiry(machine: &Machine) -> Option<jiff::Timestamp> {
-    machine
-        .status
-        .as_ref()?
-        .current_status
-        .as_ref()?
-        .preserve_expiry_time
-        .as_ref()
-        .map(|t| t.0)
-}
-
 async fn preserve_cmd(
     ctx: &Context,
     target: &Target,
@@ -507,7 +496,7 @@ async fn preserve_cmd(
             if let (Some(machine), true) = (&machine, v == mcm_api::keys::preserve::NOW) {
                 let deadline = Instant::now() + PRESERVE_REPORT_WAIT;
                 loop {
-                    if let Some(expiry) = preserve_expiry(&machines.get(machine).await?) {
+                    if let Some(expiry) = status::preserve_expiry(&machines.get(machine).await?) {
                         println!("machine {machine} preserved until {expiry}");
                         if let Some(warning) =
                             duration.and_then(|d| preserve::expiry_warning(expiry, d, started))

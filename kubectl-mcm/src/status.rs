@@ -77,12 +77,25 @@ fn node_ready(node: &Node) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// `status.currentStatus.preserveExpiryTime`: set while MCM preserves the machine.
+#[must_use]
+pub fn preserve_expiry(machine: &Machine) -> Option<jiff::Timestamp> {
+    machine
+        .status
+        .as_ref()?
+        .current_status
+        .as_ref()?
+        .preserve_expiry_time
+        .as_ref()
+        .map(|t| t.0)
+}
+
 /// Why a machine is stuck, or `None` when it is fine (or preserved, which is shown apart).
 #[must_use]
 pub fn stuck_reason(machine: &Machine, now: jiff::Timestamp, stuck_after: i64) -> Option<Stuck> {
     let status = machine.status.clone().unwrap_or_default();
     let current = status.current_status.clone().unwrap_or_default();
-    if current.preserve_expiry_time.is_some() {
+    if preserve_expiry(machine).is_some() {
         return None;
     }
     let since = current
@@ -170,13 +183,7 @@ pub fn summarize(
     let preserved = mine
         .iter()
         .filter_map(|m| {
-            let expiry = m
-                .status
-                .as_ref()?
-                .current_status
-                .as_ref()?
-                .preserve_expiry_time
-                .as_ref()?;
+            let expiry = preserve_expiry(m)?;
             Some(Preserved {
                 machine: m.metadata.name.clone().unwrap_or_default(),
                 requested: m
@@ -185,7 +192,7 @@ pub fn summarize(
                     .as_ref()
                     .and_then(|a| a.get(annotation::PRESERVE))
                     .cloned(),
-                until: expiry.0.to_string(),
+                until: expiry.to_string(),
             })
         })
         .collect();
