@@ -329,7 +329,7 @@ Everything runs. Logs: .run/logs/{sandbox,webhook,provider,manager}.log
   curl -X PUT -d '{"Ready":"False"}' http://127.0.0.1:$provider_port/admin/nodes/<node>/conditions
   kubectl delete machine <machine>                                      # replaced by its MachineSet
   kubectl delete machinedeployment $deployment
-  export PATH=$bin:$PATH        # kubectl finds the plugin kubectl-mcm (or: make install)
+  export PATH=$bin:\$PATH        # kubectl finds the plugin kubectl-mcm (or: make install)
   kubectl mcm rollout status machinedeployment/$deployment        # also: history, undo, restart
   kubectl mcm status                                             # machines, nodes, stuck ones
 More in examples/README.md and docs/user-guide.md. Metrics: http://127.0.0.1:$manager_port/metrics
