@@ -57,6 +57,10 @@ pub enum Command {
         /// count at once). Go duration text.
         #[arg(long, default_value = "10m")]
         stuck_after: String,
+        /// Every MachineDeployment of every namespace (one control namespace per cluster in
+        /// Gardener seeds).
+        #[arg(short = 'A', long, conflicts_with = "target")]
+        all_namespaces: bool,
     },
     /// Preserve a node (or machine) for diagnosis: MCM keeps it, even when it fails.
     Preserve {
@@ -216,6 +220,21 @@ mod tests {
     fn unknown_flag_is_a_usage_error() {
         let error = Cli::try_parse_from(["kubectl-mcm", "rollout", "status", "mcd/web", "--bogus"])
             .unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+    }
+
+    #[test]
+    fn all_namespaces_excludes_a_target() {
+        let cli = Cli::try_parse_from(["kubectl-mcm", "status", "-A"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Status {
+                all_namespaces: true,
+                target: None,
+                ..
+            }
+        ));
+        let error = Cli::try_parse_from(["kubectl-mcm", "status", "mcd/web", "-A"]).unwrap_err();
         assert_eq!(error.exit_code(), 2);
     }
 }

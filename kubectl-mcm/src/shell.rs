@@ -190,13 +190,14 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             target,
             name,
             stuck_after,
+            all_namespaces,
         } => {
             let stuck_after = parse_go_duration("--stuck-after", &stuck_after)?;
             let only = match target {
                 Some(t) => Some(md_target(&t, name.as_deref())?.name),
                 None => None,
             };
-            fleet_status(&ctx, only.as_deref(), stuck_after).await
+            fleet_status(&ctx, only.as_deref(), all_namespaces, stuck_after).await
         }
         Command::Preserve {
             target,
@@ -369,23 +370,44 @@ async fn pause(ctx: &Context, target: &Target, pause: bool) -> Result<(), CliErr
 async fn fleet_status(
     ctx: &Context,
     only: Option<&str>,
+    all_namespaces: bool,
     stuck_after: StdDuration,
 ) -> Result<(), CliError> {
-    let api = deployments(ctx);
+    fn api<K>(ctx: &Context, all: bool) -> Api<K>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        if all {
+            Api::all(ctx.control.clone())
+        } else {
+            Api::namespaced(ctx.control.clone(), &ctx.namespace)
+        }
+    }
+    let deployments: Api<MachineDeployment> = api(ctx, all_namespaces);
     let mds = match only {
-        Some(name) => vec![api.get(name).await?],
-        None => api.list(&ListParams::default()).await?.items,
+        Some(name) => vec![deployments.get(name).await?],
+        None => deployments.list(&ListParams::default()).await?.items,
     };
     if mds.is_empty() {
-        println!(
-            "No machinedeployments found in {} namespace.",
-            ctx.namespace
-        );
+        if all_namespaces {
+            println!("No machinedeployments found.");
+        } else {
+            println!(
+                "No machinedeployments found in {} namespace.",
+                ctx.namespace
+            );
+        }
         return Ok(());
     }
-    let sets = sets_of(ctx).await?;
-    let machines: Api<Machine> = Api::namespaced(ctx.control.clone(), &ctx.namespace);
-    let machines = machines.list(&ListParams::default()).await?.items;
+    let sets = api::<MachineSet>(ctx, all_namespaces)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let machines = api::<Machine>(ctx, all_namespaces)
+        .list(&ListParams::default())
+        .await?
+        .items;
     let nodes = match Api::<Node>::all(ctx.target.clone())
         .list(&ListParams::default())
         .await
@@ -404,14 +426,10 @@ async fn fleet_status(
     let texts: Vec<String> = mds
         .iter()
         .map(|md| {
-            status::render_summary(&status::summarize(
-                md,
-                &sets,
-                &machines,
-                nodes.as_deref(),
-                now,
-                stuck_after,
-            ))
+            status::render_summary(
+                &status::summarize(md, &sets, &machines, nodes.as_deref(), now, stuck_after),
+                all_namespaces,
+            )
         })
         .collect();
     print!("{}", texts.join("\n"));

@@ -50,6 +50,8 @@ pub struct Preserved {
 pub struct Summary {
     /// Name.
     pub name: String,
+    /// Namespace.
+    pub namespace: String,
     /// Rollout counters.
     pub progress: Progress,
     /// Current revision annotation.
@@ -207,6 +209,7 @@ pub fn summarize(
     });
     Summary {
         name: md.metadata.name.clone().unwrap_or_default(),
+        namespace: md.metadata.namespace.clone().unwrap_or_default(),
         progress: Progress::of(md),
         revision: md
             .metadata
@@ -227,19 +230,25 @@ fn yes_no(flag: bool) -> &'static str {
     if flag { "yes" } else { "no" }
 }
 
-/// Renders one summary: a header line, the counters, then one table of machines by phase and,
-/// when there are any, the preserved and the stuck machines.
+/// Renders one summary: a header line (with the namespace when `show_namespace`), the counters,
+/// then one table of machines by phase and, when there are any, the preserved and the stuck
+/// machines.
 #[must_use]
-pub fn render_summary(s: &Summary) -> String {
+pub fn render_summary(s: &Summary, show_namespace: bool) -> String {
     let p = &s.progress;
     let nodes = match s.nodes_ready {
         Some(ready) => format!("{ready}/{}", s.with_node),
         None => format!("unknown/{} (nodes not readable)", s.with_node),
     };
     let mut out = format!(
-        "machinedeployment.machine.sapcloud.io/{}   revision {}   frozen: {}   paused: {}\n\
+        "machinedeployment.machine.sapcloud.io/{}{}   revision {}   frozen: {}   paused: {}\n\
          Desired {}   Updated {}   Ready {}   Available {}   Old left {}   Nodes Ready {}\n",
         s.name,
+        if show_namespace {
+            format!("   namespace {}", s.namespace)
+        } else {
+            String::new()
+        },
         s.revision,
         yes_no(p.frozen),
         yes_no(p.paused),
@@ -307,7 +316,7 @@ mod tests {
     fn md() -> MachineDeployment {
         serde_json::from_value(json!({
             "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineDeployment",
-            "metadata": {"name": "web", "uid": "md-uid", "generation": 1,
+            "metadata": {"name": "web", "namespace": "shoot", "uid": "md-uid", "generation": 1,
                          "annotations": {annotation::REVISION: "2"}},
             "spec": {"replicas": 3, "template": {}},
             "status": {"observedGeneration": 1, "replicas": 3, "updatedReplicas": 3,
@@ -400,8 +409,10 @@ mod tests {
         // c: Pending for 30m (over 10m); e: CrashLoopBackOff counts at once; d: too young.
         assert_eq!(stuck, [("c", 1800), ("e", 30)]);
         assert_eq!(s.stuck[1].reason, "quota exceeded (code Internal)");
-        let text = render_summary(&s);
+        let text = render_summary(&s, false);
         assert!(text.contains("revision 2"), "{text}");
+        assert!(!text.contains("namespace"), "{text}");
+        assert!(render_summary(&s, true).contains("namespace shoot"));
         assert!(text.contains("Nodes Ready 1/5"), "{text}");
         assert!(text.contains("STUCK MACHINE"), "{text}");
         assert!(text.contains("30m"), "{text}");
@@ -424,7 +435,7 @@ mod tests {
         let s = summarize(&md(), &[set("s1", "md-uid")], &[m], None, now(), 600);
         assert!(s.stuck.is_empty());
         assert_eq!(s.preserved[0].requested.as_deref(), Some("now"));
-        let text = render_summary(&s);
+        let text = render_summary(&s, false);
         assert!(text.contains("PRESERVED MACHINE"), "{text}");
         assert!(text.contains("unknown/1 (nodes not readable)"), "{text}");
     }

@@ -369,9 +369,13 @@ pub async fn rollout_status_history_undo(system: Arc<System>) -> Result<Outcome>
         })
     })
     .await?;
-    let status = plugin.ok(&["status"]).await?;
+    let status = plugin.ok(&["status", "-A"]).await?;
     ensure(
-        status.stdout.contains("PRESERVED MACHINE") && status.stdout.contains(&machine_name),
+        status.stdout.contains("PRESERVED MACHINE")
+            && status.stdout.contains(&machine_name)
+            && status
+                .stdout
+                .contains(&format!("namespace {}", s.namespace())),
         || status.text(),
     )?;
     let released = plugin.ok(&["unpreserve", "node", &node_name]).await?;
