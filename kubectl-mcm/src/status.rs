@@ -39,7 +39,8 @@ pub struct Stuck {
 pub struct Preserved {
     /// Machine name.
     pub machine: String,
-    /// The preserve annotation on the machine, if any (`now`, `when-failed`, `auto-preserved`).
+    /// Who asked: the machine's preserve annotation (`now`, `when-failed`, `auto-preserved`),
+    /// else `node: <value>` from the node value MCM adopted, else `None`.
     pub requested: Option<String>,
     /// `preserveExpiryTime`, RFC 3339.
     pub until: String,
@@ -90,6 +91,19 @@ pub fn preserve_expiry(machine: &Machine) -> Option<jiff::Timestamp> {
         .preserve_expiry_time
         .as_ref()
         .map(|t| t.0)
+}
+
+/// Where a preservation comes from: the machine's own annotation, else the node's value that
+/// MCM adopted (it moves a node request to `last-applied-node-preserve-value` on the machine).
+fn preserve_request(machine: &Machine) -> Option<String> {
+    let annotations = machine.metadata.annotations.as_ref()?;
+    match annotations.get(annotation::PRESERVE) {
+        Some(value) => Some(value.clone()),
+        None => annotations
+            .get(annotation::LAST_APPLIED_NODE_PRESERVE_VALUE)
+            .filter(|v| !v.is_empty())
+            .map(|v| format!("node: {v}")),
+    }
 }
 
 /// Why a machine is stuck, or `None` when it is fine (or preserved, which is shown apart).
@@ -188,12 +202,7 @@ pub fn summarize(
             let expiry = preserve_expiry(m)?;
             Some(Preserved {
                 machine: m.metadata.name.clone().unwrap_or_default(),
-                requested: m
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(annotation::PRESERVE))
-                    .cloned(),
+                requested: preserve_request(m),
                 until: expiry.to_string(),
             })
         })
@@ -272,7 +281,9 @@ pub fn render_summary(s: &Summary, show_namespace: bool) -> String {
             .map(|m| {
                 vec![
                     m.machine.clone(),
-                    m.requested.clone().unwrap_or_else(|| "<node>".to_owned()),
+                    m.requested
+                        .clone()
+                        .unwrap_or_else(|| "<unknown>".to_owned()),
                     m.until.clone(),
                 ]
             })
@@ -435,6 +446,15 @@ mod tests {
         let s = summarize(&md(), &[set("s1", "md-uid")], &[m], None, now(), 600);
         assert!(s.stuck.is_empty());
         assert_eq!(s.preserved[0].requested.as_deref(), Some("now"));
+        let mut m = machine("q", "s1", Some("Running"), "2026-11-25T09:00:00Z", None);
+        m.metadata.annotations = Some(
+            [(
+                annotation::LAST_APPLIED_NODE_PRESERVE_VALUE.to_owned(),
+                "now".to_owned(),
+            )]
+            .into(),
+        );
+        assert_eq!(preserve_request(&m).as_deref(), Some("node: now"));
         let text = render_summary(&s, false);
         assert!(text.contains("PRESERVED MACHINE"), "{text}");
         assert!(text.contains("unknown/1 (nodes not readable)"), "{text}");
