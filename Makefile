@@ -5,7 +5,9 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind
+.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind install
+PREFIX ?= $(HOME)/.cargo
+
 
 all: build
 
@@ -68,6 +70,12 @@ helm:
 ## run: start the system locally (see README for what it does today)
 run:
 	@scripts/run.sh
+
+## install: build the kubectl plugin and copy it to $(PREFIX)/bin (default ~/.cargo/bin; it must be on PATH)
+.PHONY: install
+install:
+	$(CARGO) install --locked --path kubectl-mcm --root $(PREFIX)
+	@echo "installed $(PREFIX)/bin/kubectl-mcm: try 'kubectl mcm --help' (add $(PREFIX)/bin to PATH if kubectl does not find it)"
 
 ## e2e: the end-to-end scenarios: the real binaries as processes against the sandbox (e2e/README.md)
 e2e:

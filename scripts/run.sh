@@ -123,7 +123,7 @@ done
 if $build; then
 	say "building (dev profile)"
 	cargo build --workspace \
-		--bin mcm-sandbox --bin machine-webhook --bin provider-virtual --bin machine-controller-manager
+		--bin mcm-sandbox --bin machine-webhook --bin provider-virtual --bin machine-controller-manager --bin kubectl-mcm
 fi
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 bin=${target_dir:-$root/target}/debug
@@ -329,6 +329,9 @@ Everything runs. Logs: .run/logs/{sandbox,webhook,provider,manager}.log
   curl -X PUT -d '{"Ready":"False"}' http://127.0.0.1:$provider_port/admin/nodes/<node>/conditions
   kubectl delete machine <machine>                                      # replaced by its MachineSet
   kubectl delete machinedeployment $deployment
+  export PATH=$bin:\$PATH        # kubectl finds the plugin kubectl-mcm (or: make install)
+  kubectl mcm rollout status machinedeployment/$deployment        # also: history, undo, restart
+  kubectl mcm status                                             # machines, nodes, stuck ones
 More in examples/README.md and docs/user-guide.md. Metrics: http://127.0.0.1:$manager_port/metrics
 EOT
 if $smoke; then

@@ -1,4 +1,4 @@
-//! Finds the four binaries of the system and builds them first.
+//! Finds the binaries of the system (and the kubectl plugin) and builds them first.
 //!
 //! Binaries of other crates are not exposed to this crate's tests (`CARGO_BIN_EXE_*` only covers
 //! the crate's own), so they are taken from the target directory the test binary itself lives in
@@ -15,11 +15,12 @@ use std::sync::OnceLock;
 use crate::error::{E2eError, Result};
 
 /// The binaries the system runs, with their packages.
-pub const BINARIES: [(&str, &str); 4] = [
+pub const BINARIES: [(&str, &str); 5] = [
     ("mcm-sandbox", "mcm-sandbox"),
     ("mcm-webhook", "machine-webhook"),
     ("mcm-provider-virtual", "provider-virtual"),
     ("mcm-controller", "machine-controller-manager"),
+    ("kubectl-mcm", "kubectl-mcm"),
 ];
 
 /// Where built binaries are: `MCM_E2E_BIN_DIR`, else the profile directory of this test binary.

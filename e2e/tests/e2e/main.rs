@@ -12,6 +12,7 @@ mod drain;
 mod harness;
 mod health;
 mod hot_update;
+mod kubectl_plugin;
 mod lifecycle;
 mod preservation;
 mod restart;
@@ -108,6 +109,16 @@ fn shared_scenarios() -> Vec<Scenario> {
             name: "safety_orphan_vm_collected",
             sandbox_only: true,
             run: |s| Box::pin(safety::orphan_vm_collected(s)),
+        },
+        Scenario {
+            name: "kubectl_plugin_rollout_status_history_undo",
+            sandbox_only: false,
+            run: |s| Box::pin(kubectl_plugin::rollout_status_history_undo(s)),
+        },
+        Scenario {
+            name: "kubectl_plugin_deadline_exceeded_and_stuck",
+            sandbox_only: false,
+            run: |s| Box::pin(kubectl_plugin::deadline_exceeded_and_stuck(s)),
         },
         Scenario {
             name: "safety_overshoot_freeze",
