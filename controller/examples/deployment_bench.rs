@@ -11,7 +11,7 @@
 //! client throttle.
 //!
 //! In one process: a control and a target sandbox, provider-virtual (zero boot delay) with its
-//! kubelet, and the manager with every shell (`shell::registry()`).
+//! kubelet, and the manager with every shell (`compose::registry()`).
 //! 1. Scales a MachineDeployment from 0 to N Running machines.
 //! 2. Rolls all N to a new MachineClass with maxSurge 10 % (maxUnavailable 0).
 //!
@@ -32,9 +32,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment};
+use mcm_controller::manager::compose::{self, ControllerSet};
 use mcm_controller::manager::config::{Args, validate};
 use mcm_controller::manager::{self, Controller, RunOptions};
-use mcm_controller::shell::{self, ControllerSet};
 use mcm_provider_proto::{BoundServer, DriverClient, Endpoint};
 use mcm_provider_virtual::driver::{Fleet, VirtualDriver};
 use mcm_provider_virtual::kubelet::{Kubelet, KubeletConfig};
@@ -300,7 +300,7 @@ async fn main() {
         .await
         .unwrap();
     let set: Box<dyn Controller> =
-        Box::new(ControllerSet::with(shell::registry()).with_driver_client(driver_client));
+        Box::new(ControllerSet::with(compose::registry()).with_driver_client(driver_client));
     let mut options = RunOptions::new("deployment-bench");
     options.admin_listener = Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
     let health = options.health.clone();

@@ -87,8 +87,9 @@ fn run(config: config::Config) -> anyhow::Result<()> {
             }
         });
         let options = RunOptions::new(leader::default_identity());
-        let controllers: Vec<Box<dyn manager::Controller>> =
-            vec![Box::new(mcm_controller::shell::ControllerSet::all())];
+        let controllers: Vec<Box<dyn manager::Controller>> = vec![Box::new(
+            mcm_controller::manager::compose::ControllerSet::all(),
+        )];
         manager::run(config, controllers, options, shutdown)
             .await
             .context("the manager stopped")

@@ -309,8 +309,8 @@ pub struct Config {
     pub autoscaler_scaledown_annotation_during_rollout: bool,
     /// Leader election; `None` with `--leader-elect=false`.
     pub leader_election: Option<LeaderElectionConfig>,
-    /// `--driver-endpoint`.
-    pub driver_endpoint: Endpoint,
+    /// `--driver-endpoint`; `None` when empty (no controller that calls the driver can run).
+    pub driver_endpoint: Option<Endpoint>,
     /// `--log-format`.
     pub log_format: LogFormat,
     /// `-v`.
@@ -585,18 +585,21 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
         None
     };
 
-    let driver_endpoint = match args.driver_endpoint.parse::<Endpoint>() {
-        Ok(endpoint) => Some(endpoint),
-        Err(error) => {
-            violations.push("driver-endpoint", &args.driver_endpoint, error.reason);
-            None
-        }
+    let driver_endpoint = match args.driver_endpoint.as_str() {
+        "" => None,
+        text => match text.parse::<Endpoint>() {
+            Ok(endpoint) => Some(endpoint),
+            Err(error) => {
+                violations.push("driver-endpoint", &args.driver_endpoint, error.reason);
+                None
+            }
+        },
     };
 
     let violations = violations.0;
-    let Some(driver_endpoint) = driver_endpoint.filter(|_| violations.is_empty()) else {
+    if !violations.is_empty() {
         return Err(violations);
-    };
+    }
     let resource_exhausted_retry = if args.resource_exhausted_retry == Duration::ZERO {
         LONG_RETRY
     } else {

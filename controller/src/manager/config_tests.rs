@@ -120,7 +120,7 @@ fn defaults_validate_into_the_expected_config() {
     );
     assert_eq!(
         config.driver_endpoint,
-        Endpoint::Unix(PathBuf::from("/run/mcm/driver.sock"))
+        Some(Endpoint::Unix(PathBuf::from("/run/mcm/driver.sock")))
     );
 }
 
@@ -467,12 +467,12 @@ fn driver_endpoint_must_be_unix_or_tcp() {
     let config = validate(&parse(&["--driver-endpoint=tcp://127.0.0.1:7000"])).unwrap();
     assert_eq!(
         config.driver_endpoint,
-        Endpoint::Tcp("127.0.0.1:7000".parse().unwrap())
+        Some(Endpoint::Tcp("127.0.0.1:7000".parse().unwrap()))
     );
     let config = validate(&parse(&["--driver-endpoint=http://[::1]:7000"])).unwrap();
     assert_eq!(
         config.driver_endpoint,
-        Endpoint::Tcp("[::1]:7000".parse().unwrap())
+        Some(Endpoint::Tcp("[::1]:7000".parse().unwrap()))
     );
     assert_only_error(&["--driver-endpoint=unix://"], "driver-endpoint", "empty");
     assert_only_error(

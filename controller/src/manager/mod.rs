@@ -18,6 +18,7 @@
 
 pub mod admin;
 pub mod clients;
+pub mod compose;
 pub mod config;
 pub mod leader;
 pub mod metrics;

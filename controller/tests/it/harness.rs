@@ -19,9 +19,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt as _};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
+use mcm_controller::manager::compose::{ControllerSet, ControllerSpec};
 use mcm_controller::manager::config::{Args, Config, validate};
 use mcm_controller::manager::{self, Controller, ManagerError, RunOptions};
-use mcm_controller::shell::{ControllerSet, RunFn};
 use mcm_provider_proto::{DriverClient, Endpoint};
 use mcm_provider_virtual::driver::{Fleet, VirtualDriver};
 use mcm_provider_virtual::kubelet::{Kubelet, KubeletConfig};
@@ -169,9 +169,9 @@ impl World {
         validate(&args).expect("flags pass validation")
     }
 
-    /// Starts the manager with `shells` (e.g. `mcm_controller::shell::registry()` or a subset)
+    /// Starts the manager with `shells` (e.g. `mcm_controller::manager::compose::registry()` or a subset)
     /// and `extra` flags; returns once it is ready (caches synced).
-    pub async fn start_manager(&mut self, shells: Vec<(&'static str, RunFn)>, extra: &[&str]) {
+    pub async fn start_manager(&mut self, shells: Vec<ControllerSpec>, extra: &[&str]) {
         assert!(self.manager.is_none(), "a manager is already running");
         let config = self.config(extra);
         let driver = DriverClient::connect(&self.driver_endpoint, Duration::from_secs(10))
@@ -350,7 +350,7 @@ where
 async fn the_manager_warms_up_every_shell_and_stops_cleanly() {
     let mut world = World::start().await;
     world
-        .start_manager(mcm_controller::shell::registry(), &[])
+        .start_manager(mcm_controller::manager::compose::registry(), &[])
         .await;
     let admin = world.manager().expect("running").admin;
     let stream = tokio::net::TcpStream::connect(admin).await;

@@ -1,4 +1,4 @@
-//! Integration tests of the safety shells (`"safety"` only): orphan VM collection (§3.14), the
+//! Integration tests of the safety shells (the three safety controllers only): orphan VM collection (§3.14), the
 //! API-server freeze (§3.14) and the overshooting freeze (§6), against the sandboxes with
 //! provider-virtual in-process. VMs are made orphans by creating them directly through the driver.
 
@@ -17,8 +17,12 @@ use crate::harness::{NAMESPACE, World, events_with_reason, eventually};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn safety() -> Vec<(&'static str, mcm_controller::shell::RunFn)> {
-    vec![("safety", mcm_controller::safety::reconcile::run)]
+fn safety() -> Vec<mcm_controller::manager::compose::ControllerSpec> {
+    mcm_controller::manager::compose::named(&[
+        "machinesafetyorphanvms",
+        "machinesafetyapiserver",
+        "machinesafetyovershooting",
+    ])
 }
 
 async fn driver(world: &World) -> DriverClient {
