@@ -7,7 +7,8 @@
 use anyhow::Context as _;
 use clap::Parser as _;
 use mcm_controller::manager::config::{self, Args, LogFormat};
-use mcm_controller::manager::{self, RunOptions, leader};
+use mcm_controller::manager::selection::Share;
+use mcm_controller::manager::{self, RunOptions, compose, leader};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -62,6 +63,27 @@ fn init_tracing(format: LogFormat, verbosity: i32) {
     }
 }
 
+/// Says loudly which upstream binary this process stands in for.
+fn log_selection(config: &config::Config) {
+    let names = config.controllers.names.join(",");
+    let lease = config.controllers.lease_name();
+    let manager_share = config.controllers.runs(Share::ControllerManager);
+    let machine_share = config.controllers.runs(Share::MachineController);
+    match (manager_share, machine_share) {
+        (true, false) => tracing::info!(
+            controllers = %names,
+            lease,
+            "running upstream's machine-controller-manager share only: Machines, Nodes, MachineClass finalizers, orphan VMs and the API-server check are left to a machine-controller (set --driver-endpoint to run them here)"
+        ),
+        (false, true) => tracing::info!(
+            controllers = %names,
+            lease,
+            "running the machine-controller share only: MachineSets and MachineDeployments are left to a machine-controller-manager"
+        ),
+        _ => tracing::info!(controllers = %names, lease, "running the controllers"),
+    }
+}
+
 fn run(config: config::Config) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -87,9 +109,9 @@ fn run(config: config::Config) -> anyhow::Result<()> {
             }
         });
         let options = RunOptions::new(leader::default_identity());
-        let controllers: Vec<Box<dyn manager::Controller>> = vec![Box::new(
-            mcm_controller::manager::compose::ControllerSet::all(),
-        )];
+        log_selection(&config);
+        let set = compose::ControllerSet::with(compose::named(&config.controllers.names));
+        let controllers: Vec<Box<dyn manager::Controller>> = vec![Box::new(set)];
         manager::run(config, controllers, options, shutdown)
             .await
             .context("the manager stopped")

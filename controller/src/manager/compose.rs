@@ -22,6 +22,7 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
 use mcm_provider_proto::DriverClient;
 use tokio_util::sync::CancellationToken;
 
+use super::selection::CONTROLLERS;
 use super::{BoxError, Controller, ControllerContext};
 use crate::machine::class_secrets::ClassSecrets;
 use crate::machine::context::{
@@ -42,14 +43,7 @@ pub type Runner =
 /// Builds one controller's context from the shared [`Wiring`] and returns its runner.
 pub type WireFn = fn(&mut Wiring) -> Result<Runner, BoxError>;
 
-/// Which upstream binary runs a controller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Share {
-    /// Upstream's `machine-controller-manager` (no driver).
-    ControllerManager,
-    /// The provider's `machine-controller` (driver linked in; ours calls it over gRPC).
-    MachineController,
-}
+pub use super::selection::Share;
 
 /// One controller of the registry.
 #[derive(Clone, Copy)]
@@ -74,51 +68,36 @@ impl std::fmt::Debug for ControllerSpec {
     }
 }
 
-/// Every controller of this build, in start order.
+/// Every controller of this build, in start order ([`CONTROLLERS`]).
 pub fn registry() -> Vec<ControllerSpec> {
-    use Share::{ControllerManager, MachineController};
-    let spec = |name, share, needs_driver, wire| ControllerSpec {
-        name,
-        share,
-        needs_driver,
-        wire,
-    };
-    vec![
-        spec("machine", MachineController, true, wire_machine as WireFn),
-        spec(
-            "machinetermination",
-            MachineController,
-            true,
-            wire_termination,
-        ),
-        spec("node", MachineController, false, wire_node),
-        spec("machineclass", MachineController, false, wire_machine_class),
-        spec("machineset", ControllerManager, false, wire_machine_set),
-        spec(
-            "machinedeployment",
-            ControllerManager,
-            false,
-            wire_machine_deployment,
-        ),
-        spec(
-            "machinesafetyovershooting",
-            ControllerManager,
-            false,
-            wire_overshoot,
-        ),
-        spec(
-            "machinesafetyorphanvms",
-            MachineController,
-            true,
-            wire_orphans,
-        ),
-        spec(
-            "machinesafetyapiserver",
-            MachineController,
-            false,
-            wire_apiserver,
-        ),
-    ]
+    CONTROLLERS
+        .iter()
+        .map(|info| ControllerSpec {
+            name: info.name,
+            share: info.share,
+            needs_driver: info.needs_driver,
+            wire: wire_fn(info.name),
+        })
+        .collect()
+}
+
+fn wire_fn(name: &str) -> WireFn {
+    match name {
+        "machine" => wire_machine,
+        "machinetermination" => wire_termination,
+        "node" => wire_node,
+        "machineclass" => wire_machine_class,
+        "machineset" => wire_machine_set,
+        "machinedeployment" => wire_machine_deployment,
+        "machinesafetyovershooting" => wire_overshoot,
+        "machinesafetyorphanvms" => wire_orphans,
+        "machinesafetyapiserver" => wire_apiserver,
+        _ => wire_unknown,
+    }
+}
+
+fn wire_unknown(_wiring: &mut Wiring) -> Result<Runner, BoxError> {
+    Err("a controller of the selection has no implementation in this build".into())
 }
 
 /// The registry's controllers with these names, in registry order (tests run subsets).

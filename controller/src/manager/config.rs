@@ -17,13 +17,16 @@ use clap::{ArgAction, Parser, ValueEnum};
 use mcm_api::duration::Duration;
 use mcm_provider_proto::Endpoint;
 
+use super::selection::{Selection, select};
+
 /// The value of `--target-kubeconfig` that disables the target cluster.
 pub const TARGET_KUBECONFIG_DISABLED: &str = "none";
 /// The value of `--control-kubeconfig` (and, as an extension, `--target-kubeconfig`) that selects
 /// the service-account credentials of the pod.
 pub const IN_CLUSTER_CONFIG: &str = "inClusterConfig";
-/// Name of the Lease used for leader election (upstream's lock name).
-pub const LEASE_NAME: &str = "machine-controller-manager";
+/// Name of the Lease used for leader election (upstream's lock name) unless only the machine
+/// share runs ([`Selection::lease_name`]).
+pub const LEASE_NAME: &str = super::selection::CONTROLLER_MANAGER_LEASE;
 /// The only supported `--leader-elect-resource-lock`.
 pub const LEASES_RESOURCE_LOCK: &str = "leases";
 /// client-go's `JitterFactor`: the renew deadline must exceed this many retry periods.
@@ -185,9 +188,18 @@ pub struct Args {
     /// (both) Lock object type; only `leases` is supported.
     #[arg(long, default_value = LEASES_RESOURCE_LOCK)]
     pub leader_elect_resource_lock: String,
-    /// (new) gRPC endpoint of the provider driver: unix:///path/to.sock, tcp://IP:PORT or http://IP:PORT.
-    #[arg(long, default_value = "unix:///run/mcm/driver.sock")]
+    /// (new) gRPC endpoint of the provider driver: unix:///path/to.sock, tcp://IP:PORT or
+    /// http://IP:PORT. Empty: no driver, and the default controller set is upstream's
+    /// machine-controller-manager share (see --controllers).
+    #[arg(long, default_value = "")]
     pub driver_endpoint: String,
+    /// (kube-controller-manager's shape) Controllers to run: comma list, `*` = the default set,
+    /// `name` enables, `-name` disables. Default set: everything with --driver-endpoint, else
+    /// machineset, machinedeployment, machinesafetyovershooting. Names: machine,
+    /// machinetermination, node, machineclass, machineset, machinedeployment,
+    /// machinesafetyovershooting, machinesafetyorphanvms, machinesafetyapiserver.
+    #[arg(long, default_value = "*")]
+    pub controllers: String,
     /// (new) Log format. `--logging-format` (component-base's name) is accepted as an alias.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, alias = "logging-format")]
     pub log_format: LogFormat,
@@ -311,6 +323,8 @@ pub struct Config {
     pub leader_election: Option<LeaderElectionConfig>,
     /// `--driver-endpoint`; `None` when empty (no controller that calls the driver can run).
     pub driver_endpoint: Option<Endpoint>,
+    /// `--controllers`, resolved.
+    pub controllers: Selection,
     /// `--log-format`.
     pub log_format: LogFormat,
     /// `-v`.
@@ -578,9 +592,14 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
     let max_evict_retries =
         violations.non_negative_int("machine-max-evict-retries", args.machine_max_evict_retries);
 
+    // The selection decides the Lease name; its violation is reported after the driver's.
+    let controllers = select(&args.controllers, !args.driver_endpoint.is_empty());
     // Leader election: client-go's rules, checked only when it is on (as client-go does).
     let leader_election = if args.leader_elect {
-        validate_leader_election(args, &mut violations)
+        let lease_name = controllers
+            .as_ref()
+            .map_or(LEASE_NAME, Selection::lease_name);
+        validate_leader_election(args, lease_name, &mut violations)
     } else {
         None
     };
@@ -595,11 +614,18 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
             }
         },
     };
+    let controllers = match controllers {
+        Ok(selection) => Some(selection),
+        Err(reason) => {
+            violations.push("controllers", &args.controllers, reason);
+            None
+        }
+    };
 
     let violations = violations.0;
-    if !violations.is_empty() {
+    let Some(controllers) = controllers.filter(|_| violations.is_empty()) else {
         return Err(violations);
-    }
+    };
     let resource_exhausted_retry = if args.resource_exhausted_retry == Duration::ZERO {
         LONG_RETRY
     } else {
@@ -643,6 +669,7 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
             .autoscaler_scaledown_annotation_during_rollout,
         leader_election,
         driver_endpoint,
+        controllers,
         log_format: args.log_format,
         verbosity: args.verbosity,
     })
@@ -650,6 +677,7 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
 
 fn validate_leader_election(
     args: &Args,
+    lease_name: &str,
     violations: &mut Violations,
 ) -> Option<LeaderElectionConfig> {
     if args.leader_elect_resource_lock != LEASES_RESOURCE_LOCK {
@@ -707,7 +735,7 @@ fn validate_leader_election(
         valid = false;
     }
     valid.then(|| LeaderElectionConfig {
-        lease_name: LEASE_NAME.to_owned(),
+        lease_name: lease_name.to_owned(),
         namespace: args.namespace.clone(),
         lease_duration: lease,
         renew_deadline: renew,

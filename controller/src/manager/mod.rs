@@ -22,6 +22,7 @@ pub mod compose;
 pub mod config;
 pub mod leader;
 pub mod metrics;
+pub mod selection;
 pub mod throttle;
 
 use std::panic::AssertUnwindSafe;

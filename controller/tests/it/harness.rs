@@ -148,15 +148,22 @@ impl World {
 
     /// The manager's configuration for this world plus `extra` flags (`--flag=value`).
     pub fn config(&self, extra: &[&str]) -> Config {
+        let driver = format!("--driver-endpoint={}", self.driver_endpoint);
+        let mut flags = vec![driver.as_str()];
+        flags.extend_from_slice(extra);
+        self.config_without_driver(&flags)
+    }
+
+    /// As [`World::config`] without `--driver-endpoint` (upstream's machine-controller-manager
+    /// share unless `extra` says otherwise).
+    pub fn config_without_driver(&self, extra: &[&str]) -> Config {
         let control = format!("--control-kubeconfig={}", self.control_kubeconfig.display());
         let target = format!("--target-kubeconfig={}", self.target_kubeconfig.display());
-        let driver = format!("--driver-endpoint={}", self.driver_endpoint);
         let namespace = format!("--namespace={NAMESPACE}");
         let mut argv = vec![
             "machine-controller-manager",
             control.as_str(),
             target.as_str(),
-            driver.as_str(),
             namespace.as_str(),
             "--leader-elect=false",
         ];
@@ -172,13 +179,19 @@ impl World {
     /// Starts the manager with `shells` (e.g. `mcm_controller::manager::compose::registry()` or a subset)
     /// and `extra` flags; returns once it is ready (caches synced).
     pub async fn start_manager(&mut self, shells: Vec<ControllerSpec>, extra: &[&str]) {
-        assert!(self.manager.is_none(), "a manager is already running");
         let config = self.config(extra);
         let driver = DriverClient::connect(&self.driver_endpoint, Duration::from_secs(10))
             .await
             .expect("driver client");
         let set: Box<dyn Controller> =
             Box::new(ControllerSet::with(shells).with_driver_client(driver));
+        self.start_manager_with(set, config).await;
+    }
+
+    /// Starts the manager with a prepared controller set and configuration; returns once it is
+    /// ready.
+    pub async fn start_manager_with(&mut self, set: Box<dyn Controller>, config: Config) {
+        assert!(self.manager.is_none(), "a manager is already running");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("admin listener");
