@@ -6,14 +6,14 @@
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use mcm_controller::manager::config::{self, Args, LogFormat};
+use mcm_controller::manager::config::{self, Args};
 use mcm_controller::manager::selection::Share;
 use mcm_controller::manager::{self, RunOptions, compose, leader};
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
-    let args = Args::parse();
+    // Go's pflag normalises `_` to `-` in flag names; Kubernetes components accept both.
+    let args = Args::parse_from(manager::logging::normalize_flag_names(std::env::args_os()));
     let config = match config::validate(&args) {
         Ok(config) => config,
         Err(errors) => {
@@ -24,7 +24,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    init_tracing(config.log_format, config.verbosity);
+    manager::logging::init(config.log_format, config.verbosity);
     if rustls::crypto::ring::default_provider()
         .install_default()
         .is_err()
@@ -40,26 +40,6 @@ fn main() -> std::process::ExitCode {
             );
             std::process::ExitCode::FAILURE
         }
-    }
-}
-
-/// `-v` as klog levels: 0-2 info, 3-4 debug, 5+ trace (for our crates; dependencies stay at
-/// info). `RUST_LOG` replaces the whole filter.
-fn init_tracing(format: LogFormat, verbosity: i32) {
-    let level = match verbosity {
-        ..=2 => "info",
-        3..=4 => "debug",
-        _ => "trace",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(format!(
-            "info,mcm_controller={level},machine_controller_manager={level}"
-        ))
-    });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
     }
 }
 

@@ -203,7 +203,7 @@ pub struct Args {
     /// (new) Log format. `--logging-format` (component-base's name) is accepted as an alias.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, alias = "logging-format")]
     pub log_format: LogFormat,
-    /// (both, component-base) Log verbosity: 0-2 info, 3-4 debug, 5+ trace. RUST_LOG overrides it.
+    /// (both, component-base) Log verbosity as klog: 0-3 info, 4 debug, 5+ trace. RUST_LOG overrides it.
     #[arg(
         short = 'v',
         long = "v",
@@ -211,6 +211,13 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub verbosity: i32,
+    /// (both, component-base) Per-file verbosity, `pattern=N,...`; syntax-checked, not applied.
+    #[arg(long, default_value = "")]
+    pub vmodule: String,
+    /// (both, component-base) Maximum seconds between log flushes; accepted (lines are written
+    /// unbuffered).
+    #[arg(long, default_value = "5s", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    pub log_flush_frequency: Duration,
 }
 
 /// Where a cluster's credentials come from.
@@ -502,6 +509,10 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
         );
     }
     let burst = violations.non_negative_int("kube-api-burst", args.kube_api_burst);
+    if let Err(reason) = super::logging::validate_vmodule(&args.vmodule) {
+        violations.push("vmodule", &args.vmodule, reason);
+    }
+    violations.non_negative_duration("log-flush-frequency", args.log_flush_frequency);
     violations.non_negative_duration("controller-start-interval", args.controller_start_interval);
     if !is_dns_label(&args.namespace) {
         violations.push(

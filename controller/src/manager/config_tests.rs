@@ -582,3 +582,26 @@ fn controllers_that_call_the_driver_need_an_endpoint() {
         "unknown controller",
     );
 }
+
+#[test]
+fn component_base_logging_flags_and_underscored_names_are_accepted() {
+    let argv = super::super::logging::normalize_flag_names(
+        [
+            "machine-controller-manager",
+            "--kube_api_qps=150",
+            "--vmodule=reconcile=4,plan*=5",
+            "--log_flush_frequency=5s",
+            "--log-format=json",
+        ]
+        .map(std::ffi::OsString::from),
+    );
+    let config = validate(&Args::try_parse_from(argv).unwrap()).unwrap();
+    assert!((config.client.qps - 150.0).abs() < f32::EPSILON);
+    assert_eq!(config.log_format, LogFormat::Json);
+    assert_only_error(&["--vmodule=reconcile"], "vmodule", "pattern=N");
+    assert_only_error(
+        &["--log-flush-frequency=-1s"],
+        "log-flush-frequency",
+        "negative",
+    );
+}

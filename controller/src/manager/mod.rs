@@ -21,6 +21,7 @@ pub mod clients;
 pub mod compose;
 pub mod config;
 pub mod leader;
+pub mod logging;
 pub mod metrics;
 pub mod selection;
 pub mod throttle;
