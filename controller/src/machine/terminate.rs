@@ -1,5 +1,5 @@
 //! The termination shell: deleting machines (§3.10) in its OWN bounded worker pool (queue
-//! `machine-termination`, `--concurrent-syncs` workers), so draining machines never delay
+//! `machinetermination`, `--concurrent-syncs` workers), so draining machines never delay
 //! creations (user-pain-points: head-of-line blocking).
 //!
 //! Every pass re-reads the machine live, validates its class (a missing or unfinalized class
@@ -42,7 +42,7 @@ use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 
 /// Name of the termination work queue (metrics, logs).
-pub const QUEUE: &str = "machine-termination";
+pub const QUEUE: &str = "machinetermination";
 
 /// What can go wrong in one termination pass (logged; the key is retried).
 #[derive(Debug, thiserror::Error)]

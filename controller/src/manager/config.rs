@@ -17,7 +17,7 @@ use clap::{ArgAction, Parser, ValueEnum};
 use mcm_api::duration::Duration;
 use mcm_provider_proto::Endpoint;
 
-use super::selection::{Selection, select};
+use super::selection::{Selection, Share, select};
 
 /// The value of `--target-kubeconfig` that disables the target cluster.
 pub const TARGET_KUBECONFIG_DISABLED: &str = "none";
@@ -75,6 +75,11 @@ pub struct Args {
     /// (both) Port of the admin HTTP server (/healthz, /readyz, /metrics). MC's default was 10259.
     #[arg(long, default_value_t = 10258, allow_negative_numbers = true)]
     pub port: i32,
+    /// (new) Port of the machine-level series (upstream machine-controller's /metrics, Gardener's
+    /// `providermetrics`), served with /healthz whenever a machine-controller controller runs.
+    /// 0: serve them on --port with the rest.
+    #[arg(long, default_value_t = 10259, allow_negative_numbers = true)]
+    pub machine_metrics_port: i32,
     /// (both) IP address of the admin HTTP server (0.0.0.0 for all interfaces).
     #[arg(long, default_value = "0.0.0.0")]
     pub address: String,
@@ -306,6 +311,9 @@ pub struct ClientSettings {
 pub struct Config {
     /// `--address`:`--port` of the admin server.
     pub admin_address: SocketAddr,
+    /// `--address`:`--machine-metrics-port`, when machine-controller controllers run and the
+    /// port is not 0.
+    pub machine_metrics_address: Option<SocketAddr>,
     /// `--concurrent-syncs`.
     pub concurrent_syncs: usize,
     /// `--min-resync-period`.
@@ -466,6 +474,24 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
             0
         }
     };
+    let machine_metrics_port = match u16::try_from(args.machine_metrics_port) {
+        Ok(port) => port,
+        Err(_) => {
+            violations.push(
+                "machine-metrics-port",
+                args.machine_metrics_port,
+                "must be between 0 and 65535",
+            );
+            0
+        }
+    };
+    if machine_metrics_port != 0 && machine_metrics_port == port {
+        violations.push(
+            "machine-metrics-port",
+            args.machine_metrics_port,
+            "must differ from --port (use 0 to serve the machine series on --port)",
+        );
+    }
     let address = match args.address.parse::<IpAddr>() {
         Ok(address) => address,
         Err(_) => {
@@ -642,8 +668,12 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
     } else {
         args.resource_exhausted_retry
     };
+    let machine_metrics_address = (machine_metrics_port != 0
+        && controllers.runs(Share::MachineController))
+    .then(|| SocketAddr::new(address, machine_metrics_port));
     Ok(Config {
         admin_address: SocketAddr::new(address, port),
+        machine_metrics_address,
         concurrent_syncs,
         min_resync_period: args.min_resync_period,
         profiling: args.profiling,

@@ -605,3 +605,31 @@ fn component_base_logging_flags_and_underscored_names_are_accepted() {
         "negative",
     );
 }
+
+#[test]
+fn the_machine_metrics_port_is_served_only_with_machine_controllers() {
+    let config = validate(&parse(&["--driver-endpoint=unix:///run/mcm/driver.sock"])).unwrap();
+    assert_eq!(
+        config.machine_metrics_address,
+        Some("0.0.0.0:10259".parse().unwrap())
+    );
+    let config = validate(&parse(&[
+        "--driver-endpoint=unix:///run/mcm/driver.sock",
+        "--machine-metrics-port=0",
+    ]))
+    .unwrap();
+    assert_eq!(config.machine_metrics_address, None);
+    // Gardener's split mode: the provider's machine-controller owns 10259.
+    let config = validate(&parse(GARDENER_ARGS)).unwrap();
+    assert_eq!(config.machine_metrics_address, None);
+    assert_only_error(
+        &["--machine-metrics-port=10258"],
+        "machine-metrics-port",
+        "must differ from --port",
+    );
+    assert_only_error(
+        &["--machine-metrics-port=70000"],
+        "machine-metrics-port",
+        "between 0 and 65535",
+    );
+}

@@ -413,7 +413,9 @@ async fn run_becomes_leader_serves_health_and_stops_cleanly() {
     assert_eq!(http_get(address, "/readyz").await, (200, "ok".to_owned()));
     let (status, metrics) = http_get(address, "/metrics").await;
     assert_eq!(status, 200);
-    assert!(metrics.contains("mcm_machine_items_total"), "{metrics}");
+    // No --driver-endpoint: upstream machine-controller-manager's share and its series only.
+    assert!(metrics.contains("mcm_machine_set_items_total"), "{metrics}");
+    assert!(!metrics.contains("mcm_machine_items_total"), "{metrics}");
 
     shutdown.cancel();
     guarded("manager stop", manager).await.unwrap().unwrap();

@@ -103,6 +103,14 @@ pub const CONTROLLERS: &[ControllerInfo] = &[
     ),
 ];
 
+/// The share of the controller (and work queue) named `name`.
+pub fn share_of(name: &str) -> Option<Share> {
+    CONTROLLERS
+        .iter()
+        .find(|info| info.name == name)
+        .map(|info| info.share)
+}
+
 /// Name of the Lease of upstream's `machine-controller-manager`.
 pub const CONTROLLER_MANAGER_LEASE: &str = "machine-controller-manager";
 /// Name of the Lease of upstream's `machine-controller`.

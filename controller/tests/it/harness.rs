@@ -39,6 +39,8 @@ pub struct RunningManager {
     handle: JoinHandle<Result<(), ManagerError>>,
     /// Its admin address (`/healthz`, `/readyz`, `/metrics`).
     pub admin: std::net::SocketAddr,
+    /// Its machine metrics address (served only when a machine-controller controller runs).
+    pub machine_metrics: std::net::SocketAddr,
 }
 
 /// Control and target clusters, the virtual provider and (when started) the manager.
@@ -198,6 +200,13 @@ impl World {
         let admin = listener.local_addr().expect("admin address");
         let mut options = RunOptions::new("integration-test");
         options.admin_listener = Some(listener);
+        let machine_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("machine metrics listener");
+        let machine_metrics = machine_listener
+            .local_addr()
+            .expect("machine metrics address");
+        options.machine_metrics_listener = Some(machine_listener);
         options.api_wait = Duration::from_secs(30);
         options.api_poll = Duration::from_millis(100);
         options.shutdown_grace = Duration::from_secs(10);
@@ -217,6 +226,7 @@ impl World {
             shutdown,
             handle,
             admin,
+            machine_metrics,
         });
     }
 
@@ -374,15 +384,25 @@ async fn the_manager_warms_up_every_shell_and_stops_cleanly() {
         .expect("a requested stop is not an error");
 }
 
-/// A raw `GET /metrics` of the running manager's admin port (empty without a manager).
+/// Raw `GET /metrics` responses of the running manager's admin port and, when it serves one,
+/// its machine metrics port, one after the other (empty without a manager).
 pub async fn scrape(world: &World) -> String {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let Some(admin) = world.manager().map(|manager| manager.admin) else {
+    let Some(manager) = world.manager() else {
         return String::new();
     };
-    let mut stream = tokio::net::TcpStream::connect(admin)
+    let mut text = scrape_port(manager.admin)
         .await
         .expect("connect to the admin port");
+    if let Some(machine) = scrape_port(manager.machine_metrics).await {
+        text.push_str(&machine);
+    }
+    text
+}
+
+/// A raw `GET /metrics` response of `address`; `None` if nothing listens there.
+pub async fn scrape_port(address: std::net::SocketAddr) -> Option<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
     stream
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .await
@@ -392,7 +412,7 @@ pub async fn scrape(world: &World) -> String {
         .read_to_string(&mut body)
         .await
         .expect("read the scrape");
-    body
+    Some(body)
 }
 
 /// The Events of the control namespace with `reason` (none if the list fails).

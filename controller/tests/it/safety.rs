@@ -11,7 +11,6 @@ use mcm_controller::safety::apiserver::plan::HEALTH_TIMEOUT_RESET;
 use mcm_provider_proto::{DriverClient, SecretData};
 use mcm_sandbox::faults::{ErrorRule, UnavailableMode, Verb};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::harness::{NAMESPACE, World, events_with_reason, eventually};
 
@@ -96,19 +95,9 @@ async fn set_machine_status(world: &World, name: &str, phase: &str, provider_id:
         .expect("set machine status");
 }
 
-/// The manager's `/metrics` text.
+/// The manager's `/metrics` text (both ports: the freeze gauge is a machine-level series).
 async fn metrics(world: &World) -> String {
-    let admin = world.manager().expect("running manager").admin;
-    let mut stream = tokio::net::TcpStream::connect(admin)
-        .await
-        .expect("admin port");
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .await
-        .expect("request");
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await.expect("response");
-    body
+    crate::harness::scrape(world).await
 }
 
 fn metric_value(text: &str, name: &str) -> Option<f64> {

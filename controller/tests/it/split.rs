@@ -112,6 +112,16 @@ async fn without_a_driver_only_the_controller_manager_share_runs_and_machines_ar
         "class finalizers belong to the machine-controller"
     );
     assert!(world.fleet.vms().is_empty(), "no VM may be created");
+    // No machine port without machine controllers; the main port has only its own series.
+    let manager = world.manager().expect("running");
+    assert!(
+        crate::harness::scrape_port(manager.machine_metrics)
+            .await
+            .is_none()
+    );
+    let main = crate::harness::scrape_port(manager.admin).await.unwrap();
+    assert!(main.contains("mcm_machine_set_items_total "), "{main}");
+    assert!(!main.contains("mcm_machine_items_total "), "{main}");
     if let Some(target) = &world.target_sandbox {
         let counters = target.faults().counters();
         let node_writes: Vec<_> = counters
@@ -129,6 +139,54 @@ async fn without_a_driver_only_the_controller_manager_share_runs_and_machines_ar
             node_writes.is_empty(),
             "Node writes in split mode: {node_writes:?}"
         );
+    }
+    world.stop_manager().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_port_serves_its_binarys_series_when_everything_runs() {
+    let mut world = World::start().await;
+    world
+        .start_manager(mcm_controller::manager::compose::registry(), &[])
+        .await;
+    let manager = world.manager().expect("running");
+    let (admin, machine_port) = (manager.admin, manager.machine_metrics);
+    // The safety queues add their key at start: one per port.
+    let (main, machine) = eventually("work queue series on both ports", LIMIT, || async move {
+        let main = crate::harness::scrape_port(admin).await?;
+        let machine = crate::harness::scrape_port(machine_port).await?;
+        (main.contains(r#"mcm_workqueue_adds_total{name="machinesafetyovershooting""#)
+            && machine.contains(r#"mcm_workqueue_adds_total{name="machinesafetyorphanvms""#))
+        .then_some((main, machine))
+    })
+    .await;
+    for name in ["mcm_machine_items_total ", "mcm_machine_controller_frozen "] {
+        assert!(
+            machine.contains(name),
+            "{name} missing on the machine port:\n{machine}"
+        );
+        assert!(!main.contains(name), "{name} on the main port:\n{main}");
+    }
+    for name in [
+        "mcm_machine_set_items_total ",
+        "mcm_machine_deployment_items_total ",
+        "mcm_machine_stale_machines_total ",
+    ] {
+        assert!(
+            main.contains(name),
+            "{name} missing on the main port:\n{main}"
+        );
+        assert!(
+            !machine.contains(name),
+            "{name} on the machine port:\n{machine}"
+        );
+    }
+    assert!(!main.contains(r#"name="machinesafetyorphanvms""#), "{main}");
+    if std::path::Path::new("/proc/self/stat").exists() {
+        for text in [&main, &machine] {
+            assert!(text.contains("process_open_fds "), "{text}");
+            assert!(text.contains("process_max_fds "), "{text}");
+        }
     }
     world.stop_manager().await.unwrap();
 }
