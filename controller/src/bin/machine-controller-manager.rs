@@ -1,4 +1,5 @@
-//! `machine-controller-manager`: runs every controller of the machine lifecycle in one process.
+//! `machine-controller-manager`: runs the controllers of the machine lifecycle: upstream's
+//! machine-controller-manager share, the machine-controller share, or both (`--controllers`).
 //!
 //! Exit codes: 0 after a requested shutdown (SIGTERM/SIGINT), 1 when something fatal happened
 //! (lease lost, controller stopped, API unreachable), 2 for invalid flags (every violation is

@@ -2,8 +2,9 @@
 //!
 //! Upstream ships two binaries: `machine-controller-manager` (MachineSet, MachineDeployment and
 //! overshooting safety; reference §7.1) and the provider's `machine-controller` (Machine, Node,
-//! MachineClass, Secret and the other safety controllers; §7.2). Our single binary runs all of them,
-//! so it accepts the union of both flag sets with upstream names, types and defaults. Where the two
+//! MachineClass, Secret and the other safety controllers; §7.2). Our single binary can run either
+//! share or both (`--controllers`, [`super::selection`]), so it accepts the union of both flag
+//! sets with upstream names, types and defaults. Where the two
 //! binaries disagree (`--port`, `--concurrent-syncs`, `--profiling`) the `machine-controller-manager`
 //! default wins, because this binary takes that name, its lease and its admin port.
 //!

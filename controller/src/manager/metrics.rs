@@ -1,10 +1,15 @@
-//! Prometheus metrics of the manager, served on `/metrics` of the admin server.
+//! Prometheus metrics of the manager, served on `/metrics` of the admin servers.
 //!
 //! Every upstream metric of reference §9.1 (machine-controller) and §9.2
 //! (machine-controller-manager) is registered under its upstream name and labels, so existing
-//! dashboards and alerts carry over. On top of those, three metrics of our own:
-//! `mcm_reconcile_duration_seconds{controller}`, `mcm_workqueue_depth{name,queue}` and
-//! `mcm_driver_call_duration_seconds{method,code}`.
+//! dashboards and alerts carry over, in one registry per upstream binary ([`MetricsPort`]): the
+//! machine-controller-manager's on `--port`, the machine-controller's on
+//! `--machine-metrics-port`. client-go's workqueue families (§9.3) are registered on both and fed
+//! by the queue of each controller ([`Metrics::workqueue_added`], ...), routed to the port of that
+//! controller's binary; `process_*` comes from [`super::process_metrics`]. On top of those, two
+//! metrics of our own: `mcm_reconcile_duration_seconds{controller}` and
+//! `mcm_driver_call_duration_seconds{method,code}` (and a `queue` label on the workqueue families
+//! repeating `name`).
 //!
 //! The controllers fill the values through the methods of [`Metrics`]:
 //! * event-driven metrics (durations, failed joins, driver calls, reconciles) are updated where the
