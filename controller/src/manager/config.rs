@@ -14,7 +14,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use clap::{ArgAction, Parser, ValueEnum};
+use clap::{ArgAction, Parser};
 use mcm_api::duration::Duration;
 use mcm_provider_proto::Endpoint;
 
@@ -52,14 +52,7 @@ fn parse_go_duration(text: &str) -> Result<Duration, String> {
     text.parse::<Duration>().map_err(|error| error.to_string())
 }
 
-/// Log output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line (for log collectors).
-    Json,
-}
+pub use super::logging::LogFormat;
 
 /// Raw command-line flags, parsed but not yet validated.
 ///

@@ -20,7 +20,16 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-use super::config::LogFormat;
+use clap::ValueEnum;
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (for log collectors).
+    Json,
+}
 
 /// The tracing level our crates log at for a klog `--v` value.
 pub fn level_for_verbosity(verbosity: i32) -> Level {

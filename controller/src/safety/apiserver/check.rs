@@ -20,8 +20,8 @@ use super::plan::{
     plan_apiserver_check,
 };
 use crate::machine::plan::common::phase_of;
+use crate::safety::common::{SafetyError, period};
 use crate::safety::context::ApiServerContext;
-use crate::safety::reconcile::{SafetyError, period};
 use crate::shell::queue::Outcome;
 
 /// A name no object has: the probes only care whether the server answers (200 or 404).

@@ -18,8 +18,8 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineSpec};
 use mcm_provider_proto::{MachineError, SecretData};
 
 use super::plan::{NOT_MANAGED_VALUE, OrphanNodeAction, OrphanVm, orphan_nodes, orphan_vms};
+use crate::safety::common::{SafetyError, period};
 use crate::safety::context::OrphanContext;
-use crate::safety::reconcile::{SafetyError, period};
 use crate::shell::queue::Outcome;
 
 /// Extra requeue bound after a failed run (upstream's LongRetry).

@@ -20,8 +20,8 @@ use super::plan::{
     unfreeze_machine_deployment, unfreeze_machine_set,
 };
 use crate::machine_set::plan::{Event, EventType};
+use crate::safety::common::{SafetyError, period};
 use crate::safety::context::OvershootContext;
-use crate::safety::reconcile::{SafetyError, period};
 use crate::shell::queue::Outcome;
 
 /// One overshooting check; requeues after `--machine-safety-overshooting-period`, or retries
