@@ -184,6 +184,13 @@ pub struct Args {
     /// (both) Interval between acquisition attempts and renewals.
     #[arg(long, default_value = "2s", value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub leader_elect_retry_period: Duration,
+    /// (component-base) Name of the Lease; empty: `machine-controller-manager`, or
+    /// `machine-controller` when only machine-controller controllers run.
+    #[arg(long, default_value = "")]
+    pub leader_elect_resource_name: String,
+    /// (component-base) Namespace of the Lease; empty: --namespace.
+    #[arg(long, default_value = "")]
+    pub leader_elect_resource_namespace: String,
     /// (both) Lock object type; only `leases` is supported.
     #[arg(long, default_value = LEASES_RESOURCE_LOCK)]
     pub leader_elect_resource_lock: String,
@@ -448,6 +455,11 @@ fn is_dns_label(name: &str) -> bool {
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
 
+/// Whether `name` is a DNS-1123 subdomain, the form Kubernetes requires of most object names.
+fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(is_dns_label)
+}
+
 fn kubeconfig_source(flag_value: &str) -> KubeconfigSource {
     match flag_value {
         "" => KubeconfigSource::Default,
@@ -627,9 +639,12 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
     let controllers = select(&args.controllers, !args.driver_endpoint.is_empty());
     // Leader election: client-go's rules, checked only when it is on (as client-go does).
     let leader_election = if args.leader_elect {
-        let lease_name = controllers
-            .as_ref()
-            .map_or(LEASE_NAME, Selection::lease_name);
+        let lease_name = match args.leader_elect_resource_name.as_str() {
+            "" => controllers
+                .as_ref()
+                .map_or(LEASE_NAME, Selection::lease_name),
+            name => name,
+        };
         validate_leader_election(args, lease_name, &mut violations)
     } else {
         None
@@ -769,9 +784,29 @@ fn validate_leader_election(
         );
         valid = false;
     }
+    let namespace = match args.leader_elect_resource_namespace.as_str() {
+        "" => args.namespace.clone(),
+        namespace if is_dns_label(namespace) => namespace.to_owned(),
+        namespace => {
+            violations.push(
+                "leader-elect-resource-namespace",
+                namespace,
+                "must be a valid namespace name (lower-case DNS label, at most 63 characters)",
+            );
+            return None;
+        }
+    };
+    if !is_dns_subdomain(lease_name) {
+        violations.push(
+            "leader-elect-resource-name",
+            lease_name,
+            "must be a valid object name (lower-case DNS subdomain)",
+        );
+        return None;
+    }
     valid.then(|| LeaderElectionConfig {
         lease_name: lease_name.to_owned(),
-        namespace: args.namespace.clone(),
+        namespace,
         lease_duration: lease,
         renew_deadline: renew,
         retry_period: retry,

@@ -633,3 +633,25 @@ fn the_machine_metrics_port_is_served_only_with_machine_controllers() {
         "between 0 and 65535",
     );
 }
+
+#[test]
+fn the_lease_name_and_namespace_can_be_set() {
+    let config = validate(&parse(&[
+        "--leader-elect-resource-name=mcm-shadow",
+        "--leader-elect-resource-namespace=garden",
+    ]))
+    .unwrap();
+    let election = config.leader_election.unwrap();
+    assert_eq!(election.lease_name, "mcm-shadow");
+    assert_eq!(election.namespace, "garden");
+    assert_only_error(
+        &["--leader-elect-resource-name=Bad_Name"],
+        "leader-elect-resource-name",
+        "DNS subdomain",
+    );
+    assert_only_error(
+        &["--leader-elect-resource-namespace=a.b"],
+        "leader-elect-resource-namespace",
+        "namespace name",
+    );
+}
