@@ -25,7 +25,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    manager::logging::init(config.log_format, config.verbosity);
+    manager::logging::init(config.log_format, config.verbosity, &config.vmodule);
     if rustls::crypto::ring::default_provider()
         .install_default()
         .is_err()

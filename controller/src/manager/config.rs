@@ -217,7 +217,7 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub verbosity: i32,
-    /// (both, component-base) Per-file verbosity, `pattern=N,...`; syntax-checked, not applied.
+    /// (both, component-base) Per-file verbosity, `pattern=N,...` (file base names, `*`/`?` globs).
     #[arg(long, default_value = "")]
     pub vmodule: String,
     /// (both, component-base) Maximum seconds between log flushes; accepted (lines are written
@@ -345,6 +345,8 @@ pub struct Config {
     pub log_format: LogFormat,
     /// `-v`.
     pub verbosity: i32,
+    /// `--vmodule` (validated).
+    pub vmodule: String,
 }
 
 /// One violated rule: the flag, the value given and why it was refused.
@@ -722,6 +724,7 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
         controllers,
         log_format: args.log_format,
         verbosity: args.verbosity,
+        vmodule: args.vmodule.clone(),
     })
 }
 

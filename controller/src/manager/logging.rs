@@ -8,8 +8,9 @@
 //! * `--v` as klog's verbosity: 0–3 info (klog's 2–3 add details, which our info lines always
 //!   carry as fields), 4 debug, 5 and more trace, for our crates; dependencies stay at info.
 //!   `RUST_LOG` replaces the whole filter;
-//! * `--vmodule` and `--log-flush-frequency` are accepted and validated (component-base flags);
-//!   lines are written unbuffered, so there is nothing to flush.
+//! * `--vmodule=pattern=N,...` raises the verbosity of the files whose base name matches (as
+//!   klog, first match wins); `--log-flush-frequency` is accepted (lines are written unbuffered);
+//!   RUST_LOG, when set, still replaces the `--v` filter.
 
 use std::fmt::{self, Write as _};
 
@@ -48,15 +49,100 @@ pub fn filter_directives(verbosity: i32) -> String {
     )
 }
 
-/// Installs the global subscriber for `format` and `verbosity`.
-pub fn init(format: LogFormat, verbosity: i32) {
+/// Installs the global subscriber for `format`, `verbosity` and `vmodule` (already validated by
+/// [`validate_vmodule`]; an invalid value is ignored).
+pub fn init(format: LogFormat, verbosity: i32, vmodule: &str) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{Layer as _, filter::FilterExt as _};
+
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(filter_directives(verbosity)));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.event_format(Klog::new()).init(),
+    let rules = parse_vmodule(vmodule).unwrap_or_default();
+    let by_file = tracing_subscriber::filter::filter_fn(move |metadata| {
+        metadata
+            .file()
+            .is_some_and(|file| vmodule_enables(&rules, file, metadata.level()))
+    });
+    let filter = filter.or(by_file);
+    let layer = tracing_subscriber::fmt::layer();
+    let layer: Box<dyn tracing_subscriber::Layer<_> + Send + Sync> = match format {
+        LogFormat::Json => layer.json().flatten_event(true).boxed(),
+        LogFormat::Text => layer.event_format(Klog::new()).boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(layer.with_filter(filter))
+        .init();
+}
+
+/// One `--vmodule` rule: files whose base name (without `.rs`) matches `pattern` (`*` and `?`
+/// globs, as klog) log up to the level of `verbosity`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VmoduleRule {
+    /// Glob over the file's base name without extension.
+    pub pattern: String,
+    /// klog verbosity for those files.
+    pub verbosity: u32,
+}
+
+/// Parses `--vmodule` (`pattern=N,...`).
+pub fn parse_vmodule(value: &str) -> Result<Vec<VmoduleRule>, String> {
+    validate_vmodule(value)?;
+    Ok(value
+        .split(',')
+        .filter(|item| !item.is_empty())
+        .filter_map(|item| {
+            let (pattern, level) = item.split_once('=')?;
+            Some(VmoduleRule {
+                pattern: pattern.to_owned(),
+                verbosity: level.parse().ok()?,
+            })
+        })
+        .collect())
+}
+
+/// Whether an event at `level` from `file` is enabled by the first rule matching the file, as
+/// klog applies `--vmodule` (the first match decides; no match enables nothing here).
+pub fn vmodule_enables(rules: &[VmoduleRule], file: &str, level: &Level) -> bool {
+    let base = file.rsplit(['/', '\\']).next().unwrap_or(file);
+    let stem = base.strip_suffix(".rs").unwrap_or(base);
+    rules
+        .iter()
+        .find(|rule| glob_matches(&rule.pattern, stem))
+        .is_some_and(|rule| {
+            let allowed = level_for_verbosity(i32::try_from(rule.verbosity).unwrap_or(i32::MAX));
+            // tracing orders levels by verbosity: TRACE is the "largest".
+            *level <= allowed
+        })
+}
+
+/// `*` (any run) and `?` (one character) globbing.
+fn glob_matches(pattern: &str, text: &str) -> bool {
+    let (pattern, text): (Vec<char>, Vec<char>) =
+        (pattern.chars().collect(), text.chars().collect());
+    let (mut p, mut t, mut star, mut mark) = (0, 0, None, 0);
+    while t < text.len() {
+        match pattern.get(p) {
+            Some('*') => {
+                star = Some(p);
+                mark = t;
+                p += 1;
+            }
+            Some(c) if *c == '?' || *c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some(at) => {
+                    p = at + 1;
+                    mark += 1;
+                    t = mark;
+                }
+                None => return false,
+            },
+        }
     }
+    pattern[p..].iter().all(|c| *c == '*')
 }
 
 /// klog's text layout as a tracing-subscriber event formatter.

@@ -137,3 +137,45 @@ fn vmodule_syntax_is_checked() {
             .contains("non-negative")
     );
 }
+
+#[test]
+fn vmodule_raises_the_level_of_matching_files_first_match_wins() {
+    let rules = parse_vmodule("reconcile=4,plan*=5,*=0").unwrap();
+    let file = "controller/src/machine/reconcile.rs";
+    assert!(vmodule_enables(&rules, file, &Level::DEBUG));
+    assert!(!vmodule_enables(&rules, file, &Level::TRACE));
+    assert!(vmodule_enables(
+        &rules,
+        "src/machine_set/plan_tests.rs",
+        &Level::TRACE
+    ));
+    // `*=0` matches everything else: info only.
+    assert!(vmodule_enables(&rules, "src/other.rs", &Level::INFO));
+    assert!(!vmodule_enables(&rules, "src/other.rs", &Level::DEBUG));
+    // No rule for a file: nothing enabled by vmodule (the --v filter decides).
+    let only = parse_vmodule("health=5").unwrap();
+    assert!(!vmodule_enables(&only, "src/other.rs", &Level::ERROR));
+    assert!(vmodule_enables(
+        &only,
+        "src\\machine\\health.rs",
+        &Level::TRACE
+    ));
+    assert!(parse_vmodule("x").is_err());
+}
+
+#[test]
+fn globs_match_like_klog() {
+    for (pattern, text, expected) in [
+        ("reconcile", "reconcile", true),
+        ("reconcile", "reconciler", false),
+        ("rec*", "reconcile", true),
+        ("*cile", "reconcile", true),
+        ("r?conc*e", "reconcile", true),
+        ("*", "", true),
+        ("?", "", false),
+        ("a*b*c", "axxbyyc", true),
+        ("a*b*c", "axxbyy", false),
+    ] {
+        assert_eq!(glob_matches(pattern, text), expected, "{pattern} ~ {text}");
+    }
+}
