@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// Shortest period used, whatever the flags say: a `0s` period must not become a busy loop.
-const MIN_PERIOD: Duration = Duration::from_millis(100);
+pub const MIN_PERIOD: Duration = Duration::from_millis(100);
 
 /// What went wrong in one safety run (logged; the run is retried).
 #[derive(Debug, thiserror::Error)]
