@@ -306,7 +306,8 @@ start manager "$bin/machine-controller-manager" \
 	--namespace "$namespace" \
 	--driver-endpoint "unix://$socket" \
 	--address 127.0.0.1 \
-	--port "$manager_port"
+	--port "$manager_port" \
+	--machine-metrics-port 0
 wait_for manager 60 http_ok "http://127.0.0.1:$manager_port/readyz"
 
 # --- examples ----------------------------------------------------------------------------------

@@ -525,6 +525,8 @@ async fn main() {
             format!("--concurrent-syncs={syncs}"),
             "--address=127.0.0.1".into(),
             format!("--port={}", free_port()),
+            // Machine-level series on the same port: 10259 may be taken on a shared machine.
+            "--machine-metrics-port=0".into(),
         ],
         &work.path().join("manager.log"),
     );

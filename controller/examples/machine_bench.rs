@@ -27,9 +27,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachinePhase};
+use mcm_controller::manager::compose::{ControllerSet, registry};
 use mcm_controller::manager::config::{Args, validate};
 use mcm_controller::manager::{self, Controller, RunOptions};
-use mcm_controller::shell::{ControllerSet, registry};
 use mcm_provider_proto::{BoundServer, DriverClient, Endpoint};
 use mcm_provider_virtual::driver::{Fleet, VirtualDriver};
 use mcm_provider_virtual::kubelet::{Kubelet, KubeletConfig};
@@ -177,7 +177,10 @@ fn manager_argv(
 /// `READY` once it is ready and stops gracefully when its stdin closes.
 async fn manager_child(argv: Vec<String>) -> Result<()> {
     let config = validate(&Args::try_parse_from(&argv)?).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    let endpoint = config.driver_endpoint.clone();
+    let endpoint = config
+        .driver_endpoint
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("the machine bench needs --driver-endpoint"))?;
     let driver = DriverClient::connect(&endpoint, Duration::from_secs(10)).await?;
     let set: Box<dyn Controller> =
         Box::new(ControllerSet::with(registry()).with_driver_client(driver));

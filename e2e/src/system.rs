@@ -379,6 +379,8 @@ impl System {
             addresses.manager_admin.ip().to_string(),
             "--port".into(),
             addresses.manager_admin.port().to_string(),
+            // Every series on the admin port (several systems may run side by side).
+            "--machine-metrics-port=0".into(),
         ];
         manager_args.extend(config.manager_flags.iter().cloned());
         let mut manager = Process::start(

@@ -1,4 +1,5 @@
-//! `machine-controller-manager`: runs every controller of the machine lifecycle in one process.
+//! `machine-controller-manager`: runs the controllers of the machine lifecycle: upstream's
+//! machine-controller-manager share, the machine-controller share, or both (`--controllers`).
 //!
 //! Exit codes: 0 after a requested shutdown (SIGTERM/SIGINT), 1 when something fatal happened
 //! (lease lost, controller stopped, API unreachable), 2 for invalid flags (every violation is
@@ -6,13 +7,14 @@
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use mcm_controller::manager::config::{self, Args, LogFormat};
-use mcm_controller::manager::{self, RunOptions, leader};
+use mcm_controller::manager::config::{self, Args};
+use mcm_controller::manager::selection::Share;
+use mcm_controller::manager::{self, RunOptions, compose, leader};
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
-    let args = Args::parse();
+    // Go's pflag normalises `_` to `-` in flag names; Kubernetes components accept both.
+    let args = Args::parse_from(manager::logging::normalize_flag_names(std::env::args_os()));
     let config = match config::validate(&args) {
         Ok(config) => config,
         Err(errors) => {
@@ -23,7 +25,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    init_tracing(config.log_format, config.verbosity);
+    manager::logging::init(config.log_format, config.verbosity, &config.vmodule);
     if rustls::crypto::ring::default_provider()
         .install_default()
         .is_err()
@@ -42,23 +44,24 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// `-v` as klog levels: 0-2 info, 3-4 debug, 5+ trace (for our crates; dependencies stay at
-/// info). `RUST_LOG` replaces the whole filter.
-fn init_tracing(format: LogFormat, verbosity: i32) {
-    let level = match verbosity {
-        ..=2 => "info",
-        3..=4 => "debug",
-        _ => "trace",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(format!(
-            "info,mcm_controller={level},machine_controller_manager={level}"
-        ))
-    });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
+/// Says loudly which upstream binary this process stands in for.
+fn log_selection(config: &config::Config) {
+    let names = config.controllers.names.join(",");
+    let lease = config.controllers.lease_name();
+    let manager_share = config.controllers.runs(Share::ControllerManager);
+    let machine_share = config.controllers.runs(Share::MachineController);
+    match (manager_share, machine_share) {
+        (true, false) => tracing::info!(
+            controllers = %names,
+            lease,
+            "running upstream's machine-controller-manager share only: Machines, Nodes, MachineClass finalizers, orphan VMs and the API-server check are left to a machine-controller (set --driver-endpoint to run them here)"
+        ),
+        (false, true) => tracing::info!(
+            controllers = %names,
+            lease,
+            "running the machine-controller share only: MachineSets and MachineDeployments are left to a machine-controller-manager"
+        ),
+        _ => tracing::info!(controllers = %names, lease, "running the controllers"),
     }
 }
 
@@ -87,8 +90,9 @@ fn run(config: config::Config) -> anyhow::Result<()> {
             }
         });
         let options = RunOptions::new(leader::default_identity());
-        let controllers: Vec<Box<dyn manager::Controller>> =
-            vec![Box::new(mcm_controller::shell::ControllerSet::all())];
+        log_selection(&config);
+        let set = compose::ControllerSet::with(compose::named(&config.controllers.names));
+        let controllers: Vec<Box<dyn manager::Controller>> = vec![Box::new(set)];
         manager::run(config, controllers, options, shutdown)
             .await
             .context("the manager stopped")

@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::plan::common::Retry;
 use super::plan::routing::class_key_for_machine;
+use crate::machine::context::MachineClassContext;
 use crate::manager::BoxError;
-use crate::shell::Shell;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 
@@ -92,7 +92,7 @@ pub fn finalizers_with(current: &[String], name: &str, wanted: bool) -> Option<V
 
 /// Runs the MachineClass/Secret controller until `shutdown`.
 pub fn run(
-    shell: Arc<Shell>,
+    shell: Arc<MachineClassContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
@@ -163,7 +163,7 @@ fn period(retry: Retry) -> std::time::Duration {
     retry.period().to_std().unwrap_or_default()
 }
 
-async fn reconcile_class(shell: &Shell, name: &str) -> Result<Outcome, ClassError> {
+async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outcome, ClassError> {
     let api = shell.namespaced::<MachineClass>();
     let object = format!("MachineClass {}/{name}", shell.namespace);
     let Some(class) = api.get_opt(name).await.map_err(|source| ClassError::Api {
@@ -231,7 +231,7 @@ async fn reconcile_class(shell: &Shell, name: &str) -> Result<Outcome, ClassErro
 }
 
 async fn reconcile_secret(
-    shell: &Shell,
+    shell: &MachineClassContext,
     namespace: &str,
     name: &str,
 ) -> Result<Outcome, ClassError> {

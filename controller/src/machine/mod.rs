@@ -45,6 +45,9 @@
 //! Not in the Machine controller shell yet: the in-place update steps (§3.9).
 
 pub mod class_reconcile;
+pub mod class_secrets;
+pub mod context;
+pub mod creation_flows;
 pub mod node_reconcile;
 pub mod plan;
 pub mod reconcile;

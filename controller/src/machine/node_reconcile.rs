@@ -24,8 +24,8 @@ use super::plan::routing::{
     NodeControllerAction, NodeRoute, plan_node_controller, route_node_add, route_node_delete,
     route_node_update,
 };
+use crate::machine::context::NodeContext;
 use crate::manager::BoxError;
-use crate::shell::Shell;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 
@@ -66,7 +66,7 @@ fn period(retry: Retry) -> std::time::Duration {
     retry.period().to_std().unwrap_or_default()
 }
 
-fn machines_of(shell: &Shell, node: &str) -> Vec<Machine> {
+fn machines_of(shell: &NodeContext, node: &str) -> Vec<Machine> {
     shell
         .machines
         .filter(|machine| machine.node_name() == Some(node))
@@ -77,7 +77,7 @@ fn machines_of(shell: &Shell, node: &str) -> Vec<Machine> {
 
 /// Runs the Node controller until `shutdown`.
 pub fn run(
-    shell: Arc<Shell>,
+    shell: Arc<NodeContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
@@ -121,7 +121,7 @@ pub fn run(
 }
 
 async fn route_events(
-    shell: Arc<Shell>,
+    shell: Arc<NodeContext>,
     queue: WorkQueue,
     mut receiver: mpsc::UnboundedReceiver<NodeEvent>,
     shutdown: CancellationToken,
@@ -166,7 +166,7 @@ async fn route_events(
     }
 }
 
-async fn delete_machine(shell: &Shell, node: &str, machine: &str) -> Result<(), NodeError> {
+async fn delete_machine(shell: &NodeContext, node: &str, machine: &str) -> Result<(), NodeError> {
     let api = shell.namespaced::<Machine>();
     match api.delete(machine, &DeleteParams::default()).await {
         Ok(_) => {
@@ -191,7 +191,7 @@ async fn delete_machine(shell: &Shell, node: &str, machine: &str) -> Result<(), 
     }
 }
 
-async fn reconcile(shell: &Shell, name: &str) -> Result<Outcome, NodeError> {
+async fn reconcile(shell: &NodeContext, name: &str) -> Result<Outcome, NodeError> {
     let Some(target) = shell.target.clone() else {
         return Ok(Outcome::Done);
     };

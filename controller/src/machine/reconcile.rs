@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use self::error::ReconcileError;
 use self::permits::Permits;
 use crate::drain::reconcile::NodeDrainState;
+use crate::machine::context::MachineContext;
 use crate::machine::plan;
 use crate::machine::plan::common::{ControllerSettings, Event, Retry, name_of};
 use crate::machine::plan::creation::SecretData;
@@ -49,16 +50,16 @@ use crate::shell::queue::{Outcome, WorkQueue};
 /// Name of the machine work queue (metric label, logs).
 pub const QUEUE_NAME: &str = "machine";
 
-/// Marks a machine as being in the creation flow ([`Shell::creation_started`]) until dropped, so
+/// Marks a machine as being in the creation flow ([`MachineContext::creation_started`]) until dropped, so
 /// the termination shell and the orphan collector leave it alone meanwhile, whatever way the
 /// flow ends.
 struct CreationFlowGuard<'a> {
-    shell: &'a Shell,
+    shell: &'a MachineContext,
     machine: String,
 }
 
 impl<'a> CreationFlowGuard<'a> {
-    fn enter(shell: &'a Shell, machine: &str) -> Self {
+    fn enter(shell: &'a MachineContext, machine: &str) -> Self {
         shell.creation_started(machine);
         Self {
             shell,
@@ -75,7 +76,7 @@ impl Drop for CreationFlowGuard<'_> {
 
 /// The state of one running Machine controller.
 pub struct MachineController {
-    pub(crate) shell: Arc<Shell>,
+    pub(crate) shell: Arc<MachineContext>,
     pub(crate) queue: WorkQueue,
     pub(crate) settings: ControllerSettings,
     pub(crate) permits: Permits,
@@ -124,7 +125,7 @@ pub fn controller_settings(shell: &Shell) -> ControllerSettings {
 
 /// Runs the Machine controller until `shutdown`.
 pub fn run(
-    shell: Arc<Shell>,
+    shell: Arc<MachineContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {

@@ -1,5 +1,5 @@
 //! The termination shell: deleting machines (§3.10) in its OWN bounded worker pool (queue
-//! `machine-termination`, `--concurrent-syncs` workers), so draining machines never delay
+//! `machinetermination`, `--concurrent-syncs` workers), so draining machines never delay
 //! creations (user-pain-points: head-of-line blocking).
 //!
 //! Every pass re-reads the machine live, validates its class (a missing or unfinalized class
@@ -15,7 +15,7 @@
 //! left until it, and the next pass is due no later than the deadline, so the deadline is honoured
 //! within one pass even when the API server is slow.
 //!
-//! A machine whose CreateMachine/InitializeMachine is running (`Shell::in_creation_flow`) is
+//! A machine whose CreateMachine/InitializeMachine is running (`TerminationContext::in_creation_flow`) is
 //! not touched: the pass is retried after ShortRetry (upstream: MediumRetry), so a VM created
 //! after the deletion started is still deleted and never leaks.
 //!
@@ -36,13 +36,13 @@ use tokio_util::sync::CancellationToken;
 use super::plan::deletion::{self, DeletionStage};
 use super::plan::routing::{self, MachineQueue};
 use crate::drain::reconcile::NodeDrainState;
+use crate::machine::context::TerminationContext;
 use crate::manager::BoxError;
-use crate::shell::Shell;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 
 /// Name of the termination work queue (metrics, logs).
-pub const QUEUE: &str = "machine-termination";
+pub const QUEUE: &str = "machinetermination";
 
 /// What can go wrong in one termination pass (logged; the key is retried).
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +62,7 @@ pub enum TerminationError {
 
 /// State shared by the termination workers.
 pub(crate) struct Termination {
-    shell: Arc<Shell>,
+    shell: Arc<TerminationContext>,
     /// Drain memory per node name.
     drains: Mutex<HashMap<String, NodeDrainState>>,
 }
@@ -92,7 +92,7 @@ impl Termination {
 
 /// Runs the termination workers until `shutdown`.
 pub fn run(
-    shell: Arc<Shell>,
+    shell: Arc<TerminationContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
@@ -114,12 +114,12 @@ pub fn run(
     })
 }
 
-fn subscribe(shell: &Arc<Shell>, queue: &WorkQueue, shutdown: &CancellationToken) {
+fn subscribe(shell: &Arc<TerminationContext>, queue: &WorkQueue, shutdown: &CancellationToken) {
     let machines_queue = queue.clone();
     shell.machines.subscribe(move |change: &Change<Machine>| {
         // Routed as if no creation were running: a deleting machine whose CreateMachine is still
         // in flight must come back here once it ends, and the pass itself waits for that
-        // (`Shell::in_creation_flow`, ShortRetry). Handing it to the Machine queue instead would
+        // (`TerminationContext::in_creation_flow`, ShortRetry). Handing it to the Machine queue instead would
         // lose the deletion until the next resync.
         let route = match change {
             Change::Added(machine) => Some(routing::route_machine_add(machine, false)),

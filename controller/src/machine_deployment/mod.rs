@@ -24,6 +24,7 @@
 //! | §5.9 InPlaceUpdate (Auto and Manual) | `plan::in_place` (`Work::in_place`), [`plan::NodeView`] | `plan::tests::in_place_*`, `sim::prop_in_place_update_invariants` |
 
 pub mod autoscaler;
+pub mod context;
 pub mod fencepost;
 pub mod legacy;
 pub mod plan;

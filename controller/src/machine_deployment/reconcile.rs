@@ -33,11 +33,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::legacy::{self, LegacyStep};
 use super::plan::{self, DeploymentConfig, DeploymentInput, NodeView};
+use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::machine_set::claim::controller_ref;
 use crate::machine_set::routing::owners_to_sync;
 use crate::manager::BoxError;
 use crate::selector;
-use crate::shell::Shell;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 
@@ -69,13 +69,13 @@ pub enum ReconcileError {
 
 /// State shared by the workers.
 pub(crate) struct Context {
-    pub(crate) shell: Arc<Shell>,
+    pub(crate) shell: Arc<MachineDeploymentContext>,
     pub(crate) recent: recent::Recent,
 }
 
 /// Runs the MachineDeployment controller until `shutdown`.
 pub fn run(
-    shell: Arc<Shell>,
+    shell: Arc<MachineDeploymentContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
@@ -112,7 +112,11 @@ enum Routed {
 /// Routes watch events to deployment keys (§5.1). Handlers run under their informer's lock, so
 /// the MachineSet and machine handlers only pass the change on; [`route`] resolves owners
 /// outside any informer lock (no lock-order cycles with other shells' handlers).
-fn subscribe(shell: &Arc<Shell>, queue: &WorkQueue, shutdown: &CancellationToken) {
+fn subscribe(
+    shell: &Arc<MachineDeploymentContext>,
+    queue: &WorkQueue,
+    shutdown: &CancellationToken,
+) {
     let q = queue.clone();
     shell
         .machine_deployments
@@ -162,7 +166,7 @@ fn subscribe(shell: &Arc<Shell>, queue: &WorkQueue, shutdown: &CancellationToken
 
 /// Enqueues the deployments concerned by MachineSet and machine changes until `shutdown`.
 async fn route(
-    shell: Arc<Shell>,
+    shell: Arc<MachineDeploymentContext>,
     queue: WorkQueue,
     mut routed: mpsc::UnboundedReceiver<Routed>,
     shutdown: CancellationToken,
@@ -367,7 +371,10 @@ async fn migrate_legacy(context: &Context, md: &str, step: LegacyStep) -> Result
 }
 
 /// What the in-place strategy needs to know about the nodes of `machines`.
-fn node_views(shell: &Shell, machines: &[Machine]) -> BTreeMap<String, NodeView> {
+fn node_views(
+    shell: &MachineDeploymentContext,
+    machines: &[Machine],
+) -> BTreeMap<String, NodeView> {
     machines
         .iter()
         .filter_map(Machine::node_name)

@@ -22,6 +22,7 @@
 //! | §4.1–§4.9 shell: watches, routing, execution, expectations, status, §9.2 gauges | [`reconcile::run`] | `tests/it/machine_set.rs` |
 
 pub mod claim;
+pub mod context;
 pub mod expectations;
 pub mod plan;
 pub mod reconcile;

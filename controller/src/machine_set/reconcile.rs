@@ -28,8 +28,8 @@ use super::claim::controller_ref;
 use super::expectations::Expectations;
 use super::plan::{self, MachineSetAction, MachineSetInput, ReplicaError};
 use super::routing;
+use crate::machine_set::context::MachineSetContext;
 use crate::manager::BoxError;
-use crate::shell::Shell;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 
@@ -86,14 +86,14 @@ enum MachineChange {
 
 /// The controller's state shared by the informer handlers, the routing task and the workers.
 pub(crate) struct Controller {
-    shell: Arc<Shell>,
+    shell: Arc<MachineSetContext>,
     queue: WorkQueue,
     expectations: Mutex<Expectations>,
 }
 
 /// Runs the MachineSet controller until `shutdown`.
 pub fn run(
-    shell: Arc<Shell>,
+    shell: Arc<MachineSetContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {

@@ -24,7 +24,7 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::metrics::{CONTENT_TYPE, Metrics};
+use super::metrics::{CONTENT_TYPE, Metrics, MetricsPort};
 
 #[derive(Debug, Default)]
 struct HealthState {
@@ -92,15 +92,25 @@ impl Health {
 struct AdminState {
     health: Health,
     metrics: Metrics,
+    port: MetricsPort,
 }
 
-/// The admin routes.
+/// The admin routes, `/metrics` serving every series.
 pub fn router(health: Health, metrics: Metrics) -> Router {
+    router_for(health, metrics, MetricsPort::Both)
+}
+
+/// The admin routes, `/metrics` serving the series of `port`.
+pub fn router_for(health: Health, metrics: Metrics, port: MetricsPort) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_handler))
-        .with_state(AdminState { health, metrics })
+        .with_state(AdminState {
+            health,
+            metrics,
+            port,
+        })
 }
 
 async fn healthz(State(state): State<AdminState>) -> Response {
@@ -133,7 +143,8 @@ async fn readyz(State(state): State<AdminState>) -> Response {
 async fn metrics_handler(State(state): State<AdminState>) -> Response {
     // Scrape hooks may walk large caches: keep that off the async workers.
     let metrics = state.metrics.clone();
-    match tokio::task::spawn_blocking(move || metrics.encode()).await {
+    let port = state.port;
+    match tokio::task::spawn_blocking(move || metrics.encode_port(port)).await {
         Ok(Ok(text)) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
         Ok(Err(error)) => {
             tracing::error!(%error, "encoding metrics failed");

@@ -2,8 +2,9 @@
 //!
 //! Upstream ships two binaries: `machine-controller-manager` (MachineSet, MachineDeployment and
 //! overshooting safety; reference §7.1) and the provider's `machine-controller` (Machine, Node,
-//! MachineClass, Secret and the other safety controllers; §7.2). Our single binary runs all of them,
-//! so it accepts the union of both flag sets with upstream names, types and defaults. Where the two
+//! MachineClass, Secret and the other safety controllers; §7.2). Our single binary can run either
+//! share or both (`--controllers`, [`super::selection`]), so it accepts the union of both flag
+//! sets with upstream names, types and defaults. Where the two
 //! binaries disagree (`--port`, `--concurrent-syncs`, `--profiling`) the `machine-controller-manager`
 //! default wins, because this binary takes that name, its lease and its admin port.
 //!
@@ -13,17 +14,20 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use clap::{ArgAction, Parser, ValueEnum};
+use clap::{ArgAction, Parser};
 use mcm_api::duration::Duration;
 use mcm_provider_proto::Endpoint;
+
+use super::selection::{Selection, Share, select};
 
 /// The value of `--target-kubeconfig` that disables the target cluster.
 pub const TARGET_KUBECONFIG_DISABLED: &str = "none";
 /// The value of `--control-kubeconfig` (and, as an extension, `--target-kubeconfig`) that selects
 /// the service-account credentials of the pod.
 pub const IN_CLUSTER_CONFIG: &str = "inClusterConfig";
-/// Name of the Lease used for leader election (upstream's lock name).
-pub const LEASE_NAME: &str = "machine-controller-manager";
+/// Name of the Lease used for leader election (upstream's lock name) unless only the machine
+/// share runs ([`Selection::lease_name`]).
+pub const LEASE_NAME: &str = super::selection::CONTROLLER_MANAGER_LEASE;
 /// The only supported `--leader-elect-resource-lock`.
 pub const LEASES_RESOURCE_LOCK: &str = "leases";
 /// client-go's `JitterFactor`: the renew deadline must exceed this many retry periods.
@@ -48,14 +52,7 @@ fn parse_go_duration(text: &str) -> Result<Duration, String> {
     text.parse::<Duration>().map_err(|error| error.to_string())
 }
 
-/// Log output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line (for log collectors).
-    Json,
-}
+pub use super::logging::LogFormat;
 
 /// Raw command-line flags, parsed but not yet validated.
 ///
@@ -72,6 +69,11 @@ pub struct Args {
     /// (both) Port of the admin HTTP server (/healthz, /readyz, /metrics). MC's default was 10259.
     #[arg(long, default_value_t = 10258, allow_negative_numbers = true)]
     pub port: i32,
+    /// (new) Port of the machine-level series (upstream machine-controller's /metrics, Gardener's
+    /// `providermetrics`), served with /healthz whenever a machine-controller controller runs.
+    /// 0: serve them on --port with the rest.
+    #[arg(long, default_value_t = 10259, allow_negative_numbers = true)]
+    pub machine_metrics_port: i32,
     /// (both) IP address of the admin HTTP server (0.0.0.0 for all interfaces).
     #[arg(long, default_value = "0.0.0.0")]
     pub address: String,
@@ -182,16 +184,32 @@ pub struct Args {
     /// (both) Interval between acquisition attempts and renewals.
     #[arg(long, default_value = "2s", value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub leader_elect_retry_period: Duration,
+    /// (component-base) Name of the Lease; empty: `machine-controller-manager`, or
+    /// `machine-controller` when only machine-controller controllers run.
+    #[arg(long, default_value = "")]
+    pub leader_elect_resource_name: String,
+    /// (component-base) Namespace of the Lease; empty: --namespace.
+    #[arg(long, default_value = "")]
+    pub leader_elect_resource_namespace: String,
     /// (both) Lock object type; only `leases` is supported.
     #[arg(long, default_value = LEASES_RESOURCE_LOCK)]
     pub leader_elect_resource_lock: String,
-    /// (new) gRPC endpoint of the provider driver: unix:///path/to.sock, tcp://IP:PORT or http://IP:PORT.
-    #[arg(long, default_value = "unix:///run/mcm/driver.sock")]
+    /// (new) gRPC endpoint of the provider driver: unix:///path/to.sock, tcp://IP:PORT or
+    /// http://IP:PORT. Empty: no driver, and the default controller set is upstream's
+    /// machine-controller-manager share (see --controllers).
+    #[arg(long, default_value = "")]
     pub driver_endpoint: String,
+    /// (kube-controller-manager's shape) Controllers to run: comma list, `*` = the default set,
+    /// `name` enables, `-name` disables. Default set: everything with --driver-endpoint, else
+    /// machineset, machinedeployment, machinesafetyovershooting. Names: machine,
+    /// machinetermination, node, machineclass, machineset, machinedeployment,
+    /// machinesafetyovershooting, machinesafetyorphanvms, machinesafetyapiserver.
+    #[arg(long, default_value = "*")]
+    pub controllers: String,
     /// (new) Log format. `--logging-format` (component-base's name) is accepted as an alias.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, alias = "logging-format")]
     pub log_format: LogFormat,
-    /// (both, component-base) Log verbosity: 0-2 info, 3-4 debug, 5+ trace. RUST_LOG overrides it.
+    /// (both, component-base) Log verbosity as klog: 0-3 info, 4 debug, 5+ trace. RUST_LOG overrides it.
     #[arg(
         short = 'v',
         long = "v",
@@ -199,6 +217,13 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub verbosity: i32,
+    /// (both, component-base) Per-file verbosity, `pattern=N,...` (file base names, `*`/`?` globs).
+    #[arg(long, default_value = "")]
+    pub vmodule: String,
+    /// (both, component-base) Maximum seconds between log flushes; accepted (lines are written
+    /// unbuffered).
+    #[arg(long, default_value = "5s", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    pub log_flush_frequency: Duration,
 }
 
 /// Where a cluster's credentials come from.
@@ -287,6 +312,9 @@ pub struct ClientSettings {
 pub struct Config {
     /// `--address`:`--port` of the admin server.
     pub admin_address: SocketAddr,
+    /// `--address`:`--machine-metrics-port`, when machine-controller controllers run and the
+    /// port is not 0.
+    pub machine_metrics_address: Option<SocketAddr>,
     /// `--concurrent-syncs`.
     pub concurrent_syncs: usize,
     /// `--min-resync-period`.
@@ -309,12 +337,16 @@ pub struct Config {
     pub autoscaler_scaledown_annotation_during_rollout: bool,
     /// Leader election; `None` with `--leader-elect=false`.
     pub leader_election: Option<LeaderElectionConfig>,
-    /// `--driver-endpoint`.
-    pub driver_endpoint: Endpoint,
+    /// `--driver-endpoint`; `None` when empty (no controller that calls the driver can run).
+    pub driver_endpoint: Option<Endpoint>,
+    /// `--controllers`, resolved.
+    pub controllers: Selection,
     /// `--log-format`.
     pub log_format: LogFormat,
     /// `-v`.
     pub verbosity: i32,
+    /// `--vmodule` (validated).
+    pub vmodule: String,
 }
 
 /// One violated rule: the flag, the value given and why it was refused.
@@ -425,6 +457,11 @@ fn is_dns_label(name: &str) -> bool {
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
 
+/// Whether `name` is a DNS-1123 subdomain, the form Kubernetes requires of most object names.
+fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(is_dns_label)
+}
+
 fn kubeconfig_source(flag_value: &str) -> KubeconfigSource {
     match flag_value {
         "" => KubeconfigSource::Default,
@@ -445,6 +482,24 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
             0
         }
     };
+    let machine_metrics_port = match u16::try_from(args.machine_metrics_port) {
+        Ok(port) => port,
+        Err(_) => {
+            violations.push(
+                "machine-metrics-port",
+                args.machine_metrics_port,
+                "must be between 0 and 65535",
+            );
+            0
+        }
+    };
+    if machine_metrics_port != 0 && machine_metrics_port == port {
+        violations.push(
+            "machine-metrics-port",
+            args.machine_metrics_port,
+            "must differ from --port (use 0 to serve the machine series on --port)",
+        );
+    }
     let address = match args.address.parse::<IpAddr>() {
         Ok(address) => address,
         Err(_) => {
@@ -488,6 +543,10 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
         );
     }
     let burst = violations.non_negative_int("kube-api-burst", args.kube_api_burst);
+    if let Err(reason) = super::logging::validate_vmodule(&args.vmodule) {
+        violations.push("vmodule", &args.vmodule, reason);
+    }
+    violations.non_negative_duration("log-flush-frequency", args.log_flush_frequency);
     violations.non_negative_duration("controller-start-interval", args.controller_start_interval);
     if !is_dns_label(&args.namespace) {
         violations.push(
@@ -578,23 +637,41 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
     let max_evict_retries =
         violations.non_negative_int("machine-max-evict-retries", args.machine_max_evict_retries);
 
+    // The selection decides the Lease name; its violation is reported after the driver's.
+    let controllers = select(&args.controllers, !args.driver_endpoint.is_empty());
     // Leader election: client-go's rules, checked only when it is on (as client-go does).
     let leader_election = if args.leader_elect {
-        validate_leader_election(args, &mut violations)
+        let lease_name = match args.leader_elect_resource_name.as_str() {
+            "" => controllers
+                .as_ref()
+                .map_or(LEASE_NAME, Selection::lease_name),
+            name => name,
+        };
+        validate_leader_election(args, lease_name, &mut violations)
     } else {
         None
     };
 
-    let driver_endpoint = match args.driver_endpoint.parse::<Endpoint>() {
-        Ok(endpoint) => Some(endpoint),
-        Err(error) => {
-            violations.push("driver-endpoint", &args.driver_endpoint, error.reason);
+    let driver_endpoint = match args.driver_endpoint.as_str() {
+        "" => None,
+        text => match text.parse::<Endpoint>() {
+            Ok(endpoint) => Some(endpoint),
+            Err(error) => {
+                violations.push("driver-endpoint", &args.driver_endpoint, error.reason);
+                None
+            }
+        },
+    };
+    let controllers = match controllers {
+        Ok(selection) => Some(selection),
+        Err(reason) => {
+            violations.push("controllers", &args.controllers, reason);
             None
         }
     };
 
     let violations = violations.0;
-    let Some(driver_endpoint) = driver_endpoint.filter(|_| violations.is_empty()) else {
+    let Some(controllers) = controllers.filter(|_| violations.is_empty()) else {
         return Err(violations);
     };
     let resource_exhausted_retry = if args.resource_exhausted_retry == Duration::ZERO {
@@ -602,8 +679,12 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
     } else {
         args.resource_exhausted_retry
     };
+    let machine_metrics_address = (machine_metrics_port != 0
+        && controllers.runs(Share::MachineController))
+    .then(|| SocketAddr::new(address, machine_metrics_port));
     Ok(Config {
         admin_address: SocketAddr::new(address, port),
+        machine_metrics_address,
         concurrent_syncs,
         min_resync_period: args.min_resync_period,
         profiling: args.profiling,
@@ -640,13 +721,16 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
             .autoscaler_scaledown_annotation_during_rollout,
         leader_election,
         driver_endpoint,
+        controllers,
         log_format: args.log_format,
         verbosity: args.verbosity,
+        vmodule: args.vmodule.clone(),
     })
 }
 
 fn validate_leader_election(
     args: &Args,
+    lease_name: &str,
     violations: &mut Violations,
 ) -> Option<LeaderElectionConfig> {
     if args.leader_elect_resource_lock != LEASES_RESOURCE_LOCK {
@@ -703,9 +787,29 @@ fn validate_leader_election(
         );
         valid = false;
     }
+    let namespace = match args.leader_elect_resource_namespace.as_str() {
+        "" => args.namespace.clone(),
+        namespace if is_dns_label(namespace) => namespace.to_owned(),
+        namespace => {
+            violations.push(
+                "leader-elect-resource-namespace",
+                namespace,
+                "must be a valid namespace name (lower-case DNS label, at most 63 characters)",
+            );
+            return None;
+        }
+    };
+    if !is_dns_subdomain(lease_name) {
+        violations.push(
+            "leader-elect-resource-name",
+            lease_name,
+            "must be a valid object name (lower-case DNS subdomain)",
+        );
+        return None;
+    }
     valid.then(|| LeaderElectionConfig {
-        lease_name: LEASE_NAME.to_owned(),
-        namespace: args.namespace.clone(),
+        lease_name: lease_name.to_owned(),
+        namespace,
         lease_duration: lease,
         renew_deadline: renew,
         retry_period: retry,

@@ -1,7 +1,5 @@
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
-
 use clap::Parser;
 
 use super::*;
@@ -92,7 +90,7 @@ fn defaults_equal_upstream() {
     assert_eq!(args.bootstrap_token_auth_extra_groups, "");
     assert_eq!(args.resource_exhausted_retry, Duration::from_mins(10));
     // Ours.
-    assert_eq!(args.driver_endpoint, "unix:///run/mcm/driver.sock");
+    assert_eq!(args.driver_endpoint, "");
     assert_eq!(args.log_format, LogFormat::Text);
     assert_eq!(args.verbosity, 0);
 }
@@ -118,10 +116,7 @@ fn defaults_validate_into_the_expected_config() {
             retry_period: std::time::Duration::from_secs(2),
         })
     );
-    assert_eq!(
-        config.driver_endpoint,
-        Endpoint::Unix(PathBuf::from("/run/mcm/driver.sock"))
-    );
+    assert_eq!(config.driver_endpoint, None);
 }
 
 #[test]
@@ -467,12 +462,12 @@ fn driver_endpoint_must_be_unix_or_tcp() {
     let config = validate(&parse(&["--driver-endpoint=tcp://127.0.0.1:7000"])).unwrap();
     assert_eq!(
         config.driver_endpoint,
-        Endpoint::Tcp("127.0.0.1:7000".parse().unwrap())
+        Some(Endpoint::Tcp("127.0.0.1:7000".parse().unwrap()))
     );
     let config = validate(&parse(&["--driver-endpoint=http://[::1]:7000"])).unwrap();
     assert_eq!(
         config.driver_endpoint,
-        Endpoint::Tcp("[::1]:7000".parse().unwrap())
+        Some(Endpoint::Tcp("[::1]:7000".parse().unwrap()))
     );
     assert_only_error(&["--driver-endpoint=unix://"], "driver-endpoint", "empty");
     assert_only_error(
@@ -520,4 +515,143 @@ fn whole_seconds_round_up() {
     assert_eq!(whole_seconds_up(std::time::Duration::from_secs(15)), 15);
     assert_eq!(whole_seconds_up(std::time::Duration::from_millis(1001)), 2);
     assert_eq!(whole_seconds_up(std::time::Duration::from_millis(999)), 1);
+}
+
+/// Gardener's container args, exactly as its machine-controller-manager Deployment passes them.
+const GARDENER_ARGS: &[&str] = &[
+    "--control-kubeconfig=inClusterConfig",
+    "--machine-safety-overshooting-period=1m",
+    "--namespace=shoot--core--aws",
+    "--port=10258",
+    "--safety-up=2",
+    "--safety-down=1",
+    "--target-kubeconfig=/var/run/secrets/gardener.cloud/shoot/generic-kubeconfig/kubeconfig",
+    "--concurrent-syncs=30",
+    "--kube-api-qps=150",
+    "--kube-api-burst=200",
+    "--v=3",
+];
+
+#[test]
+fn gardener_args_select_the_controller_manager_share() {
+    let config = validate(&parse(GARDENER_ARGS)).unwrap();
+    assert_eq!(config.driver_endpoint, None);
+    assert_eq!(
+        config.controllers.names,
+        [
+            "machineset",
+            "machinedeployment",
+            "machinesafetyovershooting"
+        ]
+    );
+    let election = config.leader_election.unwrap();
+    assert_eq!(election.lease_name, "machine-controller-manager");
+    assert_eq!(election.namespace, "shoot--core--aws");
+    assert_eq!(config.concurrent_syncs, 30);
+    assert_eq!(config.verbosity, 3);
+}
+
+#[test]
+fn a_driver_endpoint_runs_everything_and_machine_only_takes_the_machine_controller_lease() {
+    let config = validate(&parse(&["--driver-endpoint=unix:///run/mcm/driver.sock"])).unwrap();
+    assert_eq!(
+        config.controllers.names.len(),
+        super::super::selection::CONTROLLERS.len()
+    );
+    let config = validate(&parse(&[
+        "--driver-endpoint=unix:///run/mcm/driver.sock",
+        "--controllers=*,-machineset,-machinedeployment,-machinesafetyovershooting",
+    ]))
+    .unwrap();
+    assert_eq!(
+        config.leader_election.unwrap().lease_name,
+        "machine-controller"
+    );
+}
+
+#[test]
+fn controllers_that_call_the_driver_need_an_endpoint() {
+    assert_only_error(
+        &["--controllers=*,machine"],
+        "controllers",
+        "--driver-endpoint",
+    );
+    assert_only_error(
+        &["--controllers=machinesets"],
+        "controllers",
+        "unknown controller",
+    );
+}
+
+#[test]
+fn component_base_logging_flags_and_underscored_names_are_accepted() {
+    let argv = super::super::logging::normalize_flag_names(
+        [
+            "machine-controller-manager",
+            "--kube_api_qps=150",
+            "--vmodule=reconcile=4,plan*=5",
+            "--log_flush_frequency=5s",
+            "--log-format=json",
+        ]
+        .map(std::ffi::OsString::from),
+    );
+    let config = validate(&Args::try_parse_from(argv).unwrap()).unwrap();
+    assert!((config.client.qps - 150.0).abs() < f32::EPSILON);
+    assert_eq!(config.log_format, LogFormat::Json);
+    assert_only_error(&["--vmodule=reconcile"], "vmodule", "pattern=N");
+    assert_only_error(
+        &["--log-flush-frequency=-1s"],
+        "log-flush-frequency",
+        "negative",
+    );
+}
+
+#[test]
+fn the_machine_metrics_port_is_served_only_with_machine_controllers() {
+    let config = validate(&parse(&["--driver-endpoint=unix:///run/mcm/driver.sock"])).unwrap();
+    assert_eq!(
+        config.machine_metrics_address,
+        Some("0.0.0.0:10259".parse().unwrap())
+    );
+    let config = validate(&parse(&[
+        "--driver-endpoint=unix:///run/mcm/driver.sock",
+        "--machine-metrics-port=0",
+    ]))
+    .unwrap();
+    assert_eq!(config.machine_metrics_address, None);
+    // Gardener's split mode: the provider's machine-controller owns 10259.
+    let config = validate(&parse(GARDENER_ARGS)).unwrap();
+    assert_eq!(config.machine_metrics_address, None);
+    assert_only_error(
+        &["--machine-metrics-port=10258"],
+        "machine-metrics-port",
+        "must differ from --port",
+    );
+    assert_only_error(
+        &["--machine-metrics-port=70000"],
+        "machine-metrics-port",
+        "between 0 and 65535",
+    );
+}
+
+#[test]
+fn the_lease_name_and_namespace_can_be_set() {
+    let config = validate(&parse(&[
+        "--leader-elect-resource-name=mcm-shadow",
+        "--leader-elect-resource-namespace=garden",
+    ]))
+    .unwrap();
+    let election = config.leader_election.unwrap();
+    assert_eq!(election.lease_name, "mcm-shadow");
+    assert_eq!(election.namespace, "garden");
+    assert_only_error(
+        &["--leader-elect-resource-name=Bad_Name"],
+        "leader-elect-resource-name",
+        "DNS subdomain",
+    );
+    assert_only_error(
+        &["--leader-elect-resource-namespace=a.b"],
+        "leader-elect-resource-namespace",
+        "namespace name",
+    );
 }

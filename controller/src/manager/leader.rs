@@ -1,32 +1,35 @@
-//! Leader election on the `machine-controller-manager` Lease of the control namespace.
+//! Leader election on a `coordination.k8s.io/v1` Lease of the control namespace, with **get,
+//! create and update only** (client-go's `LeaseLock`).
 //!
-//! A thin wrapper over `kube-lease-manager` (which acquires and renews the Lease with server-side
-//! apply) that adds what the manager needs:
-//! * upstream's three timings. kube-lease-manager renews `grace` seconds before expiry; with
-//!   `grace = lease duration - retry period` the leader renews every retry period, as client-go
-//!   does, and candidates take over an unrenewed lease once it expired;
-//! * a **renew deadline**: kube-lease-manager keeps retrying a failing renewal forever and never
-//!   reports the loss, so a watchdog reads the Lease every retry period and declares the
-//!   leadership lost when it no longer names us, or when our renewals have not shown up in it for
-//!   the renew deadline (API unreachable, writes failing). It compares the renew time it last saw
-//!   change against the local monotonic clock, so clock skew between nodes does not matter;
-//! * two signals: [`LeaderElector::became_leader`] and [`LeaderElector::lost`]. The manager
-//!   treats a loss as fatal and exits (DESIGN §4): controllers are never paused and resumed.
+//! Gardener's Role grants Leases `create`, and `get`/`watch`/`update` on the two lock names
+//! (`machine-controller-manager`, `machine-controller`); no `patch`. So the lock is taken the way
+//! client-go's `leaderelection` package takes it:
+//! * every retry period, GET the Lease; absent ⇒ CREATE it naming us; held by someone else whose
+//!   record has not changed for its `leaseDurationSeconds` (measured on the local monotonic
+//!   clock since we first saw that record, so clock skew between nodes does not matter) ⇒ take it
+//!   over with an UPDATE (PUT carrying the read `resourceVersion`, so two candidates cannot both
+//!   win); ours ⇒ renew with an UPDATE;
+//! * the leader gives up when no renewal succeeded for the renew deadline, or at once when the
+//!   Lease names someone else;
+//! * two signals: [`LeaderElector::became_leader`] and [`LeaderElector::lost`]. The manager treats a
+//!   loss as fatal and exits (DESIGN §4): controllers are never paused and resumed.
 //!
-//! [`LeaderElector::stop`] releases the Lease (empties its holder), as client-go's
-//! `ReleaseOnCancel` does. A standby acquires it at its next check, which kube-lease-manager
-//! schedules for the expiry it last observed: so the hand-over still takes up to one lease
-//! duration, but no replica ever has to force an unexpired lease.
+//! [`LeaderElector::stop`] releases the Lease (empty holder, 1 s duration), as client-go's
+//! `ReleaseOnCancel` does, so a standby takes over at its next retry.
+//!
+//! The decision of each attempt is the pure [`plan_attempt`]; the task around it only reads,
+//! writes and keeps time.
 
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
-use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{LeaderElectionConfig, whole_seconds_up};
@@ -42,9 +45,9 @@ pub struct LeaderSettings {
     pub identity: String,
     /// How long the lease is valid after a renewal.
     pub lease_duration: Duration,
-    /// The leader gives up when its renewals have not been seen for this long.
+    /// The leader gives up when no renewal succeeded for this long.
     pub renew_deadline: Duration,
-    /// Interval of renewals and of the watchdog's reads.
+    /// Interval of acquisition attempts and renewals.
     pub retry_period: Duration,
 }
 
@@ -88,23 +91,98 @@ pub enum LeaderError {
         /// Retry period.
         retry_period: Duration,
     },
-    /// Creating or reading the Lease failed.
-    #[error("cannot set up the Lease {namespace}/{name}: {source}")]
-    Setup {
-        /// Lease namespace.
-        namespace: String,
-        /// Lease name.
-        name: String,
-        /// Cause.
-        #[source]
-        source: kube_lease_manager::LeaseManagerError,
-    },
     /// The leadership was lost (or never gained because the election ended).
     #[error("leader election lost: {0}")]
     Lost(String),
     /// Leader election was stopped on request.
     #[error("leader election stopped")]
     Stopped,
+}
+
+/// What one acquire-or-renew attempt does, decided by [`plan_attempt`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attempt {
+    /// No Lease yet: create it with this spec.
+    Create(LeaseSpec),
+    /// Renew ours or take over an expired one: replace the spec with this one (the write carries
+    /// the read `resourceVersion`).
+    Update(LeaseSpec),
+    /// Someone else holds a lease that has not expired yet.
+    HeldBy(String),
+}
+
+/// Decides one acquire-or-renew attempt (client-go's `tryAcquireOrRenew`).
+///
+/// `current` is the Lease's spec as just read (`None`: no Lease); `unchanged_for` is how long
+/// this replica has seen exactly that spec (zero when it just changed). `now` becomes the
+/// renew (and, on acquisition, acquire) time. Pure: no clock reads.
+pub fn plan_attempt(
+    current: Option<&LeaseSpec>,
+    unchanged_for: Duration,
+    identity: &str,
+    lease_duration_seconds: i32,
+    now: jiff::Timestamp,
+) -> Attempt {
+    let Some(current) = current else {
+        return Attempt::Create(LeaseSpec {
+            holder_identity: Some(identity.to_owned()),
+            lease_duration_seconds: Some(lease_duration_seconds),
+            acquire_time: Some(MicroTime(now)),
+            renew_time: Some(MicroTime(now)),
+            lease_transitions: Some(0),
+            ..LeaseSpec::default()
+        });
+    };
+    let holder = current
+        .holder_identity
+        .as_deref()
+        .filter(|holder| !holder.is_empty());
+    let ours = holder == Some(identity);
+    if let Some(holder) = holder.filter(|_| !ours) {
+        // The holder's own promise, as client-go reads it; a missing or broken value falls back
+        // to ours so a malformed Lease cannot block the election forever nor be stolen at once.
+        let promised = current
+            .lease_duration_seconds
+            .filter(|seconds| *seconds > 0)
+            .unwrap_or(lease_duration_seconds);
+        let valid_for = Duration::from_secs(u64::try_from(promised).unwrap_or_default());
+        if unchanged_for < valid_for {
+            return Attempt::HeldBy(holder.to_owned());
+        }
+    }
+    let transitions = current.lease_transitions.unwrap_or(0);
+    Attempt::Update(LeaseSpec {
+        holder_identity: Some(identity.to_owned()),
+        lease_duration_seconds: Some(lease_duration_seconds),
+        acquire_time: if ours {
+            current.acquire_time.clone().or(Some(MicroTime(now)))
+        } else {
+            Some(MicroTime(now))
+        },
+        renew_time: Some(MicroTime(now)),
+        lease_transitions: Some(if ours {
+            transitions
+        } else {
+            transitions.saturating_add(1)
+        }),
+        ..current.clone()
+    })
+}
+
+/// The spec that releases a lease we hold (client-go's `release`): no holder, a one-second
+/// duration so standbys take over at their next attempt; `None` when it is not ours.
+pub fn release_spec(
+    current: &LeaseSpec,
+    identity: &str,
+    now: jiff::Timestamp,
+) -> Option<LeaseSpec> {
+    (current.holder_identity.as_deref() == Some(identity)).then(|| LeaseSpec {
+        holder_identity: None,
+        lease_duration_seconds: Some(1),
+        acquire_time: Some(MicroTime(now)),
+        renew_time: Some(MicroTime(now)),
+        ..current.clone()
+    })
 }
 
 /// A running leader election. Dropping it without [`LeaderElector::stop`] also ends it, but
@@ -117,39 +195,25 @@ pub struct LeaderElector {
 }
 
 impl LeaderElector {
-    /// Creates the Lease if needed and starts competing for it.
+    /// Starts competing for the lease (the first attempt creates it if needed).
     pub async fn start(client: Client, settings: LeaderSettings) -> Result<Self, LeaderError> {
         let duration = whole_seconds_up(settings.lease_duration);
         let retry = whole_seconds_up(settings.retry_period);
-        // LeaseParams::new panics on these; refuse them as an error instead.
-        if retry == 0 || duration <= retry {
+        if retry == 0 || duration <= retry || i32::try_from(duration).is_err() {
             return Err(LeaderError::InvalidTiming {
                 lease_duration: settings.lease_duration,
                 retry_period: settings.retry_period,
             });
         }
-        let params = LeaseParams::new(settings.identity.clone(), duration, duration - retry);
-        let manager = LeaseManagerBuilder::new(client.clone(), settings.lease_name.clone())
-            .with_namespace(settings.namespace.clone())
-            .with_parameters(params)
-            .build()
-            .await
-            .map_err(|source| LeaderError::Setup {
-                namespace: settings.namespace.clone(),
-                name: settings.lease_name.clone(),
-                source,
-            })?;
-        let (leader_rx, manager_task) = manager.watch().await;
         let (state_tx, state_rx) = watch::channel(LeaderState::Candidate);
         let stop = CancellationToken::new();
         let lease_api = Api::<Lease>::namespaced(client, &settings.namespace);
         let task = tokio::spawn(elect(
             Election {
-                leader_rx,
-                manager_task,
                 lease_api,
                 settings: settings.clone(),
                 state_tx,
+                observed: None,
             },
             stop.clone(),
         ));
@@ -228,109 +292,187 @@ impl Drop for LeaderElector {
     }
 }
 
+/// The election task's state: its API, settings, the state it publishes, and the Lease spec it
+/// last saw with the local instant it first saw it.
 struct Election {
-    leader_rx: watch::Receiver<bool>,
-    manager_task: JoinHandle<kube_lease_manager::Result<LeaseManager>>,
     lease_api: Api<Lease>,
     settings: LeaderSettings,
     state_tx: watch::Sender<LeaderState>,
+    observed: Option<(LeaseSpec, Instant)>,
 }
 
-async fn elect(election: Election, stop: CancellationToken) {
-    let Election {
-        mut leader_rx,
-        manager_task,
-        lease_api,
-        settings,
-        state_tx,
-    } = election;
+/// How one attempt ended.
+enum Outcome {
+    /// We hold the lease (created, renewed or taken over).
+    Held,
+    /// Someone else holds it.
+    HeldBy(String),
+    /// The read or the write failed (conflict, API error, timeout).
+    Failed(String),
+}
+
+impl Election {
+    fn lease_duration_seconds(&self) -> i32 {
+        i32::try_from(whole_seconds_up(self.settings.lease_duration)).unwrap_or(i32::MAX)
+    }
+
+    /// One acquire-or-renew attempt: GET, decide, then CREATE or UPDATE (never PATCH).
+    async fn attempt(&mut self) -> Outcome {
+        let name = self.settings.lease_name.clone();
+        let current = match self.lease_api.get_opt(&name).await {
+            Ok(current) => current,
+            Err(error) => return Outcome::Failed(format!("reading the lease failed: {error}")),
+        };
+        let spec = current
+            .as_ref()
+            .map(|lease| lease.spec.clone().unwrap_or_default());
+        let now = Instant::now();
+        let unchanged_for = match (&self.observed, &spec) {
+            (Some((seen, since)), Some(spec)) if seen == spec => now.duration_since(*since),
+            (_, Some(spec)) => {
+                self.observed = Some((spec.clone(), now));
+                Duration::ZERO
+            }
+            (_, None) => {
+                self.observed = None;
+                Duration::ZERO
+            }
+        };
+        let plan = plan_attempt(
+            spec.as_ref(),
+            unchanged_for,
+            &self.settings.identity,
+            self.lease_duration_seconds(),
+            jiff::Timestamp::now(),
+        );
+        let written = match plan {
+            Attempt::HeldBy(holder) => return Outcome::HeldBy(holder),
+            Attempt::Create(spec) => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        namespace: Some(self.settings.namespace.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(spec),
+                };
+                self.lease_api.create(&PostParams::default(), &lease).await
+            }
+            Attempt::Update(spec) => {
+                let Some(mut lease) = current else {
+                    return Outcome::Failed("the lease vanished".to_owned());
+                };
+                lease.spec = Some(spec);
+                self.lease_api
+                    .replace(&name, &PostParams::default(), &lease)
+                    .await
+            }
+        };
+        match written {
+            Ok(lease) => {
+                self.observed = Some((lease.spec.unwrap_or_default(), Instant::now()));
+                Outcome::Held
+            }
+            Err(error) => Outcome::Failed(format!("writing the lease failed: {error}")),
+        }
+    }
+
+    /// An attempt bounded by the retry period, so a hanging request cannot outlive the renew
+    /// deadline unnoticed.
+    async fn bounded_attempt(&mut self) -> Outcome {
+        let bound = self.settings.retry_period.max(Duration::from_secs(1));
+        match tokio::time::timeout(bound, self.attempt()).await {
+            Ok(outcome) => outcome,
+            Err(_) => Outcome::Failed(format!("the attempt took longer than {bound:?}")),
+        }
+    }
+
+    /// Releases the lease if this replica still holds it.
+    async fn release(&self) {
+        let name = &self.settings.lease_name;
+        let result = async {
+            let Some(mut lease) = self.lease_api.get_opt(name).await? else {
+                return Ok(false);
+            };
+            let Some(spec) = release_spec(
+                &lease.spec.clone().unwrap_or_default(),
+                &self.settings.identity,
+                jiff::Timestamp::now(),
+            ) else {
+                return Ok(false);
+            };
+            lease.spec = Some(spec);
+            self.lease_api
+                .replace(name, &PostParams::default(), &lease)
+                .await
+                .map(|_| true)
+        };
+        let bound = self.settings.retry_period.max(Duration::from_secs(1)) * 2;
+        match tokio::time::timeout(bound, result).await {
+            Ok(Ok(true)) => tracing::debug!(lease = %name, "lease released"),
+            Ok(Ok(false)) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "releasing the lease failed"),
+            Err(_) => tracing::warn!("releasing the lease timed out"),
+        }
+    }
+}
+
+async fn elect(mut election: Election, stop: CancellationToken) {
+    let retry = election.settings.retry_period;
     let outcome = async {
         // Phase 1: candidate.
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return LeaderState::Stopped,
-                changed = leader_rx.changed() => {
-                    if changed.is_err() {
-                        return LeaderState::Lost("the lease manager ended".to_owned());
-                    }
-                    if *leader_rx.borrow_and_update() {
-                        break;
-                    }
-                }
-            }
-        }
-        tracing::info!(identity = %settings.identity, lease = %settings.lease_name, "became leader");
-        state_tx.send_replace(LeaderState::Leader);
-
-        // Phase 2: leader, with the renew-deadline watchdog.
-        let mut last_renew_seen: Option<MicroTime> = None;
-        let mut confirmed_at = tokio::time::Instant::now();
-        let mut ticker = tokio::time::interval(settings.retry_period);
+        let mut ticker = tokio::time::interval(retry);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 () = stop.cancelled() => return LeaderState::Stopped,
-                changed = leader_rx.changed() => {
-                    if changed.is_err() {
-                        return LeaderState::Lost("the lease manager ended".to_owned());
-                    }
-                    if !*leader_rx.borrow_and_update() {
-                        return LeaderState::Lost("another replica holds the lease".to_owned());
-                    }
+                _ = ticker.tick() => {}
+            }
+            match election.bounded_attempt().await {
+                Outcome::Held => break,
+                Outcome::HeldBy(holder) => tracing::debug!(%holder, "the lease is held by another replica"),
+                Outcome::Failed(reason) => tracing::info!(%reason, "acquiring the lease failed; retrying"),
+            }
+        }
+        let settings = &election.settings;
+        tracing::info!(identity = %settings.identity, lease = %settings.lease_name, "became leader");
+        election.state_tx.send_replace(LeaderState::Leader);
+
+        // Phase 2: leader; renew every retry period, give up after the renew deadline.
+        let mut renewed_at = Instant::now();
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return LeaderState::Stopped,
+                _ = ticker.tick() => {}
+            }
+            match election.bounded_attempt().await {
+                Outcome::Held => renewed_at = Instant::now(),
+                Outcome::HeldBy(holder) => {
+                    return LeaderState::Lost(format!("the lease is now held by {holder:?}"));
                 }
-                _ = ticker.tick() => {
-                    let read = tokio::time::timeout(settings.retry_period, lease_api.get(&settings.lease_name)).await;
-                    match read {
-                        Ok(Ok(lease)) => {
-                            let spec = lease.spec.unwrap_or_default();
-                            match spec.holder_identity.as_deref() {
-                                Some(holder) if holder == settings.identity => {
-                                    if spec.renew_time != last_renew_seen {
-                                        last_renew_seen = spec.renew_time;
-                                        confirmed_at = tokio::time::Instant::now();
-                                    }
-                                }
-                                holder => {
-                                    return LeaderState::Lost(format!(
-                                        "the lease is now held by {:?}",
-                                        holder.unwrap_or_default()
-                                    ));
-                                }
-                            }
-                        }
-                        Ok(Err(error)) => tracing::warn!(%error, "reading the lease failed"),
-                        Err(_) => tracing::warn!("reading the lease timed out"),
-                    }
-                    if confirmed_at.elapsed() > settings.renew_deadline {
-                        return LeaderState::Lost(format!(
-                            "the lease was not renewed within the renew deadline ({:?})",
-                            settings.renew_deadline
-                        ));
-                    }
-                }
+                Outcome::Failed(reason) => tracing::warn!(%reason, "renewing the lease failed"),
+            }
+            let deadline = election.settings.renew_deadline;
+            if renewed_at.elapsed() > deadline {
+                return LeaderState::Lost(format!(
+                    "the lease was not renewed within the renew deadline ({deadline:?})"
+                ));
             }
         }
     }
     .await;
 
+    let identity = election.settings.identity.clone();
     match &outcome {
         LeaderState::Lost(reason) => {
-            tracing::error!(identity = %settings.identity, %reason, "leader election lost");
+            tracing::error!(%identity, %reason, "leader election lost");
             // Signal at once: the controllers must stop before anything else happens.
-            state_tx.send_replace(outcome.clone());
+            election.state_tx.send_replace(outcome.clone());
         }
-        _ => tracing::info!(identity = %settings.identity, "leader election stopped"),
+        _ => tracing::info!(%identity, "leader election stopped"),
     }
-    // Closing the channel makes kube-lease-manager release the lease (if still ours) and end.
-    drop(leader_rx);
-    let bound = settings.retry_period.max(Duration::from_secs(1)) * 2;
-    match tokio::time::timeout(bound, manager_task).await {
-        Ok(Ok(Ok(_))) => tracing::debug!("lease released"),
-        Ok(Ok(Err(error))) => tracing::warn!(%error, "releasing the lease failed"),
-        Ok(Err(error)) => tracing::warn!(%error, "the lease manager task failed"),
-        Err(_) => tracing::warn!("releasing the lease timed out"),
-    }
-    state_tx.send_replace(outcome);
+    election.release().await;
+    election.state_tx.send_replace(outcome);
 }
 
 /// `hostname_<random hex>`: unique per process even when two replicas share a hostname, as
@@ -364,6 +506,140 @@ fn random_suffix() -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    const ME: &str = "me_1";
+    const DURATION: i32 = 15;
+
+    fn at(seconds: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_700_000_000 + seconds).unwrap()
+    }
+
+    fn held_by(holder: &str, seconds: i32, transitions: i32) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(holder.to_owned()),
+            lease_duration_seconds: Some(seconds),
+            acquire_time: Some(MicroTime(at(0))),
+            renew_time: Some(MicroTime(at(5))),
+            lease_transitions: Some(transitions),
+            ..LeaseSpec::default()
+        }
+    }
+
+    #[test]
+    fn a_missing_lease_is_created_naming_us() {
+        let Attempt::Create(spec) = plan_attempt(None, Duration::ZERO, ME, DURATION, at(10)) else {
+            panic!("expected a create");
+        };
+        assert_eq!(spec.holder_identity.as_deref(), Some(ME));
+        assert_eq!(spec.lease_duration_seconds, Some(DURATION));
+        assert_eq!(spec.acquire_time, Some(MicroTime(at(10))));
+        assert_eq!(spec.renew_time, Some(MicroTime(at(10))));
+        assert_eq!(spec.lease_transitions, Some(0));
+    }
+
+    #[test]
+    fn another_holders_lease_is_respected_until_unchanged_for_its_duration() {
+        let other = held_by("other", DURATION, 3);
+        assert_eq!(
+            plan_attempt(Some(&other), Duration::from_secs(14), ME, DURATION, at(20)),
+            Attempt::HeldBy("other".to_owned())
+        );
+        let Attempt::Update(spec) =
+            plan_attempt(Some(&other), Duration::from_secs(15), ME, DURATION, at(20))
+        else {
+            panic!("expected a take-over");
+        };
+        assert_eq!(spec.holder_identity.as_deref(), Some(ME));
+        assert_eq!(spec.acquire_time, Some(MicroTime(at(20))));
+        assert_eq!(spec.renew_time, Some(MicroTime(at(20))));
+        assert_eq!(spec.lease_transitions, Some(4));
+    }
+
+    #[test]
+    fn the_holders_own_duration_counts_not_ours() {
+        let other = held_by("other", 60, 0);
+        assert_eq!(
+            plan_attempt(Some(&other), Duration::from_secs(30), ME, DURATION, at(40)),
+            Attempt::HeldBy("other".to_owned())
+        );
+        // A broken duration falls back to ours.
+        let broken = held_by("other", -1, 0);
+        assert_eq!(
+            plan_attempt(Some(&broken), Duration::from_secs(10), ME, DURATION, at(40)),
+            Attempt::HeldBy("other".to_owned())
+        );
+        assert!(matches!(
+            plan_attempt(Some(&broken), Duration::from_secs(16), ME, DURATION, at(40)),
+            Attempt::Update(_)
+        ));
+    }
+
+    #[test]
+    fn renewing_keeps_acquire_time_and_transitions() {
+        let ours = held_by(ME, DURATION, 2);
+        let Attempt::Update(spec) = plan_attempt(Some(&ours), Duration::ZERO, ME, DURATION, at(30))
+        else {
+            panic!("expected a renewal");
+        };
+        assert_eq!(spec.acquire_time, Some(MicroTime(at(0))));
+        assert_eq!(spec.renew_time, Some(MicroTime(at(30))));
+        assert_eq!(spec.lease_transitions, Some(2));
+    }
+
+    #[test]
+    fn a_released_lease_is_taken_at_once() {
+        let ours = held_by(ME, DURATION, 2);
+        let released = release_spec(&ours, ME, at(50)).unwrap();
+        assert_eq!(released.holder_identity, None);
+        assert_eq!(released.lease_duration_seconds, Some(1));
+        assert_eq!(released.lease_transitions, Some(2));
+        let Attempt::Update(spec) =
+            plan_attempt(Some(&released), Duration::ZERO, "next", DURATION, at(51))
+        else {
+            panic!("expected a take-over");
+        };
+        assert_eq!(spec.holder_identity.as_deref(), Some("next"));
+        assert_eq!(spec.lease_transitions, Some(3));
+        // Only the holder releases.
+        assert_eq!(
+            release_spec(&held_by("other", DURATION, 0), ME, at(50)),
+            None
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever was read, an attempt never writes another holder, always renews at `now`, and
+        /// never takes a lease from a holder whose promise is still running.
+        #[test]
+        fn attempts_only_ever_claim_for_us(
+            holder in proptest::option::of("[a-z]{0,3}"),
+            promised in -5i32..100,
+            transitions in proptest::option::of(0i32..1000),
+            unchanged in 0u64..200,
+        ) {
+            let current = LeaseSpec {
+                holder_identity: holder.clone(),
+                lease_duration_seconds: Some(promised),
+                lease_transitions: transitions,
+                ..LeaseSpec::default()
+            };
+            let unchanged_for = Duration::from_secs(unchanged);
+            match plan_attempt(Some(&current), unchanged_for, ME, DURATION, at(99)) {
+                Attempt::Update(spec) => {
+                    proptest::prop_assert_eq!(spec.holder_identity.as_deref(), Some(ME));
+                    proptest::prop_assert_eq!(spec.renew_time, Some(MicroTime(at(99))));
+                    let effective = if promised > 0 { promised } else { DURATION };
+                    let other = holder.as_deref().is_some_and(|h| !h.is_empty() && h != ME);
+                    proptest::prop_assert!(!other || unchanged >= u64::try_from(effective).unwrap());
+                }
+                Attempt::HeldBy(other) => {
+                    proptest::prop_assert_eq!(Some(other.as_str()), holder.as_deref());
+                    proptest::prop_assert_ne!(other.as_str(), ME);
+                }
+                Attempt::Create(_) => proptest::prop_assert!(false, "a read lease is never created"),
+            }
+        }
+    }
 
     #[test]
     fn identities_are_unique_and_carry_the_hostname() {

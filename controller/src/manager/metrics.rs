@@ -1,10 +1,15 @@
-//! Prometheus metrics of the manager, served on `/metrics` of the admin server.
+//! Prometheus metrics of the manager, served on `/metrics` of the admin servers.
 //!
 //! Every upstream metric of reference §9.1 (machine-controller) and §9.2
 //! (machine-controller-manager) is registered under its upstream name and labels, so existing
-//! dashboards and alerts carry over. On top of those, three metrics of our own:
-//! `mcm_reconcile_duration_seconds{controller}`, `mcm_workqueue_depth{name,queue}` and
-//! `mcm_driver_call_duration_seconds{method,code}`.
+//! dashboards and alerts carry over, in one registry per upstream binary ([`MetricsPort`]): the
+//! machine-controller-manager's on `--port`, the machine-controller's on
+//! `--machine-metrics-port`. client-go's workqueue families (§9.3) are registered on both and fed
+//! by the queue of each controller ([`Metrics::workqueue_added`], ...), routed to the port of that
+//! controller's binary; `process_*` comes from [`super::process_metrics`]. On top of those, two
+//! metrics of our own: `mcm_reconcile_duration_seconds{controller}` and
+//! `mcm_driver_call_duration_seconds{method,code}` (and a `queue` label on the workqueue families
+//! repeating `name`).
 //!
 //! The controllers fill the values through the methods of [`Metrics`]:
 //! * event-driven metrics (durations, failed joins, driver calls, reconciles) are updated where the
@@ -39,6 +44,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use super::process_metrics::ProcessCollector;
+use super::selection::{Share, share_of};
 
 /// Content type of the text exposition written by [`Metrics::encode`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -578,7 +586,10 @@ const MACHINE_DEPLOYMENT_GAUGES: &[(&str, &str)] = &[
 pub type ScrapeHook = Box<dyn Fn(&Metrics) + Send + Sync>;
 
 struct Inner {
-    registry: Registry,
+    /// Upstream machine-controller-manager's series (`--port`).
+    manager_registry: Registry,
+    /// Upstream machine-controller's series (`--machine-metrics-port`).
+    machine_registry: Registry,
     scrape_hooks: Mutex<Vec<ScrapeHook>>,
 
     // §9.1, scrape time.
@@ -610,9 +621,10 @@ struct Inner {
     machine_deployment_failed_machines: Family<FailedMachineLabels, Gauge>,
     machine_deployment_gauges: ObjectGauges,
     // Ours.
-    reconcile_duration: HistogramFamily<ControllerLabels>,
-    workqueue_depth: Family<QueueLabels, Gauge>,
     driver_call_duration: HistogramFamily<MethodCodeLabels>,
+    // client-go workqueue families (and our reconcile durations), one set per port.
+    manager_queues: QueueMetrics,
+    machine_queues: QueueMetrics,
 }
 
 /// The manager's metrics. Cheap to clone; every clone updates the same registry.
@@ -643,91 +655,95 @@ impl Metrics {
     /// A registry with every metric registered and no values yet.
     pub fn new() -> Self {
         let mut r = Registry::default();
+        let mut m = Registry::default();
+        for registry in [&mut r, &mut m] {
+            registry.register_collector(Box::new(ProcessCollector));
+        }
         let inner = Inner {
             machine_items: register(
-                &mut r,
+                &mut m,
                 "mcm_machine_items_total",
                 "Count of machines currently managed by the mcm",
                 Gauge::default(),
             ),
             machine_phase: register(
-                &mut r,
+                &mut m,
                 "mcm_machine_current_status_phase",
                 "Current phase of the machine: Terminating -4, Failed -3, CrashLoopBackOff -2, Unknown -1, Pending 0, Running 1 (other phases 0)",
                 Family::default(),
             ),
             machine_frozen: register(
-                &mut r,
+                &mut m,
                 "mcm_machine_controller_frozen",
                 "1 if the machine controller is frozen by the API server safety check, else 0",
                 Gauge::default(),
             ),
             machine_info: register(
-                &mut r,
+                &mut m,
                 "mcm_machine_info",
                 "Information of the machines managed by the mcm (always 1)",
                 Family::default(),
             ),
             machine_condition: register(
-                &mut r,
+                &mut m,
                 "mcm_machine_status_condition",
                 "Status conditions of the machines: True 1, False 0, Unknown 2",
                 Family::default(),
             ),
             machine_create_duration: register(
-                &mut r,
+                &mut m,
                 "mcm_machine_create_duration_seconds",
                 "Seconds from creation of the Machine object to a successful CreateMachine call",
                 Family::default(),
             ),
             machine_initialize_duration: register(
-                &mut r,
+                &mut m,
                 "mcm_machine_initialize_duration_seconds",
                 "Seconds from creation of the Machine object to a successful InitializeMachine call",
                 Family::default(),
             ),
             machine_join_duration: register(
-                &mut r,
+                &mut m,
                 "mcm_machine_join_duration_seconds",
                 "Seconds from creation of the Machine object until it first became Running",
                 Family::default(),
             ),
             machine_drain_duration: register(
-                &mut r,
+                &mut m,
                 "mcm_machine_drain_duration_seconds",
                 "Seconds a successful drain of the machine's node took",
                 Family::default(),
             ),
             machine_delete_duration: register(
-                &mut r,
+                &mut m,
                 "mcm_machine_delete_duration_seconds",
                 "Seconds from the deletion timestamp to a successful DeleteMachine call",
                 Family::default(),
             ),
             machine_failed_join: register(
-                &mut r,
+                &mut m,
                 "mcm_machine_num_failed_join",
                 "Machines that failed to join before the creation timeout (monotonic; a gauge only because OpenMetrics requires counters to end in _total)",
                 Family::default(),
             ),
             driver_request_duration: register(
-                &mut r,
+                &mut m,
                 "mcm_cloud_api_driver_request_duration_seconds",
                 "Duration of driver calls by provider and operation",
                 histogram_family(default_buckets),
             ),
             driver_requests_failed: register(
-                &mut r,
+                &mut m,
                 "mcm_cloud_api_driver_requests_failed",
                 "Failed driver calls by provider, operation and error code",
                 Family::default(),
             ),
-            scrape_failures: register(
-                &mut r,
-                "mcm_misc_scrape_failure",
-                "Failures to list objects while collecting metrics",
-                Family::default(),
-            ),
+            scrape_failures: {
+                let help = "Failures to list objects while collecting metrics";
+                let family = register(&mut r, "mcm_misc_scrape_failure", help, Family::default());
+                m.register("mcm_misc_scrape_failure", help, family.clone());
+                family
+            },
             stale_machines: register(
                 &mut r,
                 "mcm_machine_stale_machines",
@@ -784,25 +800,16 @@ impl Metrics {
                 Family::default(),
             ),
             machine_deployment_gauges: ObjectGauges::register(&mut r, MACHINE_DEPLOYMENT_GAUGES),
-            reconcile_duration: register(
-                &mut r,
-                "mcm_reconcile_duration_seconds",
-                "Duration of one reconcile by controller",
-                histogram_family(latency_buckets),
-            ),
-            workqueue_depth: register(
-                &mut r,
-                "mcm_workqueue_depth",
-                "Keys waiting in a work queue (labels name and queue both hold the queue name)",
-                Family::default(),
-            ),
             driver_call_duration: register(
-                &mut r,
+                &mut m,
                 "mcm_driver_call_duration_seconds",
                 "Duration of gRPC driver calls by method and result code",
                 histogram_family(latency_buckets),
             ),
-            registry: r,
+            manager_queues: QueueMetrics::register(&mut r),
+            machine_queues: QueueMetrics::register(&mut m),
+            manager_registry: r,
+            machine_registry: m,
             scrape_hooks: Mutex::new(Vec::new()),
         };
         Self(Arc::new(inner))
@@ -818,13 +825,13 @@ impl Metrics {
             .push(hook);
     }
 
-    /// Runs the scrape hooks, then encodes every metric in the OpenMetrics text format
+    /// Runs the scrape hooks, then encodes the series of `port` in the OpenMetrics text format
     /// ([`CONTENT_TYPE`]).
     ///
     /// Scrapes are serialized (the hook list stays locked while encoding), so two concurrent
     /// scrapes never see a snapshot half replaced by the other's hooks. Hooks must not call
     /// [`Metrics::on_scrape`] or [`Metrics::encode`].
-    pub fn encode(&self) -> Result<String, fmt::Error> {
+    pub fn encode_port(&self, port: MetricsPort) -> Result<String, fmt::Error> {
         let hooks = self
             .0
             .scrape_hooks
@@ -834,9 +841,36 @@ impl Metrics {
             hook(self);
         }
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.0.registry)?;
+        match port {
+            MetricsPort::ControllerManager => {
+                prometheus_client::encoding::text::encode(&mut text, &self.0.manager_registry)?;
+            }
+            MetricsPort::MachineController => {
+                prometheus_client::encoding::text::encode(&mut text, &self.0.machine_registry)?;
+            }
+            MetricsPort::Both => {
+                let mut manager = String::new();
+                prometheus_client::encoding::text::encode_registry(
+                    &mut manager,
+                    &self.0.manager_registry,
+                )?;
+                let mut machine = String::new();
+                prometheus_client::encoding::text::encode_registry(
+                    &mut machine,
+                    &self.0.machine_registry,
+                )?;
+                text = merge_expositions(&manager, &machine);
+                prometheus_client::encoding::text::encode_eof(&mut text)?;
+            }
+        }
         drop(hooks);
         Ok(text)
+    }
+
+    /// Every series (both ports) in one exposition, as served on `--port` when the machine
+    /// series have no port of their own (`--machine-metrics-port=0`).
+    pub fn encode(&self) -> Result<String, fmt::Error> {
+        self.encode_port(MetricsPort::Both)
     }
 
     // ----- machine controller, event driven -------------------------------------------------
@@ -1141,9 +1175,16 @@ impl Metrics {
 
     // ----- ours -------------------------------------------------------------------------------
 
+    fn queues(&self, queue: &str) -> &QueueMetrics {
+        match share_of(queue) {
+            Some(Share::MachineController) => &self.0.machine_queues,
+            _ => &self.0.manager_queues,
+        }
+    }
+
     /// One reconcile of `controller` finished after `duration`.
     pub fn reconcile_finished(&self, controller: &str, duration: std::time::Duration) {
-        self.0
+        self.queues(controller)
             .reconcile_duration
             .get_or_create(&ControllerLabels {
                 controller: controller.to_owned(),
@@ -1153,14 +1194,196 @@ impl Metrics {
 
     /// The work queue `queue` now holds `depth` keys.
     pub fn set_workqueue_depth(&self, queue: &str, depth: usize) {
-        self.0
-            .workqueue_depth
-            .get_or_create(&QueueLabels {
-                name: queue.to_owned(),
-                queue: queue.to_owned(),
-            })
+        self.queues(queue)
+            .depth
+            .get_or_create(&QueueLabels::of(queue))
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
+
+    /// A key entered the work queue `queue` (client-go's `adds`).
+    pub fn workqueue_added(&self, queue: &str) {
+        self.queues(queue)
+            .adds
+            .get_or_create(&QueueLabels::of(queue))
+            .inc();
+    }
+
+    /// A key of `queue` was handed to a worker after waiting `waited`.
+    pub fn workqueue_started(&self, queue: &str, waited: std::time::Duration) {
+        self.queues(queue)
+            .queue_duration
+            .get_or_create(&QueueLabels::of(queue))
+            .observe(waited.as_secs_f64());
+    }
+
+    /// A worker of `queue` finished a key after `worked`.
+    pub fn workqueue_finished(&self, queue: &str, worked: std::time::Duration) {
+        self.queues(queue)
+            .work_duration
+            .get_or_create(&QueueLabels::of(queue))
+            .observe(worked.as_secs_f64());
+    }
+
+    /// A key of `queue` was re-added rate limited (client-go's `retries`).
+    pub fn workqueue_retried(&self, queue: &str) {
+        self.queues(queue)
+            .retries
+            .get_or_create(&QueueLabels::of(queue))
+            .inc();
+    }
+
+    /// The work in progress of `queue`: the sum of the running keys' ages and the oldest one's
+    /// (client-go's `unfinished_work_seconds` and `longest_running_processor_seconds`).
+    pub fn set_workqueue_in_progress(&self, queue: &str, unfinished: f64, longest: f64) {
+        let families = self.queues(queue);
+        let labels = QueueLabels::of(queue);
+        families.unfinished.get_or_create(&labels).set(unfinished);
+        families.longest.get_or_create(&labels).set(longest);
+    }
+}
+
+/// Which exposition a series belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricsPort {
+    /// Upstream machine-controller-manager's series, on `--port`.
+    ControllerManager,
+    /// Upstream machine-controller's series, on `--machine-metrics-port` (Gardener's
+    /// `providermetrics` port).
+    MachineController,
+    /// Both in one exposition.
+    Both,
+}
+
+/// The work queue families of one port: client-go's workqueue metrics with upstream names
+/// (`mcm_` prefix, label `name`; `queue` repeats it for dashboards written against our earlier
+/// label) and our reconcile durations.
+struct QueueMetrics {
+    depth: Family<QueueLabels, Gauge>,
+    adds: Family<QueueLabels, Counter>,
+    queue_duration: HistogramFamily<QueueLabels>,
+    work_duration: HistogramFamily<QueueLabels>,
+    unfinished: Family<QueueLabels, FloatGauge>,
+    longest: Family<QueueLabels, FloatGauge>,
+    retries: Family<QueueLabels, Counter>,
+    reconcile_duration: HistogramFamily<ControllerLabels>,
+}
+
+/// client-go's workqueue latency buckets: 10 ns times powers of ten, ten of them.
+fn workqueue_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(10e-9, 10.0, 10))
+}
+
+impl QueueMetrics {
+    fn register(r: &mut Registry) -> Self {
+        Self {
+            depth: register(
+                r,
+                "mcm_workqueue_depth",
+                "Current depth of workqueue",
+                Family::default(),
+            ),
+            adds: register(
+                r,
+                "mcm_workqueue_adds",
+                "Total number of adds handled by workqueue",
+                Family::default(),
+            ),
+            queue_duration: register(
+                r,
+                "mcm_workqueue_queue_duration_seconds",
+                "How long in seconds an item stays in workqueue before being requested",
+                histogram_family(workqueue_buckets),
+            ),
+            work_duration: register(
+                r,
+                "mcm_workqueue_work_duration_seconds",
+                "How long in seconds processing an item from workqueue takes",
+                histogram_family(workqueue_buckets),
+            ),
+            unfinished: register(
+                r,
+                "mcm_workqueue_unfinished_work_seconds",
+                "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
+                Family::default(),
+            ),
+            longest: register(
+                r,
+                "mcm_workqueue_longest_running_processor_seconds",
+                "How many seconds has the longest running processor for workqueue been running",
+                Family::default(),
+            ),
+            retries: register(
+                r,
+                "mcm_workqueue_retries",
+                "Total number of retries handled by workqueue",
+                Family::default(),
+            ),
+            reconcile_duration: register(
+                r,
+                "mcm_reconcile_duration_seconds",
+                "Duration of one reconcile by controller",
+                histogram_family(latency_buckets),
+            ),
+        }
+    }
+}
+
+impl QueueLabels {
+    fn of(queue: &str) -> Self {
+        Self {
+            name: queue.to_owned(),
+            queue: queue.to_owned(),
+        }
+    }
+}
+
+/// The families of an exposition (without `# EOF`) as (name, block), each block starting at its
+/// `# HELP` line.
+fn families(text: &str) -> Vec<(&str, &str)> {
+    let mut blocks: Vec<(&str, &str)> = Vec::new();
+    let mut start: Option<(&str, usize)> = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            if let Some((name, begin)) = start {
+                blocks.push((name, &text[begin..offset]));
+            }
+            let name = rest.split_whitespace().next().unwrap_or_default();
+            start = Some((name, offset));
+        }
+        offset += line.len();
+    }
+    if let Some((name, begin)) = start {
+        blocks.push((name, &text[begin..]));
+    }
+    blocks
+}
+
+/// Two expositions (without `# EOF`) as one: a family present in both keeps its first header
+/// and gets the second's samples it lacks; the process families, identical in both, appear once.
+fn merge_expositions(first: &str, second: &str) -> String {
+    let mut merged: Vec<(&str, String)> = families(first)
+        .into_iter()
+        .map(|(name, block)| (name, block.to_owned()))
+        .collect();
+    for (name, block) in families(second) {
+        match merged.iter_mut().find(|(known, _)| *known == name) {
+            Some(_) if name.starts_with("process_") => {}
+            Some((_, existing)) => {
+                // Families registered on both ports (scrape failures) hold the same series.
+                let samples: Vec<&str> = block
+                    .split_inclusive('\n')
+                    .filter(|line| {
+                        !line.starts_with('#')
+                            && !existing.split_inclusive('\n').any(|known| known == *line)
+                    })
+                    .collect();
+                existing.extend(samples);
+            }
+            None => merged.push((name, block.to_owned())),
+        }
+    }
+    merged.into_iter().map(|(_, block)| block).collect()
 }
 
 fn set_conditions(

@@ -506,3 +506,177 @@ fn machines_without_a_name_label_get_no_duration_labels() {
     assert_eq!(sample.created_at, 0);
     assert_eq!(phase_value(&sample.phase), 0);
 }
+
+/// Gardener's ServiceMonitor keeps these only from the `providermetrics` port (10259).
+const MACHINE_PORT_NAMES: &[&str] = &[
+    "mcm_machine_items_total",
+    "mcm_machine_current_status_phase",
+    "mcm_machine_info",
+    "mcm_machine_status_condition",
+    "mcm_machine_controller_frozen",
+    "mcm_cloud_api_driver_request_duration_seconds_count",
+    "mcm_cloud_api_driver_requests_failed_total",
+];
+
+/// ... and these only from the `metrics` port (10258).
+const MANAGER_PORT_NAMES: &[&str] = &[
+    "mcm_machine_set_items_total",
+    "mcm_machine_set_info",
+    "mcm_machine_deployment_items_total",
+    "mcm_machine_deployment_info",
+    "mcm_machine_stale_machines_total",
+];
+
+fn has_sample(text: &str, name: &str) -> bool {
+    sample_lines(text)
+        .iter()
+        .any(|line| line.starts_with(&format!("{name}{{")) || line.starts_with(&format!("{name} ")))
+}
+
+#[test]
+fn each_port_serves_its_binarys_series() {
+    let metrics = Metrics::new();
+    populate(&metrics);
+    metrics.set_workqueue_depth("machineset", 2);
+    let manager = metrics.encode_port(MetricsPort::ControllerManager).unwrap();
+    let machine = metrics.encode_port(MetricsPort::MachineController).unwrap();
+    for name in MACHINE_PORT_NAMES {
+        assert!(
+            has_sample(&machine, name),
+            "{name} missing on the machine port:\n{machine}"
+        );
+        assert!(
+            !has_sample(&manager, name),
+            "{name} on the manager port:\n{manager}"
+        );
+    }
+    for name in MANAGER_PORT_NAMES {
+        assert!(
+            has_sample(&manager, name),
+            "{name} missing on the manager port:\n{manager}"
+        );
+        assert!(
+            !has_sample(&machine, name),
+            "{name} on the machine port:\n{machine}"
+        );
+    }
+    // Work queues go with their controller's binary.
+    assert!(
+        machine.contains(r#"mcm_workqueue_depth{name="machine",queue="machine"} 7"#),
+        "{machine}"
+    );
+    assert!(
+        manager.contains(r#"mcm_workqueue_depth{name="machineset",queue="machineset"} 2"#),
+        "{manager}"
+    );
+    assert!(!manager.contains(r#"name="machine","#), "{manager}");
+    // Both ports describe the process (Linux).
+    if std::path::Path::new("/proc/self/stat").exists() {
+        for text in [&manager, &machine] {
+            for name in [
+                "process_open_fds",
+                "process_max_fds",
+                "process_cpu_seconds_total",
+                "process_resident_memory_bytes",
+            ] {
+                assert!(has_sample(text, name), "{name} missing:\n{text}");
+            }
+        }
+    } else {
+        println!("SKIPPED process_* checks: no /proc");
+    }
+}
+
+#[test]
+fn the_combined_exposition_has_every_family_once() {
+    let metrics = Metrics::new();
+    populate(&metrics);
+    metrics.set_workqueue_depth("machineset", 2);
+    let text = metrics.encode().unwrap();
+    let mut helps: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("# HELP "))
+        .map(|rest| rest.split_whitespace().next().unwrap())
+        .collect();
+    let count = helps.len();
+    helps.sort_unstable();
+    helps.dedup();
+    assert_eq!(helps.len(), count, "a family is described twice:\n{text}");
+    // The merged work queue family holds both ports' series.
+    assert!(text.contains(r#"mcm_workqueue_depth{name="machine",queue="machine"} 7"#));
+    assert!(text.contains(r#"mcm_workqueue_depth{name="machineset",queue="machineset"} 2"#));
+    assert_eq!(text.matches("# EOF").count(), 1);
+    assert!(text.ends_with("# EOF\n"));
+}
+
+#[test]
+fn workqueue_families_follow_client_go() {
+    let metrics = Metrics::new();
+    metrics.workqueue_added("machineset");
+    metrics.workqueue_added("machineset");
+    metrics.workqueue_retried("machineset");
+    metrics.workqueue_started("machineset", Duration::from_millis(2));
+    metrics.workqueue_finished("machineset", Duration::from_millis(5));
+    metrics.set_workqueue_in_progress("machineset", 1.5, 1.0);
+    let text = metrics.encode_port(MetricsPort::ControllerManager).unwrap();
+    let labels = r#"{name="machineset",queue="machineset"}"#;
+    for (name, kind) in [
+        ("mcm_workqueue_adds", "counter"),
+        ("mcm_workqueue_retries", "counter"),
+        ("mcm_workqueue_queue_duration_seconds", "histogram"),
+        ("mcm_workqueue_work_duration_seconds", "histogram"),
+        ("mcm_workqueue_unfinished_work_seconds", "gauge"),
+        ("mcm_workqueue_longest_running_processor_seconds", "gauge"),
+    ] {
+        assert!(
+            text.contains(&format!("# TYPE {name} {kind}\n")),
+            "{name}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains(&format!("mcm_workqueue_adds_total{labels} 2\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("mcm_workqueue_retries_total{labels} 1\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "mcm_workqueue_queue_duration_seconds_count{labels} 1\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "mcm_workqueue_unfinished_work_seconds{labels} 1.5\n"
+        )),
+        "{text}"
+    );
+    // client-go's buckets: 10 ns .. 1 s by powers of ten (ten of them), then +Inf.
+    let bounds: Vec<f64> = text
+        .lines()
+        .filter(|line| line.starts_with("mcm_workqueue_work_duration_seconds_bucket{"))
+        .filter_map(|line| line.split("le=\"").nth(1)?.split('"').next())
+        .filter(|bound| *bound != "+Inf")
+        .map(|bound| bound.parse().unwrap())
+        .collect();
+    assert_eq!(bounds.len(), 10, "{text}");
+    for (index, bound) in bounds.iter().enumerate() {
+        let expected = 1e-8 * 10f64.powi(i32::try_from(index).unwrap());
+        assert!(
+            (bound / expected - 1.0).abs() < 1e-9,
+            "{bound} != {expected}"
+        );
+    }
+}
+
+#[test]
+fn merging_keeps_first_headers_and_appends_samples() {
+    let first = "# HELP a A.\n# TYPE a gauge\na{x=\"1\"} 1\n# HELP process_open_fds P.\n# TYPE process_open_fds gauge\nprocess_open_fds 5\n";
+    let second = "# HELP a A.\n# TYPE a gauge\na{x=\"2\"} 2\n# HELP b B.\n# TYPE b gauge\nb 3\n# HELP process_open_fds P.\n# TYPE process_open_fds gauge\nprocess_open_fds 6\n";
+    assert_eq!(
+        merge_expositions(first, second),
+        "# HELP a A.\n# TYPE a gauge\na{x=\"1\"} 1\na{x=\"2\"} 2\n# HELP process_open_fds P.\n# TYPE process_open_fds gauge\nprocess_open_fds 5\n# HELP b B.\n# TYPE b gauge\nb 3\n"
+    );
+}

@@ -18,9 +18,13 @@
 
 pub mod admin;
 pub mod clients;
+pub mod compose;
 pub mod config;
 pub mod leader;
+pub mod logging;
 pub mod metrics;
+pub mod process_metrics;
+pub mod selection;
 pub mod throttle;
 
 use std::panic::AssertUnwindSafe;
@@ -38,7 +42,7 @@ use self::admin::Health;
 use self::clients::ClientError;
 use self::config::Config;
 use self::leader::{LeaderElector, LeaderError, LeaderSettings};
-use self::metrics::Metrics;
+use self::metrics::{Metrics, MetricsPort};
 
 /// Error type controllers return from their hooks.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -85,6 +89,9 @@ pub struct RunOptions {
     pub identity: String,
     /// An already bound admin listener (tests bind port 0); `None` binds `--address:--port`.
     pub admin_listener: Option<TcpListener>,
+    /// An already bound listener for the machine-level metrics (tests bind port 0); `None` binds
+    /// `--address:--machine-metrics-port`. Unused when no machine-controller controller runs.
+    pub machine_metrics_listener: Option<TcpListener>,
     /// How long to wait for the control API server (upstream: 10 s).
     pub api_wait: Duration,
     /// Interval between attempts to reach it (upstream: 1 s).
@@ -103,6 +110,7 @@ impl RunOptions {
         Self {
             identity: identity.into(),
             admin_listener: None,
+            machine_metrics_listener: None,
             api_wait: Duration::from_secs(10),
             api_poll: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(30),
@@ -162,12 +170,22 @@ pub async fn run(
     let RunOptions {
         identity,
         admin_listener,
+        machine_metrics_listener,
         api_wait,
         api_poll,
         shutdown_grace,
         health,
         metrics,
     } = options;
+    let machine_listener = match (config.machine_metrics_address, machine_metrics_listener) {
+        (None, _) => None,
+        (Some(_), Some(listener)) => Some(listener),
+        (Some(address), None) => Some(
+            TcpListener::bind(address)
+                .await
+                .map_err(|source| ManagerError::AdminBind { address, source })?,
+        ),
+    };
     let listener = match admin_listener {
         Some(listener) => listener,
         None => TcpListener::bind(config.admin_address)
@@ -184,11 +202,34 @@ pub async fn run(
         tracing::warn!("--profiling is accepted for compatibility; no pprof endpoints are served");
     }
     let admin_stop = CancellationToken::new();
+    // Upstream serves the two binaries' series on two ports; with `--machine-metrics-port=0`
+    // the machine series join --port; without machine controllers --port has only its own.
+    let main_view = if machine_listener.is_none()
+        && config.controllers.runs(selection::Share::MachineController)
+    {
+        MetricsPort::Both
+    } else {
+        MetricsPort::ControllerManager
+    };
     let mut admin_task = tokio::spawn(admin::serve(
         listener,
-        admin::router(health.clone(), metrics.clone()),
+        admin::router_for(health.clone(), metrics.clone(), main_view),
         admin_stop.clone(),
     ));
+    let machine_task = machine_listener.map(|listener| {
+        if let Ok(address) = listener.local_addr() {
+            tracing::info!(%address, "machine metrics listening (/metrics, /healthz)");
+        }
+        tokio::spawn(admin::serve(
+            listener,
+            admin::router_for(
+                health.clone(),
+                metrics.clone(),
+                MetricsPort::MachineController,
+            ),
+            admin_stop.clone(),
+        ))
+    });
 
     let managed = manage(
         Arc::new(config),
@@ -218,6 +259,13 @@ pub async fn run(
         tracing::error!(%error, "manager stopping");
     }
     admin_stop.cancel();
+    if let Some(task) = machine_task
+        && tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .is_err()
+    {
+        tracing::warn!("the machine metrics server did not stop within 5s");
+    }
     if !admin_done
         && tokio::time::timeout(Duration::from_secs(5), admin_task)
             .await

@@ -212,6 +212,56 @@ async fn a_leader_whose_lease_is_taken_over_reports_the_loss() {
     sandbox.shutdown().await;
 }
 
+/// Gardener's Role grants Leases create, get, watch and update, never patch: the whole life of an
+/// election (create, renewals, a take-over, the release) must stay within those verbs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_election_uses_get_create_and_update_only() {
+    let sandbox = sandbox().await;
+    sandbox.faults().reset_counters();
+    let (mut a, mut b, a_off) = two_electors(&sandbox).await;
+    a_off.store(true, Ordering::SeqCst);
+    guarded("a noticing the loss", a.lost()).await;
+    guarded("b taking over", b.became_leader()).await.unwrap();
+    b.stop().await;
+    a.stop().await;
+    let counters = sandbox.faults().counters();
+    let verbs: std::collections::BTreeMap<mcm_sandbox::Verb, u64> = counters
+        .counts
+        .iter()
+        .filter(|((_, resource, _), _)| resource == "leases")
+        .fold(Default::default(), |mut verbs, ((verb, _, _), count)| {
+            *verbs.entry(*verb).or_default() += count;
+            verbs
+        });
+    println!("lease requests by verb: {verbs:?}");
+    let allowed = [
+        mcm_sandbox::Verb::Get,
+        mcm_sandbox::Verb::Create,
+        mcm_sandbox::Verb::Update,
+        mcm_sandbox::Verb::Watch,
+    ];
+    for verb in verbs.keys() {
+        assert!(
+            allowed.contains(verb),
+            "a lease request used {verb}: {verbs:?}"
+        );
+    }
+    // The election really ran through the sandbox: created once, renewed and taken over by PUT.
+    assert!(
+        verbs
+            .get(&mcm_sandbox::Verb::Create)
+            .is_some_and(|count| *count >= 1),
+        "{verbs:?}"
+    );
+    assert!(
+        verbs
+            .get(&mcm_sandbox::Verb::Update)
+            .is_some_and(|count| *count >= 3),
+        "{verbs:?}"
+    );
+    sandbox.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_timings_are_an_error_not_a_panic() {
     let sandbox = sandbox().await;
@@ -363,7 +413,9 @@ async fn run_becomes_leader_serves_health_and_stops_cleanly() {
     assert_eq!(http_get(address, "/readyz").await, (200, "ok".to_owned()));
     let (status, metrics) = http_get(address, "/metrics").await;
     assert_eq!(status, 200);
-    assert!(metrics.contains("mcm_machine_items_total"), "{metrics}");
+    // No --driver-endpoint: upstream machine-controller-manager's share and its series only.
+    assert!(metrics.contains("mcm_machine_set_items_total"), "{metrics}");
+    assert!(!metrics.contains("mcm_machine_items_total"), "{metrics}");
 
     shutdown.cancel();
     guarded("manager stop", manager).await.unwrap().unwrap();

@@ -2,6 +2,8 @@
 //! overshooting freeze of MachineSets and MachineDeployments.
 
 pub mod apiserver;
+pub mod common;
+pub mod context;
 pub mod orphans;
 pub mod overshoot;
 pub mod reconcile;

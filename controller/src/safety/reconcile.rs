@@ -1,6 +1,7 @@
-//! The safety controller shells (registered as `"safety"`): orphan VM collection and the API-server
-//! health freeze (machine side, reference §3.14) and the overshooting freeze of MachineSets and
-//! MachineDeployments (§6).
+//! The safety controller shells, one per upstream queue (each a controller of its own, so the
+//! overshooting check can run in upstream's `machine-controller-manager` share without the two
+//! machine-side ones): orphan VM collection and the API-server health freeze (machine side,
+//! reference §3.14) and the overshooting freeze of MachineSets and MachineDeployments (§6).
 //!
 //! Each runs its own single-key work queue (key `""`, as upstream), so at most one run of each is
 //! in flight; runs are triggered at start, after their period, and by the informer events the
@@ -21,9 +22,9 @@ use tokio_util::sync::CancellationToken;
 use crate::machine::plan::routing::triggers_orphan_collection;
 use crate::manager::BoxError;
 use crate::safety::apiserver::check::{self as apiserver_check, ApiServerChecker};
+use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
 use crate::safety::orphans::collect as orphan_collect;
 use crate::safety::overshoot::apply as overshoot_apply;
-use crate::shell::Shell;
 use crate::shell::informer::Change;
 use crate::shell::queue::WorkQueue;
 
@@ -36,8 +37,6 @@ pub const APISERVER_QUEUE: &str = "machinesafetyapiserver";
 /// Queue name of the overshooting check.
 pub const OVERSHOOT_QUEUE: &str = "machinesafetyovershooting";
 
-/// Shortest period used, whatever the flags say: a `0s` period must not become a busy loop.
-const MIN_PERIOD: Duration = Duration::from_millis(100);
 /// Machine adds arrive in bursts (a scale-up); one overshoot run shortly after the burst sees
 /// them all instead of one run per machine.
 const OVERSHOOT_DEBOUNCE: Duration = Duration::from_millis(200);
@@ -46,141 +45,99 @@ const OVERSHOOT_DEBOUNCE: Duration = Duration::from_millis(200);
 /// suffices.
 const ORPHAN_DEBOUNCE: Duration = Duration::from_secs(1);
 
-/// What went wrong in one safety run (logged; the run is retried).
-#[derive(Debug, thiserror::Error)]
-pub enum SafetyError {
-    /// An API call failed.
-    #[error("cannot {action} {kind} {name}: {source}")]
-    Api {
-        /// What was attempted (`get`, `update status of`, ...).
-        action: &'static str,
-        /// Kind of the object.
-        kind: &'static str,
-        /// Name of the object.
-        name: String,
-        /// The client error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A driver call failed.
-    #[error("driver {method} for MachineClass {class} failed: {source}")]
-    Driver {
-        /// The driver method.
-        method: &'static str,
-        /// The MachineClass of the request.
-        class: String,
-        /// The driver's error.
-        #[source]
-        source: mcm_provider_proto::MachineError,
-    },
-}
+pub use crate::safety::common::{SafetyError, period};
 
-impl SafetyError {
-    /// Whether this is an optimistic-concurrency conflict (retry soon, nothing is wrong).
-    #[must_use]
-    pub fn is_conflict(&self) -> bool {
-        matches!(self, SafetyError::Api { source: kube::Error::Api(status), .. } if status.code == 409)
-    }
-}
-
-/// Converts a flag duration to a timer period (negative values are refused by flag validation;
-/// they and zero become [`MIN_PERIOD`]).
-#[must_use]
-pub fn period(duration: mcm_api::duration::Duration) -> Duration {
-    duration.to_std().unwrap_or_default().max(MIN_PERIOD)
-}
-
-/// Runs the safety controllers until `shutdown`.
-pub fn run(
-    shell: Arc<Shell>,
+/// Runs the orphan VM and orphan Node collection (`machinesafetyorphanvms`) until `shutdown`.
+pub fn run_orphans(
+    shell: Arc<OrphanContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
         let orphans = WorkQueue::new(ORPHAN_QUEUE, Some(shell.metrics.clone()));
-        let overshoot = WorkQueue::new(OVERSHOOT_QUEUE, Some(shell.metrics.clone()));
-        subscribe(&shell, &orphans, &overshoot);
-        orphans.add(KEY);
-        overshoot.add(KEY);
-
-        let orphan_loop = {
-            let shell = Arc::clone(&shell);
+        {
             let orphans = orphans.clone();
-            let shutdown = shutdown.clone();
-            async move {
-                orphans
-                    .run(1, shutdown, move |_key| {
-                        let shell = Arc::clone(&shell);
-                        async move { orphan_collect::run_once(&shell).await }
-                    })
-                    .await;
-            }
-        };
-        let overshoot_loop = {
-            let shell = Arc::clone(&shell);
-            let overshoot = overshoot.clone();
-            let shutdown = shutdown.clone();
-            async move {
-                overshoot
-                    .run(1, shutdown, move |_key| {
-                        let shell = Arc::clone(&shell);
-                        async move { overshoot_apply::run_once(&shell).await }
-                    })
-                    .await;
-            }
-        };
-        let apiserver_loop = {
-            let shell = Arc::clone(&shell);
-            let shutdown = shutdown.clone();
-            async move {
-                if shell.target.is_none() {
-                    // Upstream starts this check only with a target cluster (Q25).
-                    tracing::info!("no target cluster: the API-server safety check is not run");
-                    shutdown.cancelled().await;
-                    return;
+            shell.machines.subscribe(move |change| match change {
+                Change::Added(_) => {}
+                Change::Updated { old, new } => {
+                    if triggers_orphan_collection(old, new) {
+                        orphans.add_after(KEY, ORPHAN_DEBOUNCE);
+                    }
                 }
-                let queue = WorkQueue::new(APISERVER_QUEUE, Some(shell.metrics.clone()));
-                queue.add(KEY);
-                let checker = Arc::new(Mutex::new(ApiServerChecker::default()));
-                queue
-                    .run(1, shutdown, move |_key| {
-                        let shell = Arc::clone(&shell);
-                        let checker = Arc::clone(&checker);
-                        async move { apiserver_check::run_once(&shell, &checker).await }
-                    })
-                    .await;
-            }
-        };
-        tokio::join!(orphan_loop, overshoot_loop, apiserver_loop);
+                Change::Deleted(_) => orphans.add_after(KEY, ORPHAN_DEBOUNCE),
+            });
+        }
+        orphans.add(KEY);
+        orphans
+            .run(1, shutdown, move |_key| {
+                let shell = Arc::clone(&shell);
+                async move { orphan_collect::run_once(&shell).await }
+            })
+            .await;
         Ok(())
     })
 }
 
-/// Informer triggers (handlers only enqueue).
-fn subscribe(shell: &Shell, orphans: &WorkQueue, overshoot: &WorkQueue) {
-    {
-        let orphans = orphans.clone();
-        let overshoot = overshoot.clone();
-        shell.machines.subscribe(move |change| match change {
-            Change::Added(_) => overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE),
-            Change::Updated { old, new } => {
-                if triggers_orphan_collection(old, new) {
-                    orphans.add_after(KEY, ORPHAN_DEBOUNCE);
+/// Runs the overshooting check (`machinesafetyovershooting`) until `shutdown`.
+pub fn run_overshoot(
+    shell: Arc<OvershootContext>,
+    shutdown: CancellationToken,
+) -> BoxFuture<'static, Result<(), BoxError>> {
+    Box::pin(async move {
+        let overshoot = WorkQueue::new(OVERSHOOT_QUEUE, Some(shell.metrics.clone()));
+        {
+            let overshoot = overshoot.clone();
+            shell.machines.subscribe(move |change| {
+                if let Change::Added(_) = change {
+                    overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE);
                 }
-            }
-            Change::Deleted(_) => orphans.add_after(KEY, ORPHAN_DEBOUNCE),
-        });
-    }
-    {
-        let overshoot = overshoot.clone();
-        shell
-            .machine_sets
-            .subscribe(move |_change| overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE));
-    }
-    {
-        // The unfreeze annotation on a MachineDeployment is acted on without waiting a period.
-        let overshoot = overshoot.clone();
-        shell
-            .machine_deployments
-            .subscribe(move |_change| overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE));
-    }
+            });
+        }
+        {
+            let overshoot = overshoot.clone();
+            shell
+                .machine_sets
+                .subscribe(move |_change| overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE));
+        }
+        {
+            // The unfreeze annotation on a MachineDeployment is acted on without waiting a period.
+            let overshoot = overshoot.clone();
+            shell
+                .machine_deployments
+                .subscribe(move |_change| overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE));
+        }
+        overshoot.add(KEY);
+        overshoot
+            .run(1, shutdown, move |_key| {
+                let shell = Arc::clone(&shell);
+                async move { overshoot_apply::run_once(&shell).await }
+            })
+            .await;
+        Ok(())
+    })
+}
+
+/// Runs the API-server check (`machinesafetyapiserver`) until `shutdown`; idle without a target
+/// cluster, as upstream (Q25).
+pub fn run_apiserver(
+    shell: Arc<ApiServerContext>,
+    shutdown: CancellationToken,
+) -> BoxFuture<'static, Result<(), BoxError>> {
+    Box::pin(async move {
+        if shell.target.is_none() {
+            tracing::info!("no target cluster: the API-server safety check is not run");
+            shutdown.cancelled().await;
+            return Ok(());
+        }
+        let queue = WorkQueue::new(APISERVER_QUEUE, Some(shell.metrics.clone()));
+        queue.add(KEY);
+        let checker = Arc::new(Mutex::new(ApiServerChecker::default()));
+        queue
+            .run(1, shutdown, move |_key| {
+                let shell = Arc::clone(&shell);
+                let checker = Arc::clone(&checker);
+                async move { apiserver_check::run_once(&shell, &checker).await }
+            })
+            .await;
+        Ok(())
+    })
 }

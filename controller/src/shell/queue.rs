@@ -37,6 +37,10 @@ struct State {
     dirty: HashSet<String>,
     failures: HashMap<String, u32>,
     delayed: HashMap<String, Instant>,
+    /// When each waiting key was added (client-go's queue duration starts here).
+    added_at: HashMap<String, Instant>,
+    /// When each running key was handed to its worker (work duration, in-progress metrics).
+    started_at: HashMap<String, Instant>,
 }
 
 struct Inner {
@@ -55,14 +59,31 @@ pub struct WorkQueue {
 impl WorkQueue {
     /// A queue called `name` (used for the `workqueue depth` metric and logs).
     pub fn new(name: impl Into<String>, metrics: Option<Metrics>) -> Self {
-        Self {
+        let queue = Self {
             inner: Arc::new(Inner {
                 name: name.into(),
                 state: Mutex::new(State::default()),
                 ready: Notify::new(),
                 metrics,
             }),
+        };
+        if let Some(metrics) = &queue.inner.metrics {
+            // The in-progress gauges are computed at scrape time, as client-go's are refreshed
+            // periodically; the hook holds the queue weakly so a stopped queue is not kept.
+            let weak = Arc::downgrade(&queue.inner);
+            let name = queue.inner.name.clone();
+            metrics.on_scrape(Box::new(move |metrics| {
+                let (unfinished, longest) = weak.upgrade().map_or((0.0, 0.0), |inner| {
+                    let state = inner
+                        .state
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    in_progress(state.started_at.values().copied(), Instant::now())
+                });
+                metrics.set_workqueue_in_progress(&name, unfinished, longest);
+            }));
         }
+        queue
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -92,10 +113,16 @@ impl WorkQueue {
         let key = key.into();
         let mut state = self.lock();
         if state.processing.contains(&key) {
-            state.dirty.insert(key);
+            if state.dirty.insert(key.clone()) {
+                state.added_at.entry(key).or_insert_with(Instant::now);
+                drop(state);
+                self.count(Metrics::workqueue_added);
+            }
             return;
         }
         if state.queued.insert(key.clone()) {
+            state.added_at.insert(key.clone(), Instant::now());
+            self.count(Metrics::workqueue_added);
             state.order.push_back(key);
             let depth = state.order.len();
             drop(state);
@@ -148,6 +175,7 @@ impl WorkQueue {
             *failures = failures.saturating_add(1);
             *failures
         };
+        self.count(Metrics::workqueue_retried);
         self.add_after(key, backoff(failures));
     }
 
@@ -161,6 +189,12 @@ impl WorkQueue {
         self.lock().failures.get(key).copied().unwrap_or(0)
     }
 
+    fn count(&self, record: fn(&Metrics, &str)) {
+        if let Some(metrics) = &self.inner.metrics {
+            record(metrics, &self.inner.name);
+        }
+    }
+
     fn report_depth(&self, depth: usize) {
         if let Some(metrics) = &self.inner.metrics {
             metrics.set_workqueue_depth(&self.inner.name, depth);
@@ -172,15 +206,25 @@ impl WorkQueue {
         let key = state.order.pop_front()?;
         state.queued.remove(&key);
         state.processing.insert(key.clone());
+        let now = Instant::now();
+        let waited = state.added_at.remove(&key).map(|at| now.duration_since(at));
+        state.started_at.insert(key.clone(), now);
         let depth = state.order.len();
         drop(state);
         self.report_depth(depth);
+        if let (Some(metrics), Some(waited)) = (&self.inner.metrics, waited) {
+            metrics.workqueue_started(&self.inner.name, waited);
+        }
         Some(key)
     }
 
     fn done(&self, key: &str) {
         let mut state = self.lock();
         state.processing.remove(key);
+        if let (Some(started), Some(metrics)) = (state.started_at.remove(key), &self.inner.metrics)
+        {
+            metrics.workqueue_finished(&self.inner.name, started.elapsed());
+        }
         if state.dirty.remove(key) && state.queued.insert(key.to_owned()) {
             state.order.push_back(key.to_owned());
             drop(state);
@@ -236,6 +280,14 @@ impl WorkQueue {
     }
 }
 
+/// The sum of the running keys' ages and the oldest one's, in seconds, at `now`.
+fn in_progress(started: impl Iterator<Item = Instant>, now: Instant) -> (f64, f64) {
+    started.fold((0.0, 0.0), |(sum, longest), at| {
+        let age = now.duration_since(at).as_secs_f64();
+        (sum + age, f64::max(longest, age))
+    })
+}
+
 /// The retry delay after `failures` consecutive failures: 5 ms doubling, capped at 1000 s.
 pub fn backoff(failures: u32) -> Duration {
     let exponent = failures.saturating_sub(1).min(30);
@@ -270,6 +322,59 @@ mod tests {
         assert_eq!(queue.take(), None);
         queue.done("a");
         assert_eq!(queue.take().as_deref(), Some("a"));
+    }
+
+    #[tokio::test]
+    async fn client_go_workqueue_metrics_are_recorded() {
+        let metrics = Metrics::new();
+        let queue = WorkQueue::new("machineset", Some(metrics.clone()));
+        queue.add("a");
+        queue.add("a"); // de-duplicated: not an add
+        queue.add("b");
+        assert_eq!(queue.take().as_deref(), Some("a"));
+        queue.add("a"); // while processing: an add, run again after done
+        let text = metrics
+            .encode_port(crate::manager::metrics::MetricsPort::ControllerManager)
+            .unwrap();
+        let labels = r#"{name="machineset",queue="machineset"}"#;
+        assert!(
+            text.contains(&format!("mcm_workqueue_adds_total{labels} 3\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "mcm_workqueue_queue_duration_seconds_count{labels} 1\n"
+            )),
+            "{text}"
+        );
+        // One key is running: the in-progress gauges are set at scrape time.
+        assert!(
+            text.contains("mcm_workqueue_longest_running_processor_seconds{"),
+            "{text}"
+        );
+        queue.done("a");
+        queue.add_rate_limited("b");
+        let text = metrics
+            .encode_port(crate::manager::metrics::MetricsPort::ControllerManager)
+            .unwrap();
+        assert!(
+            text.contains(&format!(
+                "mcm_workqueue_work_duration_seconds_count{labels} 1\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("mcm_workqueue_retries_total{labels} 1\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "mcm_workqueue_unfinished_work_seconds{labels} 0.0\n"
+            )) || text.contains(&format!(
+                "mcm_workqueue_unfinished_work_seconds{labels} 0\n"
+            )),
+            "nothing runs any more: {text}"
+        );
     }
 
     #[tokio::test]

@@ -19,9 +19,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt as _};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
+use mcm_controller::manager::compose::{ControllerSet, ControllerSpec};
 use mcm_controller::manager::config::{Args, Config, validate};
 use mcm_controller::manager::{self, Controller, ManagerError, RunOptions};
-use mcm_controller::shell::{ControllerSet, RunFn};
 use mcm_provider_proto::{DriverClient, Endpoint};
 use mcm_provider_virtual::driver::{Fleet, VirtualDriver};
 use mcm_provider_virtual::kubelet::{Kubelet, KubeletConfig};
@@ -39,6 +39,8 @@ pub struct RunningManager {
     handle: JoinHandle<Result<(), ManagerError>>,
     /// Its admin address (`/healthz`, `/readyz`, `/metrics`).
     pub admin: std::net::SocketAddr,
+    /// Its machine metrics address (served only when a machine-controller controller runs).
+    pub machine_metrics: std::net::SocketAddr,
 }
 
 /// Control and target clusters, the virtual provider and (when started) the manager.
@@ -148,15 +150,22 @@ impl World {
 
     /// The manager's configuration for this world plus `extra` flags (`--flag=value`).
     pub fn config(&self, extra: &[&str]) -> Config {
+        let driver = format!("--driver-endpoint={}", self.driver_endpoint);
+        let mut flags = vec![driver.as_str()];
+        flags.extend_from_slice(extra);
+        self.config_without_driver(&flags)
+    }
+
+    /// As [`World::config`] without `--driver-endpoint` (upstream's machine-controller-manager
+    /// share unless `extra` says otherwise).
+    pub fn config_without_driver(&self, extra: &[&str]) -> Config {
         let control = format!("--control-kubeconfig={}", self.control_kubeconfig.display());
         let target = format!("--target-kubeconfig={}", self.target_kubeconfig.display());
-        let driver = format!("--driver-endpoint={}", self.driver_endpoint);
         let namespace = format!("--namespace={NAMESPACE}");
         let mut argv = vec![
             "machine-controller-manager",
             control.as_str(),
             target.as_str(),
-            driver.as_str(),
             namespace.as_str(),
             "--leader-elect=false",
         ];
@@ -169,22 +178,35 @@ impl World {
         validate(&args).expect("flags pass validation")
     }
 
-    /// Starts the manager with `shells` (e.g. `mcm_controller::shell::registry()` or a subset)
+    /// Starts the manager with `shells` (e.g. `mcm_controller::manager::compose::registry()` or a subset)
     /// and `extra` flags; returns once it is ready (caches synced).
-    pub async fn start_manager(&mut self, shells: Vec<(&'static str, RunFn)>, extra: &[&str]) {
-        assert!(self.manager.is_none(), "a manager is already running");
+    pub async fn start_manager(&mut self, shells: Vec<ControllerSpec>, extra: &[&str]) {
         let config = self.config(extra);
         let driver = DriverClient::connect(&self.driver_endpoint, Duration::from_secs(10))
             .await
             .expect("driver client");
         let set: Box<dyn Controller> =
             Box::new(ControllerSet::with(shells).with_driver_client(driver));
+        self.start_manager_with(set, config).await;
+    }
+
+    /// Starts the manager with a prepared controller set and configuration; returns once it is
+    /// ready.
+    pub async fn start_manager_with(&mut self, set: Box<dyn Controller>, config: Config) {
+        assert!(self.manager.is_none(), "a manager is already running");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("admin listener");
         let admin = listener.local_addr().expect("admin address");
         let mut options = RunOptions::new("integration-test");
         options.admin_listener = Some(listener);
+        let machine_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("machine metrics listener");
+        let machine_metrics = machine_listener
+            .local_addr()
+            .expect("machine metrics address");
+        options.machine_metrics_listener = Some(machine_listener);
         options.api_wait = Duration::from_secs(30);
         options.api_poll = Duration::from_millis(100);
         options.shutdown_grace = Duration::from_secs(10);
@@ -204,6 +226,7 @@ impl World {
             shutdown,
             handle,
             admin,
+            machine_metrics,
         });
     }
 
@@ -350,7 +373,7 @@ where
 async fn the_manager_warms_up_every_shell_and_stops_cleanly() {
     let mut world = World::start().await;
     world
-        .start_manager(mcm_controller::shell::registry(), &[])
+        .start_manager(mcm_controller::manager::compose::registry(), &[])
         .await;
     let admin = world.manager().expect("running").admin;
     let stream = tokio::net::TcpStream::connect(admin).await;
@@ -361,15 +384,25 @@ async fn the_manager_warms_up_every_shell_and_stops_cleanly() {
         .expect("a requested stop is not an error");
 }
 
-/// A raw `GET /metrics` of the running manager's admin port (empty without a manager).
+/// Raw `GET /metrics` responses of the running manager's admin port and, when it serves one,
+/// its machine metrics port, one after the other (empty without a manager).
 pub async fn scrape(world: &World) -> String {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let Some(admin) = world.manager().map(|manager| manager.admin) else {
+    let Some(manager) = world.manager() else {
         return String::new();
     };
-    let mut stream = tokio::net::TcpStream::connect(admin)
+    let mut text = scrape_port(manager.admin)
         .await
         .expect("connect to the admin port");
+    if let Some(machine) = scrape_port(manager.machine_metrics).await {
+        text.push_str(&machine);
+    }
+    text
+}
+
+/// A raw `GET /metrics` response of `address`; `None` if nothing listens there.
+pub async fn scrape_port(address: std::net::SocketAddr) -> Option<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
     stream
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .await
@@ -379,7 +412,7 @@ pub async fn scrape(world: &World) -> String {
         .read_to_string(&mut body)
         .await
         .expect("read the scrape");
-    body
+    Some(body)
 }
 
 /// The Events of the control namespace with `reason` (none if the list fails).

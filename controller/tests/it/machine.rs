@@ -23,8 +23,8 @@ use crate::harness::{NAMESPACE, World, events_with_reason, eventually, scrape};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn machine_shell() -> Vec<(&'static str, mcm_controller::shell::RunFn)> {
-    vec![("machine", mcm_controller::machine::reconcile::run)]
+fn machine_shell() -> Vec<mcm_controller::manager::compose::ControllerSpec> {
+    mcm_controller::manager::compose::named(&["machine"])
 }
 
 /// A provider-virtual class whose finalizer is already set (the MachineClass controller is not

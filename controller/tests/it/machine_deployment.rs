@@ -14,8 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
-use mcm_controller::machine_deployment;
-use mcm_controller::shell::RunFn;
+use mcm_controller::manager::compose::{ControllerSpec, named};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -23,11 +22,8 @@ use crate::harness::{NAMESPACE, World, eventually, scrape};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn shells() -> Vec<(&'static str, RunFn)> {
-    vec![(
-        "machinedeployment",
-        machine_deployment::reconcile::run as RunFn,
-    )]
+fn shells() -> Vec<ControllerSpec> {
+    named(&["machinedeployment"])
 }
 
 fn rolling(surge: Value, unavailable: Value) -> Value {
@@ -1072,7 +1068,7 @@ async fn end_to_end_rollout_with_every_controller() {
     world.create_class("e2e-a", json!({})).await;
     world.create_class("e2e-b", json!({})).await;
     world
-        .start_manager(mcm_controller::shell::registry(), &[])
+        .start_manager(mcm_controller::manager::compose::registry(), &[])
         .await;
     world
         .machine_deployments()
@@ -1223,7 +1219,7 @@ async fn a_rollout_never_exceeds_its_surge_counting_terminating_machines() {
         .await;
     world.create_class("live-b", json!({})).await;
     world
-        .start_manager(mcm_controller::shell::registry(), &[])
+        .start_manager(mcm_controller::manager::compose::registry(), &[])
         .await;
     world
         .machine_deployments()

@@ -24,7 +24,7 @@ async fn world() -> World {
     let mut world = World::start().await;
     world
         .start_manager(
-            vec![("machineset", mcm_controller::machine_set::reconcile::run)],
+            mcm_controller::manager::compose::named(&["machineset"]),
             &[],
         )
         .await;

@@ -8,4 +8,5 @@ mod machine;
 mod machine_deployment;
 mod machine_set;
 mod safety;
+mod split;
 mod termination;

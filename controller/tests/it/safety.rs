@@ -1,4 +1,4 @@
-//! Integration tests of the safety shells (`"safety"` only): orphan VM collection (§3.14), the
+//! Integration tests of the safety shells (the three safety controllers only): orphan VM collection (§3.14), the
 //! API-server freeze (§3.14) and the overshooting freeze (§6), against the sandboxes with
 //! provider-virtual in-process. VMs are made orphans by creating them directly through the driver.
 
@@ -11,14 +11,17 @@ use mcm_controller::safety::apiserver::plan::HEALTH_TIMEOUT_RESET;
 use mcm_provider_proto::{DriverClient, SecretData};
 use mcm_sandbox::faults::{ErrorRule, UnavailableMode, Verb};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::harness::{NAMESPACE, World, events_with_reason, eventually};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn safety() -> Vec<(&'static str, mcm_controller::shell::RunFn)> {
-    vec![("safety", mcm_controller::safety::reconcile::run)]
+fn safety() -> Vec<mcm_controller::manager::compose::ControllerSpec> {
+    mcm_controller::manager::compose::named(&[
+        "machinesafetyorphanvms",
+        "machinesafetyapiserver",
+        "machinesafetyovershooting",
+    ])
 }
 
 async fn driver(world: &World) -> DriverClient {
@@ -92,19 +95,9 @@ async fn set_machine_status(world: &World, name: &str, phase: &str, provider_id:
         .expect("set machine status");
 }
 
-/// The manager's `/metrics` text.
+/// The manager's `/metrics` text (both ports: the freeze gauge is a machine-level series).
 async fn metrics(world: &World) -> String {
-    let admin = world.manager().expect("running manager").admin;
-    let mut stream = tokio::net::TcpStream::connect(admin)
-        .await
-        .expect("admin port");
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .await
-        .expect("request");
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await.expect("response");
-    body
+    crate::harness::scrape(world).await
 }
 
 fn metric_value(text: &str, name: &str) -> Option<f64> {

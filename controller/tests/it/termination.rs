@@ -15,7 +15,7 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use mcm_api::keys::{annotation, finalizer, label};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineState};
-use mcm_controller::shell::RunFn;
+use mcm_controller::manager::compose::{ControllerSpec, named};
 use mcm_provider_proto::{DriverClient, SecretData};
 use mcm_sandbox::faults::{ErrorRule, Verb};
 use serde_json::{Value, json};
@@ -26,14 +26,8 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// Namespace of the workload pods in the target cluster.
 const PODS: &str = "workload";
 
-fn termination_shells() -> Vec<(&'static str, RunFn)> {
-    vec![
-        (
-            "machine-termination",
-            mcm_controller::machine::terminate::run,
-        ),
-        ("node", mcm_controller::machine::node_reconcile::run),
-    ]
+fn termination_shells() -> Vec<ControllerSpec> {
+    named(&["machinetermination", "node"])
 }
 
 /// A provider-virtual class with its finalizer already set (the class controller is not part of
@@ -941,19 +935,7 @@ async fn class_and_secret_finalizers_follow_their_users() {
     let class = world.create_class("c", json!({})).await;
     let secrets: Api<Secret> = Api::namespaced(world.control.clone(), NAMESPACE);
     world
-        .start_manager(
-            vec![
-                (
-                    "machineclass",
-                    mcm_controller::machine::class_reconcile::run,
-                ),
-                (
-                    "machine-termination",
-                    mcm_controller::machine::terminate::run,
-                ),
-            ],
-            &[],
-        )
+        .start_manager(named(&["machineclass", "machinetermination"]), &[])
         .await;
     let has = |finalizers: Option<Vec<String>>, name: &str| {
         finalizers.unwrap_or_default().iter().any(|f| f == name)
@@ -1041,7 +1023,7 @@ async fn deleting_a_machine_during_its_creation_waits_and_leaks_no_vm() {
     let mut world = World::start().await;
     ready_class(&world, "slow", json!({"createLatency": "3s"})).await;
     world
-        .start_manager(mcm_controller::shell::registry(), &[])
+        .start_manager(mcm_controller::manager::compose::registry(), &[])
         .await;
     let machine: Machine = serde_json::from_value(json!({
         "apiVersion": "machine.sapcloud.io/v1alpha1",

@@ -7,7 +7,7 @@ use std::time::Instant;
 use mcm_api::v1alpha1::MachineClass;
 use mcm_provider_proto::{Code, MachineError, StatusError};
 
-use crate::shell::Shell;
+use crate::machine::context::MachineContext;
 
 /// An error that carries a machine code.
 pub(crate) trait HasCode {
@@ -34,7 +34,7 @@ pub(crate) fn provider_of(class: &MachineClass) -> &str {
 
 /// Runs one driver call and records its latency by method and result code.
 pub(crate) async fn timed<T, E: HasCode>(
-    shell: &Shell,
+    shell: &MachineContext,
     provider: &str,
     method: &str,
     call: impl Future<Output = Result<T, E>>,

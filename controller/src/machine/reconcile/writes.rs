@@ -10,9 +10,9 @@ use kube::api::{Api, PostParams};
 use mcm_api::v1alpha1::{Machine, MachineClass};
 
 use super::error::ReconcileError;
+use crate::machine::context::MachineContext;
 use crate::machine::plan::common::{StatusWrite, name_of, set_entries};
 use crate::machine::plan::creation::SecretData;
-use crate::shell::Shell;
 
 fn api_error(
     action: &'static str,
@@ -30,7 +30,7 @@ fn api_error(
 
 /// `Update` of a Machine (metadata and spec) with its resourceVersion; returns the stored object.
 pub(crate) async fn replace_machine(
-    shell: &Shell,
+    shell: &MachineContext,
     machine: &Machine,
 ) -> Result<Machine, ReconcileError> {
     let name = name_of(machine);
@@ -43,7 +43,7 @@ pub(crate) async fn replace_machine(
 
 /// `UpdateStatus` of a Machine with `write` applied to its status; returns the stored object.
 pub(crate) async fn write_status(
-    shell: &Shell,
+    shell: &MachineContext,
     machine: &Machine,
     write: &StatusWrite,
 ) -> Result<Machine, ReconcileError> {
@@ -67,7 +67,7 @@ pub(crate) async fn write_status(
 /// Sets or removes (`None`) Machine annotations; returns the machine unchanged when nothing
 /// changes.
 pub(crate) async fn set_machine_annotations(
-    shell: &Shell,
+    shell: &MachineContext,
     machine: &Machine,
     changes: &BTreeMap<String, Option<String>>,
 ) -> Result<Machine, ReconcileError> {
@@ -82,7 +82,7 @@ pub(crate) async fn set_machine_annotations(
 /// from the control cluster on demand (Secrets are not cached). A missing Secret counts as empty,
 /// as upstream.
 pub(crate) async fn class_secret_data(
-    shell: &Shell,
+    shell: &MachineContext,
     class: &MachineClass,
 ) -> Result<SecretData, ReconcileError> {
     shell
@@ -92,7 +92,7 @@ pub(crate) async fn class_secret_data(
 }
 
 /// The target cluster's Nodes API.
-pub(crate) fn nodes_api(shell: &Shell) -> Result<Api<Node>, ReconcileError> {
+pub(crate) fn nodes_api(shell: &MachineContext) -> Result<Api<Node>, ReconcileError> {
     shell
         .target
         .clone()
@@ -103,7 +103,10 @@ pub(crate) fn nodes_api(shell: &Shell) -> Result<Api<Node>, ReconcileError> {
 }
 
 /// `Update` of a Node with its resourceVersion.
-pub(crate) async fn replace_node(shell: &Shell, node: &Node) -> Result<Node, ReconcileError> {
+pub(crate) async fn replace_node(
+    shell: &MachineContext,
+    node: &Node,
+) -> Result<Node, ReconcileError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     nodes_api(shell)?
         .replace(&name, &PostParams::default(), node)
@@ -113,7 +116,7 @@ pub(crate) async fn replace_node(shell: &Shell, node: &Node) -> Result<Node, Rec
 
 /// `UpdateStatus` of a Node with its resourceVersion.
 pub(crate) async fn replace_node_status(
-    shell: &Shell,
+    shell: &MachineContext,
     node: &Node,
 ) -> Result<Node, ReconcileError> {
     let name = node.metadata.name.clone().unwrap_or_default();
@@ -125,7 +128,7 @@ pub(crate) async fn replace_node_status(
 
 /// Sets or removes Node annotations (Update; no-op when nothing changes).
 pub(crate) async fn set_node_annotations(
-    shell: &Shell,
+    shell: &MachineContext,
     node: &Node,
     changes: &BTreeMap<String, Option<String>>,
 ) -> Result<Node, ReconcileError> {
@@ -138,7 +141,7 @@ pub(crate) async fn set_node_annotations(
 
 /// Removes the taints with these (key, effect) pairs (Update; no-op when none is present).
 pub(crate) async fn remove_node_taints(
-    shell: &Shell,
+    shell: &MachineContext,
     node: &Node,
     remove: &[(String, String)],
 ) -> Result<Node, ReconcileError> {
@@ -160,7 +163,7 @@ pub(crate) async fn remove_node_taints(
 
 /// Adds `taint` unless a taint with its key and effect is present.
 pub(crate) async fn add_node_taint(
-    shell: &Shell,
+    shell: &MachineContext,
     node: &Node,
     taint: &Taint,
 ) -> Result<Node, ReconcileError> {
@@ -182,7 +185,7 @@ pub(crate) async fn add_node_taint(
 
 /// Sets the node condition of `condition.type_` (UpdateStatus).
 pub(crate) async fn set_node_condition(
-    shell: &Shell,
+    shell: &MachineContext,
     node: &Node,
     condition: &NodeCondition,
 ) -> Result<Node, ReconcileError> {
@@ -202,7 +205,7 @@ pub(crate) async fn set_node_condition(
 
 /// Cordons the node (`spec.unschedulable = true`) unless it is; the stored node when it wrote.
 pub(crate) async fn cordon_node(
-    shell: &Shell,
+    shell: &MachineContext,
     node: &Node,
 ) -> Result<Option<Node>, ReconcileError> {
     if node

@@ -13,12 +13,12 @@ use mcm_api::v1alpha1::{Machine, MachineClass};
 use mcm_provider_proto::{MachineError, SecretData};
 
 use super::TerminationError;
+use crate::machine::context::TerminationContext;
 use crate::machine::plan::common::{
     DriverError, Event, EventType, Retry, StatusWrite, WriteFailure,
 };
 use crate::machine::plan::deletion::deletion_stage;
 use crate::machine::plan::order::validate_machine_class;
-use crate::shell::Shell;
 
 pub(super) fn write_failure(error: &kube::Error) -> WriteFailure {
     WriteFailure {
@@ -35,7 +35,7 @@ pub(super) use crate::machine::reconcile::controller_settings;
 
 /// A live read of the machine (`None` once it is gone).
 pub(super) async fn get_machine(
-    shell: &Shell,
+    shell: &TerminationContext,
     name: &str,
 ) -> Result<Option<Machine>, TerminationError> {
     shell
@@ -53,7 +53,7 @@ pub(super) async fn get_machine(
 /// change answers 409). Skips "similar" writes (§3.3), but never one that changes the deletion
 /// stage, so a similar-looking text can never stall the flow.
 pub(super) async fn write_status(
-    shell: &Shell,
+    shell: &TerminationContext,
     machine: &Machine,
     write: &StatusWrite,
     now: Timestamp,
@@ -76,7 +76,7 @@ pub(super) async fn write_status(
 /// Writes `machine`'s status as it is (stages that progressed in memory), with its
 /// resourceVersion as the precondition.
 pub(super) async fn persist_status(
-    shell: &Shell,
+    shell: &TerminationContext,
     machine: &Machine,
 ) -> Result<Machine, WriteFailure> {
     let name = machine.metadata.name.as_deref().unwrap_or("");
@@ -88,7 +88,7 @@ pub(super) async fn persist_status(
 }
 
 /// Records the plan's events on the machine.
-pub(super) fn record_events(shell: &Shell, machine: &Machine, events: &[Event]) {
+pub(super) fn record_events(shell: &TerminationContext, machine: &Machine, events: &[Event]) {
     for event in events {
         shell.event(
             machine,
@@ -102,7 +102,10 @@ pub(super) fn record_events(shell: &Shell, machine: &Machine, events: &[Event]) 
 
 /// The machine's class, validated as upstream's `ValidateMachineClass` (§3.5); `Err` carries the
 /// retry and the reason.
-pub(super) fn class_of(shell: &Shell, machine: &Machine) -> Result<MachineClass, (Retry, String)> {
+pub(super) fn class_of(
+    shell: &TerminationContext,
+    machine: &Machine,
+) -> Result<MachineClass, (Retry, String)> {
     let name = machine
         .spec
         .class
@@ -123,7 +126,10 @@ pub(super) fn class_of(shell: &Shell, machine: &Machine) -> Result<MachineClass,
 }
 
 /// The class's Secret data (read through the shell's short-lived Secret reuse).
-pub(super) async fn secret_data(shell: &Shell, class: &MachineClass) -> Result<SecretData, String> {
+pub(super) async fn secret_data(
+    shell: &TerminationContext,
+    class: &MachineClass,
+) -> Result<SecretData, String> {
     shell
         .class_secret_data(class)
         .await
@@ -137,7 +143,7 @@ pub(super) fn driver_error(error: MachineError) -> DriverError {
 
 /// Records a driver call in the metrics.
 pub(super) fn driver_metric(
-    shell: &Shell,
+    shell: &TerminationContext,
     class: &MachineClass,
     method: &str,
     code: &str,
@@ -153,7 +159,7 @@ pub(super) fn driver_metric(
 
 /// Sets label `node=<node>` on the machine (merge patch; labels of others are kept).
 pub(super) async fn set_node_label(
-    shell: &Shell,
+    shell: &TerminationContext,
     machine: &Machine,
     node: &str,
 ) -> Result<Machine, WriteFailure> {
@@ -168,7 +174,7 @@ pub(super) async fn set_node_label(
 
 /// Removes the MCM finalizer from the machine (full update with the read resourceVersion).
 pub(super) async fn remove_machine_finalizer(
-    shell: &Shell,
+    shell: &TerminationContext,
     machine: &Machine,
 ) -> Result<(), WriteFailure> {
     let name = machine.metadata.name.as_deref().unwrap_or("");
@@ -188,21 +194,24 @@ pub(super) async fn remove_machine_finalizer(
 }
 
 /// Live read of a Node in the target cluster.
-pub(super) async fn get_node(shell: &Shell, name: &str) -> Result<Option<Node>, kube::Error> {
+pub(super) async fn get_node(
+    shell: &TerminationContext,
+    name: &str,
+) -> Result<Option<Node>, kube::Error> {
     match &shell.target {
         Some(target) => Api::<Node>::all(target.clone()).get_opt(name).await,
         None => Ok(None),
     }
 }
 
-fn nodes(shell: &Shell) -> Option<Api<Node>> {
+fn nodes(shell: &TerminationContext) -> Option<Api<Node>> {
     shell.target.clone().map(Api::all)
 }
 
 /// Puts the `Terminating` condition into the node's status (strategic merge by condition type, so
 /// the kubelet's other conditions stay).
 pub(super) async fn set_node_condition(
-    shell: &Shell,
+    shell: &TerminationContext,
     node: &str,
     condition: &NodeCondition,
 ) -> Result<(), String> {
@@ -221,7 +230,7 @@ pub(super) async fn set_node_condition(
 }
 
 /// Cordons the node.
-pub(super) async fn cordon(shell: &Shell, node: &str) -> Result<(), String> {
+pub(super) async fn cordon(shell: &TerminationContext, node: &str) -> Result<(), String> {
     let Some(api) = nodes(shell) else {
         return Ok(());
     };
@@ -238,7 +247,7 @@ pub(super) async fn cordon(shell: &Shell, node: &str) -> Result<(), String> {
 
 /// Result of removing the node finalizer and deleting the node.
 pub(super) async fn delete_node(
-    shell: &Shell,
+    shell: &TerminationContext,
     node: &str,
 ) -> crate::machine::plan::deletion::NodeDeletionResult {
     use crate::machine::plan::deletion::NodeDeletionResult;
@@ -285,7 +294,7 @@ pub(super) async fn delete_node(
 
 /// Names of the live (not deleting) VolumeAttachments of `node`.
 pub(super) async fn live_volume_attachments(
-    shell: &Shell,
+    shell: &TerminationContext,
     node: &str,
 ) -> Result<Vec<String>, kube::Error> {
     let Some(target) = &shell.target else {
@@ -304,7 +313,7 @@ pub(super) async fn live_volume_attachments(
 }
 
 /// Deletes VolumeAttachments (errors are only logged, as upstream; the stage repeats).
-pub(super) async fn delete_volume_attachments(shell: &Shell, names: &[String]) {
+pub(super) async fn delete_volume_attachments(shell: &TerminationContext, names: &[String]) {
     let Some(target) = &shell.target else {
         return;
     };

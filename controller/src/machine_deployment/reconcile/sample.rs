@@ -6,11 +6,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mcm_api::v1alpha1::{MachineDeployment, MachineDeploymentStrategyType as Strategy};
 use serde::Serialize;
 
+use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::manager::metrics::{ConditionSample, FailedMachineSample, MachineDeploymentSample};
-use crate::shell::Shell;
 
 /// Registers the hook that replaces the deployment series before every scrape.
-pub(super) fn register(shell: &Arc<Shell>) {
+pub(super) fn register(shell: &Arc<MachineDeploymentContext>) {
     let deployments = shell.machine_deployments.clone();
     shell.metrics.on_scrape(Box::new(move |metrics| {
         let samples: Vec<MachineDeploymentSample> =

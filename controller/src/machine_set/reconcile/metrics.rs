@@ -3,11 +3,11 @@
 
 use mcm_api::v1alpha1::MachineSet;
 
+use crate::machine_set::context::MachineSetContext;
 use crate::manager::metrics::{ConditionSample, FailedMachineSample, MachineSetSample};
-use crate::shell::Shell;
 
 /// Registers the scrape hook on the shell's metrics.
-pub(super) fn register(shell: &Shell) {
+pub(super) fn register(shell: &MachineSetContext) {
     let machine_sets = shell.machine_sets.clone();
     shell.metrics.on_scrape(Box::new(move |metrics| {
         let samples: Vec<MachineSetSample> =

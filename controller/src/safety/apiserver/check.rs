@@ -1,6 +1,6 @@
 //! Shell of the API-server health check (§3.14): probe the control and target API servers, feed
 //! [`super::plan::plan_apiserver_check`], freeze or unfreeze the Machine controller
-//! ([`Shell::set_machine_controller_frozen`], which also sets `mcm_machine_controller_frozen`).
+//! ([`ApiServerContext::set_machine_controller_frozen`], which also sets `mcm_machine_controller_frozen`).
 //!
 //! On recovery, every `Unknown` machine gets its health timeout reset first
 //! ([`super::plan::health_timeout_reset`]: a live GET, then a merge patch of the status subresource
@@ -20,8 +20,8 @@ use super::plan::{
     plan_apiserver_check,
 };
 use crate::machine::plan::common::phase_of;
-use crate::safety::reconcile::{SafetyError, period};
-use crate::shell::Shell;
+use crate::safety::common::{SafetyError, period};
+use crate::safety::context::ApiServerContext;
 use crate::shell::queue::Outcome;
 
 /// A name no object has: the probes only care whether the server answers (200 or 404).
@@ -37,7 +37,7 @@ pub struct ApiServerChecker {
 }
 
 /// One check; requeues after the plan's next-check delay.
-pub async fn run_once(shell: &Shell, checker: &Mutex<ApiServerChecker>) -> Outcome {
+pub async fn run_once(shell: &ApiServerContext, checker: &Mutex<ApiServerChecker>) -> Outcome {
     let settings = ApiServerSafetySettings {
         timeout: shell.config.safety.apiserver_statuscheck_timeout,
         period: shell.config.safety.apiserver_statuscheck_period,
@@ -97,12 +97,12 @@ fn lock(checker: &Mutex<ApiServerChecker>) -> std::sync::MutexGuard<'_, ApiServe
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn probe_control(shell: &Shell, deadline: Duration) -> bool {
+async fn probe_control(shell: &ApiServerContext, deadline: Duration) -> bool {
     let api: Api<Machine> = shell.namespaced();
     probe(api, deadline, "control").await
 }
 
-async fn probe_target(shell: &Shell, deadline: Duration) -> bool {
+async fn probe_target(shell: &ApiServerContext, deadline: Duration) -> bool {
     match &shell.target {
         Some(target) => probe(Api::<Node>::all(target.clone()), deadline, "target").await,
         None => true,
@@ -128,7 +128,7 @@ where
 }
 
 /// Resets every `Unknown` machine of the cache (live GET first); the first failure aborts.
-async fn reset_unknown_machines(shell: &Shell) -> Result<usize, SafetyError> {
+async fn reset_unknown_machines(shell: &ApiServerContext) -> Result<usize, SafetyError> {
     let api: Api<Machine> = shell.namespaced();
     let candidates = shell
         .machines

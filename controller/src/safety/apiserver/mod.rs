@@ -9,8 +9,9 @@
 //! | §3.14 probes, freeze switch, metric, reset by status patch | [`check::run_once`] | `it::safety::target_api_server_outage_freezes_and_recovery_unfreezes`, `control_api_server_outage_freezes_and_recovery_unfreezes` |
 //!
 //! The shell ([`check`]) does the two probe GETs, keeps the process-local [`plan::FreezeState`]
-//! and flips [`crate::shell::Shell::set_machine_controller_frozen`] (which sets the
-//! `mcm_machine_controller_frozen` gauge).
+//! and flips the [`freeze::FreezeSwitch`] it owns (which sets the `mcm_machine_controller_frozen`
+//! gauge); the Machine and termination controllers hold its reader.
 
 pub mod check;
+pub mod freeze;
 pub mod plan;

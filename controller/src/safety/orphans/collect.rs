@@ -18,8 +18,8 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineSpec};
 use mcm_provider_proto::{MachineError, SecretData};
 
 use super::plan::{NOT_MANAGED_VALUE, OrphanNodeAction, OrphanVm, orphan_nodes, orphan_vms};
-use crate::safety::reconcile::{SafetyError, period};
-use crate::shell::Shell;
+use crate::safety::common::{SafetyError, period};
+use crate::safety::context::OrphanContext;
 use crate::shell::queue::Outcome;
 
 /// Extra requeue bound after a failed run (upstream's LongRetry).
@@ -35,7 +35,7 @@ pub struct CollectionReport {
 }
 
 /// One orphan collection run; requeues after `--machine-safety-orphan-vms-period`.
-pub async fn run_once(shell: &Shell) -> Outcome {
+pub async fn run_once(shell: &OrphanContext) -> Outcome {
     let report = collect(shell).await;
     let period = period(shell.config.safety.orphan_vms_period);
     for error in &report.errors {
@@ -50,7 +50,7 @@ pub async fn run_once(shell: &Shell) -> Outcome {
 }
 
 /// Collects orphan VMs of every MachineClass, then marks orphan nodes.
-pub async fn collect(shell: &Shell) -> CollectionReport {
+pub async fn collect(shell: &OrphanContext) -> CollectionReport {
     let mut report = CollectionReport::default();
     let mut classes = shell.machine_classes.list();
     classes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -68,7 +68,7 @@ pub async fn collect(shell: &Shell) -> CollectionReport {
     report
 }
 
-async fn collect_class(shell: &Shell, class: &MachineClass, report: &mut CollectionReport) {
+async fn collect_class(shell: &OrphanContext, class: &MachineClass, report: &mut CollectionReport) {
     let class_name = class.metadata.name.clone().unwrap_or_default();
     let secret = match secret_data(shell, class).await {
         Ok(secret) => secret,
@@ -147,7 +147,7 @@ async fn collect_class(shell: &Shell, class: &MachineClass, report: &mut Collect
 }
 
 fn record_call<T>(
-    shell: &Shell,
+    shell: &OrphanContext,
     provider: &str,
     method: &str,
     result: &Result<T, MachineError>,
@@ -176,7 +176,10 @@ fn synthetic_machine(orphan: &OrphanVm, class: &MachineClass) -> Machine {
 }
 
 /// The class's Secret data (read through the shell's short-lived Secret reuse).
-async fn secret_data(shell: &Shell, class: &MachineClass) -> Result<SecretData, SafetyError> {
+async fn secret_data(
+    shell: &OrphanContext,
+    class: &MachineClass,
+) -> Result<SecretData, SafetyError> {
     shell
         .class_secret_data(class)
         .await
@@ -188,7 +191,11 @@ async fn secret_data(shell: &Shell, class: &MachineClass) -> Result<SecretData, 
         })
 }
 
-async fn mark_orphan_nodes(shell: &Shell, target: &kube::Client, report: &mut CollectionReport) {
+async fn mark_orphan_nodes(
+    shell: &OrphanContext,
+    target: &kube::Client,
+    report: &mut CollectionReport,
+) {
     let nodes: Vec<Node> = shell.nodes.list().iter().map(|n| Node::clone(n)).collect();
     let machines: Vec<Machine> = shell
         .machines

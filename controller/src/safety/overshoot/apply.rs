@@ -20,13 +20,13 @@ use super::plan::{
     unfreeze_machine_deployment, unfreeze_machine_set,
 };
 use crate::machine_set::plan::{Event, EventType};
-use crate::safety::reconcile::{SafetyError, period};
-use crate::shell::Shell;
+use crate::safety::common::{SafetyError, period};
+use crate::safety::context::OvershootContext;
 use crate::shell::queue::Outcome;
 
 /// One overshooting check; requeues after `--machine-safety-overshooting-period`, or retries
 /// (rate limited) after an API error.
-pub async fn run_once(shell: &Shell) -> Outcome {
+pub async fn run_once(shell: &OvershootContext) -> Outcome {
     let period = period(shell.config.safety.overshooting_period);
     match check(shell).await {
         Ok(()) => Outcome::RequeueAfter(period),
@@ -43,7 +43,7 @@ pub async fn run_once(shell: &Shell) -> Outcome {
 
 /// One run: plan on the caches, execute the actions. Actions after a failed one still run
 /// (upstream logs each step's error and returns the last); the first error is returned.
-pub async fn check(shell: &Shell) -> Result<(), SafetyError> {
+pub async fn check(shell: &OvershootContext) -> Result<(), SafetyError> {
     // Sorted by name: the cache order is arbitrary, and "at most one overshoot change per run"
     // must pick the same set every time.
     let mut machine_sets: Vec<MachineSet> = shell
@@ -90,7 +90,7 @@ pub async fn check(shell: &Shell) -> Result<(), SafetyError> {
     first_error.map_or(Ok(()), Err)
 }
 
-async fn execute(shell: &Shell, action: &OvershootAction) -> Result<(), SafetyError> {
+async fn execute(shell: &OvershootContext, action: &OvershootAction) -> Result<(), SafetyError> {
     let sets: Api<MachineSet> = shell.namespaced();
     let deployments: Api<MachineDeployment> = shell.namespaced();
     match action {
@@ -175,7 +175,7 @@ async fn execute(shell: &Shell, action: &OvershootAction) -> Result<(), SafetyEr
     Ok(())
 }
 
-fn record(shell: &Shell, ms: &MachineSet, event: &Event) {
+fn record(shell: &OvershootContext, ms: &MachineSet, event: &Event) {
     let warning = matches!(event.type_, EventType::Warning);
     let action = if event.reason.starts_with("Froze") {
         "Freeze"

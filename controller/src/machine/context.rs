@@ -1,0 +1,133 @@
+//! What each machine-side controller is handed: a [`Shell`] plus only the informers, driver and
+//! handles it uses. The manager builds them (`manager::compose`); tests may build them directly.
+//!
+//! Each context dereferences to its [`Shell`], so reconcile code reads `context.config`,
+//! `context.event(..)` whatever context it works with.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use mcm_api::v1alpha1::{Machine, MachineClass};
+use mcm_provider_proto::DriverClient;
+
+use crate::machine::class_secrets::{ClassSecrets, SecretReadError};
+use crate::machine::creation_flows::{CreationFlowReader, CreationFlows};
+use crate::safety::apiserver::freeze::FreezeReader;
+use crate::shell::Shell;
+use crate::shell::informer::Informer;
+
+/// The Machine controller's context. It owns the creation-flow registry (it writes it).
+pub struct MachineContext {
+    /// Clients, configuration, metrics, events.
+    pub shell: Arc<Shell>,
+    /// Machines of the control namespace.
+    pub machines: Informer<Machine>,
+    /// MachineClasses of the control namespace.
+    pub machine_classes: Informer<MachineClass>,
+    /// Nodes of the target cluster.
+    pub nodes: Informer<Node>,
+    /// The provider driver.
+    pub driver: DriverClient,
+    /// The class Secrets (owned here, shared with the other driver callers).
+    pub secrets: ClassSecrets,
+    /// Machines inside the creation flow (written here).
+    pub creation_flows: CreationFlows,
+    /// The API-server check's freeze switch (read only).
+    pub frozen: FreezeReader,
+}
+
+/// The termination controller's context (drain, VM and node deletion).
+pub struct TerminationContext {
+    /// Clients, configuration, metrics, events.
+    pub shell: Arc<Shell>,
+    /// Machines of the control namespace.
+    pub machines: Informer<Machine>,
+    /// MachineClasses of the control namespace.
+    pub machine_classes: Informer<MachineClass>,
+    /// Nodes of the target cluster.
+    pub nodes: Informer<Node>,
+    /// The provider driver.
+    pub driver: DriverClient,
+    /// The class Secrets.
+    pub secrets: ClassSecrets,
+    /// Machines inside the creation flow (read only).
+    pub creation_flows: CreationFlowReader,
+    /// The API-server check's freeze switch (read only).
+    pub frozen: FreezeReader,
+}
+
+/// The Node controller's context.
+pub struct NodeContext {
+    /// Clients, configuration, metrics, events.
+    pub shell: Arc<Shell>,
+    /// Machines of the control namespace.
+    pub machines: Informer<Machine>,
+    /// Nodes of the target cluster.
+    pub nodes: Informer<Node>,
+}
+
+/// The MachineClass (and class Secret finalizer) controller's context.
+pub struct MachineClassContext {
+    /// Clients, configuration, metrics, events.
+    pub shell: Arc<Shell>,
+    /// Machines of the control namespace.
+    pub machines: Informer<Machine>,
+    /// MachineClasses of the control namespace.
+    pub machine_classes: Informer<MachineClass>,
+}
+
+crate::deref_to_shell!(MachineContext);
+crate::deref_to_shell!(TerminationContext);
+crate::deref_to_shell!(NodeContext);
+crate::deref_to_shell!(MachineClassContext);
+
+impl MachineContext {
+    /// True while the API-server safety check keeps the Machine controller frozen.
+    pub fn machine_controller_frozen(&self) -> bool {
+        self.frozen.is_frozen()
+    }
+
+    /// Marks `name` as inside the creation flow; false if it already was.
+    pub fn creation_started(&self, name: &str) -> bool {
+        self.creation_flows.started(name)
+    }
+
+    /// Ends what [`MachineContext::creation_started`] began.
+    pub fn creation_finished(&self, name: &str) {
+        self.creation_flows.finished(name);
+    }
+
+    /// True while `name` is inside the creation flow.
+    pub fn in_creation_flow(&self, name: &str) -> bool {
+        self.creation_flows.contains(name)
+    }
+
+    /// The merged Secret data of `class` ([`ClassSecrets::class_secret_data`]).
+    pub async fn class_secret_data(
+        &self,
+        class: &MachineClass,
+    ) -> Result<BTreeMap<String, Vec<u8>>, SecretReadError> {
+        self.secrets.class_secret_data(class).await
+    }
+}
+
+impl TerminationContext {
+    /// True while the API-server safety check keeps the Machine controller frozen.
+    pub fn machine_controller_frozen(&self) -> bool {
+        self.frozen.is_frozen()
+    }
+
+    /// True while `name` is inside the creation flow (the Machine controller's registry).
+    pub fn in_creation_flow(&self, name: &str) -> bool {
+        self.creation_flows.contains(name)
+    }
+
+    /// The merged Secret data of `class` ([`ClassSecrets::class_secret_data`]).
+    pub async fn class_secret_data(
+        &self,
+        class: &MachineClass,
+    ) -> Result<BTreeMap<String, Vec<u8>>, SecretReadError> {
+        self.secrets.class_secret_data(class).await
+    }
+}

@@ -1,0 +1,25 @@
+//! What the MachineDeployment controller is handed: a [`Shell`] plus its informers. No driver.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
+
+use crate::shell::Shell;
+use crate::shell::informer::Informer;
+
+/// The MachineDeployment controller's context; dereferences to its [`Shell`].
+pub struct MachineDeploymentContext {
+    /// Clients, configuration, metrics, events.
+    pub shell: Arc<Shell>,
+    /// Machines of the control namespace.
+    pub machines: Informer<Machine>,
+    /// MachineSets of the control namespace.
+    pub machine_sets: Informer<MachineSet>,
+    /// MachineDeployments of the control namespace.
+    pub machine_deployments: Informer<MachineDeployment>,
+    /// Nodes of the target cluster (autoscaler annotations, in-place updates).
+    pub nodes: Informer<Node>,
+}
+
+crate::deref_to_shell!(MachineDeploymentContext);

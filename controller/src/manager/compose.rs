@@ -1,0 +1,490 @@
+//! Composing controllers into the manager: the registry of every controller this build has, which
+//! upstream binary's share each belongs to, and [`ControllerSet`], which builds each selected
+//! controller's context (only the informers, driver and handles it uses) and runs them as one
+//! manager [`Controller`].
+//!
+//! The informers are shared: one watch per kind, started only for the kinds a selected
+//! controller reads. The driver is connected only when a selected controller calls it, so the
+//! `machine-controller-manager` share (MachineSet, MachineDeployment, overshooting safety) runs
+//! without one. The small handles shared between controllers are created here and handed out by
+//! owner: the freeze switch to the API-server check (readers to the Machine and termination
+//! controllers), the creation-flow registry to the Machine controller (a reader to termination),
+//! the class Secret cache to the Machine controller (shared with the other driver callers).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::runtime::watcher;
+use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
+use mcm_provider_proto::DriverClient;
+use tokio_util::sync::CancellationToken;
+
+use super::selection::CONTROLLERS;
+use super::{BoxError, Controller, ControllerContext};
+use crate::machine::class_secrets::ClassSecrets;
+use crate::machine::context::{
+    MachineClassContext, MachineContext, NodeContext, TerminationContext,
+};
+use crate::machine::creation_flows::CreationFlows;
+use crate::machine_deployment::context::MachineDeploymentContext;
+use crate::machine_set::context::MachineSetContext;
+use crate::safety::apiserver::freeze::FreezeSwitch;
+use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
+use crate::shell::informer::Informer;
+use crate::shell::{COMPONENT, Shell};
+
+/// A wired controller, ready to run until the token is cancelled.
+pub type Runner =
+    Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> + Send>;
+
+/// Builds one controller's context from the shared [`Wiring`] and returns its runner.
+pub type WireFn = fn(&mut Wiring) -> Result<Runner, BoxError>;
+
+pub use super::selection::Share;
+
+/// One controller of the registry.
+#[derive(Clone, Copy)]
+pub struct ControllerSpec {
+    /// Name for `--controllers`, logs and errors (upstream's queue name).
+    pub name: &'static str,
+    /// The upstream binary it belongs to.
+    pub share: Share,
+    /// Whether it calls the driver.
+    pub needs_driver: bool,
+    wire: WireFn,
+}
+
+impl std::fmt::Debug for ControllerSpec {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ControllerSpec")
+            .field("name", &self.name)
+            .field("share", &self.share)
+            .field("needs_driver", &self.needs_driver)
+            .finish()
+    }
+}
+
+/// Every controller of this build, in start order ([`CONTROLLERS`]).
+pub fn registry() -> Vec<ControllerSpec> {
+    CONTROLLERS
+        .iter()
+        .map(|info| ControllerSpec {
+            name: info.name,
+            share: info.share,
+            needs_driver: info.needs_driver,
+            wire: wire_fn(info.name),
+        })
+        .collect()
+}
+
+fn wire_fn(name: &str) -> WireFn {
+    match name {
+        "machine" => wire_machine,
+        "machinetermination" => wire_termination,
+        "node" => wire_node,
+        "machineclass" => wire_machine_class,
+        "machineset" => wire_machine_set,
+        "machinedeployment" => wire_machine_deployment,
+        "machinesafetyovershooting" => wire_overshoot,
+        "machinesafetyorphanvms" => wire_orphans,
+        "machinesafetyapiserver" => wire_apiserver,
+        _ => wire_unknown,
+    }
+}
+
+fn wire_unknown(_wiring: &mut Wiring) -> Result<Runner, BoxError> {
+    Err("a controller of the selection has no implementation in this build".into())
+}
+
+/// The registry's controllers with these names, in registry order (tests run subsets).
+pub fn named(names: &[&str]) -> Vec<ControllerSpec> {
+    registry()
+        .into_iter()
+        .filter(|spec| names.contains(&spec.name))
+        .collect()
+}
+
+/// What the wire functions draw from: the common [`Shell`], the shared informers (created on
+/// first use), the driver (when connected) and the shared handles.
+pub struct Wiring {
+    shell: Arc<Shell>,
+    driver: Option<DriverClient>,
+    freeze: FreezeSwitch,
+    creation_flows: CreationFlows,
+    secrets: ClassSecrets,
+    machines: Option<Informer<Machine>>,
+    machine_sets: Option<Informer<MachineSet>>,
+    machine_deployments: Option<Informer<MachineDeployment>>,
+    machine_classes: Option<Informer<MachineClass>>,
+    nodes: Option<Informer<Node>>,
+}
+
+impl Wiring {
+    /// Wiring over `shell`; `driver` is needed only by controllers that call it.
+    pub fn new(shell: Arc<Shell>, driver: Option<DriverClient>) -> Self {
+        Self {
+            freeze: FreezeSwitch::new(shell.metrics.clone()),
+            creation_flows: CreationFlows::default(),
+            secrets: ClassSecrets::new(shell.control.clone(), shell.namespace.clone()),
+            shell,
+            driver,
+            machines: None,
+            machine_sets: None,
+            machine_deployments: None,
+            machine_classes: None,
+            nodes: None,
+        }
+    }
+
+    fn shell(&self) -> Arc<Shell> {
+        Arc::clone(&self.shell)
+    }
+
+    fn driver(&self, controller: &str) -> Result<DriverClient, BoxError> {
+        self.driver.clone().ok_or_else(|| {
+            format!("controller {controller} calls the driver, but no --driver-endpoint is set")
+                .into()
+        })
+    }
+
+    fn machines(&mut self) -> Informer<Machine> {
+        self.machines
+            .get_or_insert_with(|| Informer::new("machines"))
+            .clone()
+    }
+
+    fn machine_sets(&mut self) -> Informer<MachineSet> {
+        self.machine_sets
+            .get_or_insert_with(|| Informer::new("machinesets"))
+            .clone()
+    }
+
+    fn machine_deployments(&mut self) -> Informer<MachineDeployment> {
+        self.machine_deployments
+            .get_or_insert_with(|| Informer::new("machinedeployments"))
+            .clone()
+    }
+
+    fn machine_classes(&mut self) -> Informer<MachineClass> {
+        self.machine_classes
+            .get_or_insert_with(|| Informer::new("machineclasses"))
+            .clone()
+    }
+
+    fn nodes(&mut self) -> Informer<Node> {
+        self.nodes
+            .get_or_insert_with(|| Informer::new("nodes"))
+            .clone()
+    }
+
+    /// Starts one watch per kind a controller asked for (tasks end on `shutdown`) and waits
+    /// until their caches are synced. Without a target cluster the Node cache is empty.
+    pub async fn start_informers(&self, shutdown: &CancellationToken) {
+        let shell = &self.shell;
+        let every = watcher::Config::default;
+        if let Some(informer) = &self.machines {
+            tokio::spawn(
+                informer
+                    .clone()
+                    .run(shell.namespaced(), every(), shutdown.clone()),
+            );
+        }
+        if let Some(informer) = &self.machine_sets {
+            tokio::spawn(
+                informer
+                    .clone()
+                    .run(shell.namespaced(), every(), shutdown.clone()),
+            );
+        }
+        if let Some(informer) = &self.machine_deployments {
+            tokio::spawn(
+                informer
+                    .clone()
+                    .run(shell.namespaced(), every(), shutdown.clone()),
+            );
+        }
+        if let Some(informer) = &self.machine_classes {
+            tokio::spawn(
+                informer
+                    .clone()
+                    .run(shell.namespaced(), every(), shutdown.clone()),
+            );
+        }
+        if let Some(informer) = &self.nodes {
+            match &shell.target {
+                Some(target) => {
+                    tokio::spawn(informer.clone().run(
+                        Api::all(target.clone()),
+                        every(),
+                        shutdown.clone(),
+                    ));
+                }
+                None => informer.replace(Vec::new()),
+            }
+        }
+        let mut synced = Vec::new();
+        if let Some(informer) = &self.machines {
+            informer.wait_synced().await;
+            synced.push(format!("machines={}", informer.len()));
+        }
+        if let Some(informer) = &self.machine_sets {
+            informer.wait_synced().await;
+            synced.push(format!("machinesets={}", informer.len()));
+        }
+        if let Some(informer) = &self.machine_deployments {
+            informer.wait_synced().await;
+            synced.push(format!("machinedeployments={}", informer.len()));
+        }
+        if let Some(informer) = &self.machine_classes {
+            informer.wait_synced().await;
+            synced.push(format!("machineclasses={}", informer.len()));
+        }
+        if let Some(informer) = &self.nodes {
+            informer.wait_synced().await;
+            synced.push(format!("nodes={}", informer.len()));
+        }
+        tracing::info!(caches = %synced.join(" "), "caches synced");
+    }
+}
+
+fn runner<C: Send + Sync + 'static>(
+    context: C,
+    run: fn(Arc<C>, CancellationToken) -> BoxFuture<'static, Result<(), BoxError>>,
+) -> Runner {
+    let context = Arc::new(context);
+    Box::new(move |shutdown| run(context, shutdown))
+}
+
+fn wire_machine(wiring: &mut Wiring) -> Result<Runner, BoxError> {
+    let context = MachineContext {
+        shell: wiring.shell(),
+        machines: wiring.machines(),
+        machine_classes: wiring.machine_classes(),
+        nodes: wiring.nodes(),
+        driver: wiring.driver("machine")?,
+        secrets: wiring.secrets.clone(),
+        creation_flows: wiring.creation_flows.clone(),
+        frozen: wiring.freeze.reader(),
+    };
+    Ok(runner(context, crate::machine::reconcile::run))
+}
+
+fn wire_termination(wiring: &mut Wiring) -> Result<Runner, BoxError> {
+    let context = TerminationContext {
+        shell: wiring.shell(),
+        machines: wiring.machines(),
+        machine_classes: wiring.machine_classes(),
+        nodes: wiring.nodes(),
+        driver: wiring.driver("machinetermination")?,
+        secrets: wiring.secrets.clone(),
+        creation_flows: wiring.creation_flows.reader(),
+        frozen: wiring.freeze.reader(),
+    };
+    Ok(runner(context, crate::machine::terminate::run))
+}
+
+fn wire_node(wiring: &mut Wiring) -> Result<Runner, BoxError> {
+    let context = NodeContext {
+        shell: wiring.shell(),
+        machines: wiring.machines(),
+        nodes: wiring.nodes(),
+    };
+    Ok(runner(context, crate::machine::node_reconcile::run))
+}
+
+fn wire_machine_class(wiring: &mut Wiring) -> Result<Runner, BoxError> {
+    let context = MachineClassContext {
+        shell: wiring.shell(),
+        machines: wiring.machines(),
+        machine_classes: wiring.machine_classes(),
+    };
+    Ok(runner(context, crate::machine::class_reconcile::run))
+}
+
+fn wire_machine_set(wiring: &mut Wiring) -> Result<Runner, BoxError> {
+    let context = MachineSetContext {
+        shell: wiring.shell(),
+        machines: wiring.machines(),
+        machine_sets: wiring.machine_sets(),
+        nodes: wiring.nodes(),
+    };
+    Ok(runner(context, crate::machine_set::reconcile::run))
+}
+
+fn wire_machine_deployment(wiring: &mut Wiring) -> Result<Runner, BoxError> {
+    let context = MachineDeploymentContext {
+        shell: wiring.shell(),
+        machines: wiring.machines(),
+        machine_sets: wiring.machine_sets(),
+        machine_deployments: wiring.machine_deployments(),
+        nodes: wiring.nodes(),
+    };
+    Ok(runner(context, crate::machine_deployment::reconcile::run))
+}
+
+fn wire_overshoot(wiring: &mut Wiring) -> Result<Runner, BoxError> {
+    let context = OvershootContext {
+        shell: wiring.shell(),
+        machines: wiring.machines(),
+        machine_sets: wiring.machine_sets(),
+        machine_deployments: wiring.machine_deployments(),
+    };
+    Ok(runner(context, crate::safety::reconcile::run_overshoot))
+}
+
+fn wire_orphans(wiring: &mut Wiring) -> Result<Runner, BoxError> {
+    let context = OrphanContext {
+        shell: wiring.shell(),
+        machines: wiring.machines(),
+        machine_classes: wiring.machine_classes(),
+        nodes: wiring.nodes(),
+        driver: wiring.driver("machinesafetyorphanvms")?,
+        secrets: wiring.secrets.clone(),
+    };
+    Ok(runner(context, crate::safety::reconcile::run_orphans))
+}
+
+fn wire_apiserver(wiring: &mut Wiring) -> Result<Runner, BoxError> {
+    let context = ApiServerContext {
+        shell: wiring.shell(),
+        machines: wiring.machines(),
+        freeze: wiring.freeze.clone(),
+    };
+    Ok(runner(context, crate::safety::reconcile::run_apiserver))
+}
+
+/// The selected controllers as one manager [`Controller`]: contexts are built and the informers
+/// start during warm-up (every replica), the controllers run on the leader.
+pub struct ControllerSet {
+    specs: Vec<ControllerSpec>,
+    runners: Vec<(&'static str, Runner)>,
+    driver: Option<DriverClient>,
+    informers_stop: CancellationToken,
+}
+
+impl ControllerSet {
+    /// The set of every controller this build has.
+    pub fn all() -> Self {
+        Self::with(registry())
+    }
+
+    /// A set of the given controllers.
+    pub fn with(specs: Vec<ControllerSpec>) -> Self {
+        Self {
+            specs,
+            runners: Vec::new(),
+            driver: None,
+            informers_stop: CancellationToken::new(),
+        }
+    }
+
+    /// Uses `driver` instead of connecting to `--driver-endpoint` (tests).
+    pub fn with_driver_client(mut self, driver: DriverClient) -> Self {
+        self.driver = Some(driver);
+        self
+    }
+
+    /// Names of the selected controllers.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.specs.iter().map(|spec| spec.name).collect()
+    }
+}
+
+impl Controller for ControllerSet {
+    fn name(&self) -> &str {
+        COMPONENT
+    }
+
+    fn warm_up<'a>(
+        &'a mut self,
+        context: &'a ControllerContext,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let needs_driver = self.specs.iter().any(|spec| spec.needs_driver);
+            let driver = match (self.driver.take(), needs_driver) {
+                (Some(driver), _) => Some(driver),
+                (None, false) => None,
+                (None, true) => {
+                    let Some(endpoint) = &context.config.driver_endpoint else {
+                        return Err("the selected controllers call the driver, but no --driver-endpoint is set".into());
+                    };
+                    Some(
+                        DriverClient::connect(
+                            endpoint,
+                            mcm_provider_proto::client::DEFAULT_DEADLINE,
+                        )
+                        .await?,
+                    )
+                }
+            };
+            let shell = Arc::new(Shell::new(
+                Arc::clone(&context.config),
+                context.control.clone(),
+                context.target.clone(),
+                context.metrics.clone(),
+            ));
+            let mut wiring = Wiring::new(shell, driver);
+            let mut runners = Vec::with_capacity(self.specs.len());
+            for spec in &self.specs {
+                runners.push((spec.name, (spec.wire)(&mut wiring)?));
+            }
+            self.runners = runners;
+            // Informers stop with the manager's shutdown or when this set is dropped.
+            let stop = context.shutdown.child_token();
+            self.informers_stop = stop.clone();
+            wiring.start_informers(&stop).await;
+            Ok(())
+        })
+    }
+
+    fn run(
+        self: Box<Self>,
+        context: ControllerContext,
+    ) -> BoxFuture<'static, Result<(), BoxError>> {
+        Box::pin(async move {
+            let Self {
+                runners,
+                informers_stop,
+                ..
+            } = *self;
+            if runners.is_empty() {
+                return Err("the controllers were run without a warm-up".into());
+            }
+            // One failing controller stops the others (and then the manager) without cancelling
+            // the manager's own token.
+            let stop = context.shutdown.child_token();
+            let mut running = tokio::task::JoinSet::new();
+            for (name, runner) in runners {
+                let future = runner(stop.clone());
+                running.spawn(async move { (name, future.await) });
+                // Upstream staggers controller starts (`--controller-start-interval`).
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let mut result = Ok(());
+            while let Some(joined) = running.join_next().await {
+                match joined {
+                    Ok((name, Err(error))) => {
+                        tracing::error!(controller = name, %error, "controller failed");
+                        result = Err(format!("controller {name} failed: {error}").into());
+                        stop.cancel();
+                    }
+                    Ok((name, Ok(()))) if !stop.is_cancelled() => {
+                        result = Err(format!("controller {name} stopped unexpectedly").into());
+                        stop.cancel();
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        result = Err(format!("a controller task failed: {error}").into());
+                        stop.cancel();
+                    }
+                }
+            }
+            informers_stop.cancel();
+            result
+        })
+    }
+}
