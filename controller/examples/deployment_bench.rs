@@ -24,6 +24,10 @@
 //! MachineSet writes to the control sandbox. The process exits with status 2 when the watch saw
 //! the surge or availability bound broken: that is a correctness failure, not a timing one.
 //!
+//! `BENCH_MANAGER_WRAPPER` runs the manager behind a command, e.g. a heap profile:
+//! `BENCH_MANAGER_WRAPPER="valgrind --tool=massif --massif-out-file=/tmp/massif.out"` (then
+//! `ms_print /tmp/massif.out`); its RSS and CPU are then the wrapper's.
+//!
 //! The manager runs with `--kube-api-qps` 500 (burst 2×) and `--concurrent-syncs` 50 unless told
 //! otherwise: upstream's defaults (20/30 and 10) make any fleet of this size a test of the
 //! client throttle.
@@ -175,9 +179,15 @@ fn free_port() -> u16 {
 struct ChildProcess(Child);
 
 impl ChildProcess {
-    fn spawn(program: &Path, args: &[String], log: &Path) -> Self {
+    /// Starts `program`, behind the words of `wrapper` when given (e.g. a heap profiler).
+    fn spawn(program: &Path, args: &[String], log: &Path, wrapper: Option<&str>) -> Self {
         let log = std::fs::File::create(log).unwrap();
-        let child = Command::new(program)
+        let mut words: Vec<String> = wrapper
+            .map(|w| w.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default();
+        words.push(program.display().to_string());
+        let child = Command::new(&words[0])
+            .args(&words[1..])
             .args(args)
             .stdout(Stdio::null())
             .stderr(log)
@@ -505,6 +515,7 @@ async fn main() {
             "--kubelet-tick=200ms".into(),
         ],
         &work.path().join("provider.log"),
+        None,
     );
     let manager = ChildProcess::spawn(
         &binary("machine-controller-manager"),
@@ -529,6 +540,7 @@ async fn main() {
             "--machine-metrics-port=0".into(),
         ],
         &work.path().join("manager.log"),
+        std::env::var("BENCH_MANAGER_WRAPPER").ok().as_deref(),
     );
     let bench = Bench {
         control_sb,
