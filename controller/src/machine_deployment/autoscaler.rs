@@ -71,7 +71,11 @@ pub struct TriggerOutcome {
 
 /// `updateMachineAndMachineDeploymentDeletionAnnotations`.
 #[must_use]
-pub fn apply_trigger_entries(md: &MachineDeployment, machines: &[Machine]) -> TriggerOutcome {
+pub fn apply_trigger_entries<M: std::borrow::Borrow<Machine>>(
+    md: &MachineDeployment,
+    machines: &[M],
+) -> TriggerOutcome {
+    let machines: Vec<&Machine> = machines.iter().map(std::borrow::Borrow::borrow).collect();
     let mut out = TriggerOutcome::default();
     let mut a = annotations(md);
     let Some(trigger) = a
@@ -84,7 +88,7 @@ pub fn apply_trigger_entries(md: &MachineDeployment, machines: &[Machine]) -> Tr
     let by_name: BTreeMap<&str, &Machine> = machines
         .iter()
         .filter(|m| m.metadata.namespace == md.metadata.namespace)
-        .filter_map(|m| Some((m.metadata.name.as_deref()?, m)))
+        .filter_map(|m| Some((m.metadata.name.as_deref()?, *m)))
         .collect();
     let mut kept = Vec::new();
     for entry in trigger.split(',') {
@@ -223,7 +227,7 @@ mod tests {
             "2024-01-01T00:00:00Z"
         );
         // All entries gone: the annotation is removed.
-        let out = apply_trigger_entries(&md("gone~2024-01-01T00:00:00Z", None), &[]);
+        let out = apply_trigger_entries::<Machine>(&md("gone~2024-01-01T00:00:00Z", None), &[]);
         assert!(
             !out.deployment_annotations
                 .unwrap()

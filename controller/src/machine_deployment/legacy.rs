@@ -35,11 +35,12 @@ fn has_hash_label(labels: Option<&std::collections::BTreeMap<String, String>>) -
 /// The next step for `ms` (controlled by `md`), given the machines of the namespace; `None` when
 /// the set is not legacy (its selector has the hash label) or not controlled by `md`.
 #[must_use]
-pub fn next_step(
+pub fn next_step<M: std::borrow::Borrow<Machine>>(
     md: &MachineDeployment,
     ms: &MachineSet,
-    machines: &[Machine],
+    machines: &[M],
 ) -> Option<LegacyStep> {
+    let machines: Vec<&Machine> = machines.iter().map(std::borrow::Borrow::borrow).collect();
     let selector = ms.spec.selector.as_ref()?;
     if has_hash_label(selector.match_labels.as_ref()) {
         return None;
@@ -235,6 +236,6 @@ mod tests {
             "other",
             "other-uid",
         )]);
-        assert_eq!(next_step(&md(), &ms, &[]), None);
+        assert_eq!(next_step::<Machine>(&md(), &ms, &[]), None);
     }
 }

@@ -122,7 +122,7 @@ pub struct DeploymentInput<'a> {
     /// Every MachineSet of the namespace (cache).
     pub machine_sets: &'a [MachineSet],
     /// Every machine of the namespace (cache).
-    pub machines: &'a [Machine],
+    pub machines: &'a [std::sync::Arc<Machine>],
     /// Flags.
     pub config: DeploymentConfig,
     /// Nodes of the target cluster backing the machines, by name (empty without a target).

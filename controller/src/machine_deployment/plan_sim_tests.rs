@@ -92,7 +92,11 @@ impl Fleet {
 
     fn deployment_step(&mut self) -> DeploymentPlan {
         self.refresh_set_status();
-        let machines = self.machine_list();
+        let machines: Vec<std::sync::Arc<Machine>> = self
+            .machine_list()
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect();
         let nodes = self.nodes.clone();
         let input = DeploymentInput {
             deployment: &self.md,
@@ -212,7 +216,11 @@ impl Fleet {
         self.refresh_set_status();
         let nodes = BTreeMap::new();
         for i in 0..self.sets.len() {
-            let machines = self.machine_list();
+            let machines: Vec<std::sync::Arc<Machine>> = self
+                .machine_list()
+                .into_iter()
+                .map(std::sync::Arc::new)
+                .collect();
             let input = set_plan::MachineSetInput {
                 machine_set: &self.sets[i],
                 machines: &machines,

@@ -104,15 +104,18 @@ fn set(
     ms
 }
 
+/// The plan's input; the machines are shared as the cache shares them (leaked: tests only).
 fn input<'a>(
     md: &'a MachineDeployment,
     sets: &'a [MachineSet],
-    machines: &'a [Machine],
+    machines: &[Machine],
 ) -> DeploymentInput<'a> {
+    let shared: Vec<std::sync::Arc<Machine>> =
+        machines.iter().cloned().map(std::sync::Arc::new).collect();
     DeploymentInput {
         deployment: md,
         machine_sets: sets,
-        machines,
+        machines: Box::leak(shared.into_boxed_slice()),
         config: DeploymentConfig::default(),
         nodes: &NO_NODES,
         now: t(0),

@@ -274,12 +274,10 @@ async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileEr
             .filter(|s| s.metadata.namespace.as_deref() == Some(shell.namespace.as_str())),
     );
     let sel = md.spec.selector.clone();
-    let machines: Vec<Machine> = shell
+    // Shared with the cache, never copied (see the MachineSet shell).
+    let machines: Vec<Arc<Machine>> = shell
         .machines
-        .filter(|m| selector::matches(sel.as_ref(), m.metadata.labels.as_ref()).unwrap_or(false))
-        .iter()
-        .map(|m| (**m).clone())
-        .collect();
+        .filter(|m| selector::matches(sel.as_ref(), m.metadata.labels.as_ref()).unwrap_or(false));
     let in_place =
         md.spec.strategy.as_ref().and_then(|s| s.type_.as_ref()) == Some(&Strategy::InPlaceUpdate);
     let nodes = if in_place {
@@ -373,11 +371,11 @@ async fn migrate_legacy(context: &Context, md: &str, step: LegacyStep) -> Result
 /// What the in-place strategy needs to know about the nodes of `machines`.
 fn node_views(
     shell: &MachineDeploymentContext,
-    machines: &[Machine],
+    machines: &[Arc<Machine>],
 ) -> BTreeMap<String, NodeView> {
     machines
         .iter()
-        .filter_map(Machine::node_name)
+        .filter_map(|m| m.node_name())
         .filter_map(|n| shell.nodes.get(n).map(|node| (n.to_owned(), view(&node))))
         .collect()
 }

@@ -192,13 +192,14 @@ impl Expectations {
 
     /// Settles the entry against the current cache content of the set's machines: created names
     /// present in the cache and deleted names absent or deleting are done.
-    pub fn observe_snapshot(&mut self, key: &str, machines: &[Machine]) {
+    pub fn observe_snapshot<M: std::borrow::Borrow<Machine>>(&mut self, key: &str, machines: &[M]) {
         let Some(e) = self.by_set.get_mut(key) else {
             return;
         };
         let present: BTreeMap<&str, bool> = machines
             .iter()
-            .filter_map(|m| {
+            .map(std::borrow::Borrow::borrow)
+            .filter_map(|m: &Machine| {
                 Some((
                     m.metadata.name.as_deref()?,
                     m.metadata.deletion_timestamp.is_some(),
@@ -288,7 +289,7 @@ mod tests {
             e.get("k").unwrap().deleting,
             BTreeSet::from(["a".to_owned()])
         );
-        e.observe_snapshot("k", &[]);
+        e.observe_snapshot::<Machine>("k", &[]);
         assert_eq!(e.readiness("k", t(1)), Readiness::Satisfied);
     }
 

@@ -7,8 +7,10 @@
 //! [`machine_set_status`] from the plan's working copy of the claimed machines and the outcome of
 //! the replica actions, and writes it when [`status_needs_update`] says so.
 
+use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -267,7 +269,7 @@ pub struct MachineSetInput<'a> {
     /// The MachineSet (read live).
     pub machine_set: &'a MachineSet,
     /// Every machine of the namespace from the cache.
-    pub machines: &'a [Machine],
+    pub machines: &'a [Arc<Machine>],
     /// Nodes known to the cache: name → value of their preserve annotation (absent key: node not
     /// found).
     pub node_preserve: &'a BTreeMap<String, Option<String>>,
@@ -283,7 +285,7 @@ pub struct MachineSetPlan {
     /// Actions in execution order.
     pub actions: Vec<MachineSetAction>,
     /// The claimed machines as they will be after the in-place updates (input of the status).
-    pub claimed: Vec<Machine>,
+    pub claimed: Vec<Arc<Machine>>,
     /// When to reconcile again at the latest.
     pub requeue_after: SignedDuration,
 }
@@ -647,7 +649,7 @@ fn sync_update(ms: &MachineSet, m: &Machine) -> MachineUpdate {
 }
 
 /// Auto-preservation of failed machines (§4.6): annotation changes per machine index.
-fn auto_preservation(ms: &MachineSet, machines: &[Machine]) -> Vec<(usize, MachineUpdate)> {
+fn auto_preservation(ms: &MachineSet, machines: &[Arc<Machine>]) -> Vec<(usize, MachineUpdate)> {
     let max = i64::from(ms.spec.auto_preserve_failed_machine_max.unwrap_or(0));
     let count = i64::from(
         ms.status
@@ -704,13 +706,14 @@ fn auto_preservation(ms: &MachineSet, machines: &[Machine]) -> Vec<(usize, Machi
 #[must_use]
 pub fn machines_to_delete(
     ms: &MachineSet,
-    claimed: &[Machine],
+    claimed: &[Arc<Machine>],
     node_preserve: &BTreeMap<String, Option<String>>,
     now: Timestamp,
 ) -> Vec<MachineRef> {
     let replicas = usize::try_from(ms.spec.replicas.unwrap_or(0)).unwrap_or(0);
     let mut candidates: Vec<&Machine> = claimed
         .iter()
+        .map(|m| &**m)
         .filter(|m| phase(m) != Some(&MachinePhase::Terminating))
         .filter(|m| label_of(&m.metadata, label::UPDATE_RESULT) != Some(value::UPDATE_SUCCESSFUL))
         .collect();
@@ -765,7 +768,8 @@ pub fn plan(input: MachineSetInput<'_>) -> Result<MachineSetPlan, MachineSetErro
         selector: ms.spec.selector.as_ref(),
     };
     let namespace = ms.metadata.namespace.as_deref();
-    let mut claimed: Vec<Machine> = Vec::new();
+    // Shared with the cache: a machine is copied only when this pass changes it.
+    let mut claimed: Vec<Arc<Machine>> = Vec::new();
     for m in input
         .machines
         .iter()
@@ -777,20 +781,20 @@ pub fn plan(input: MachineSetInput<'_>) -> Result<MachineSetPlan, MachineSetErro
                 source,
             })?;
         match decision {
-            ClaimDecision::Owned => claimed.push(m.clone()),
+            ClaimDecision::Owned => claimed.push(Arc::clone(m)),
             ClaimDecision::Adopt => {
                 let owner_ref = claim::owner_reference(KIND, &name, &uid);
                 actions.push(MachineSetAction::AdoptMachine {
                     machine: MachineRef::of(m),
                     owner: owner_ref.clone(),
                 });
-                let mut adopted = m.clone();
+                let mut adopted = (**m).clone();
                 adopted
                     .metadata
                     .owner_references
                     .get_or_insert_with(Vec::new)
                     .push(owner_ref);
-                claimed.push(adopted);
+                claimed.push(Arc::new(adopted));
             }
             ClaimDecision::Release => actions.push(MachineSetAction::ReleaseMachine {
                 machine: MachineRef::of(m),
@@ -807,7 +811,7 @@ pub fn plan(input: MachineSetInput<'_>) -> Result<MachineSetPlan, MachineSetErro
     }
     for (m, u) in claimed.iter_mut().zip(updates) {
         if u != MachineUpdate::default() {
-            apply_update(m, &u);
+            apply_update(Arc::make_mut(m), &u);
             actions.push(MachineSetAction::UpdateMachine {
                 machine: MachineRef::of(m),
                 update: Box::new(u),
@@ -825,7 +829,7 @@ pub fn plan(input: MachineSetInput<'_>) -> Result<MachineSetPlan, MachineSetErro
             let machines: Vec<MachineRef> = claimed
                 .iter()
                 .filter(|m| m.metadata.deletion_timestamp.is_none())
-                .map(MachineRef::of)
+                .map(|m| MachineRef::of(m))
                 .collect();
             if !machines.is_empty() && input.readiness.may_act() {
                 actions.push(MachineSetAction::DeleteMachines { machines });
@@ -855,7 +859,7 @@ pub fn plan(input: MachineSetInput<'_>) -> Result<MachineSetPlan, MachineSetErro
 /// [`MachineSetError::NoTemplateLabels`] on scale-up with an unlabeled template.
 pub fn manage_replicas(
     ms: &MachineSet,
-    claimed: &[Machine],
+    claimed: &[Arc<Machine>],
     node_preserve: &BTreeMap<String, Option<String>>,
     now: Timestamp,
 ) -> Result<Vec<MachineSetAction>, MachineSetError> {
@@ -899,12 +903,13 @@ pub struct ReplicaError {
 
 /// The status of §4.8 for the claimed machines (`claimed` from [`MachineSetPlan::claimed`]).
 #[must_use]
-pub fn machine_set_status(
+pub fn machine_set_status<M: Borrow<Machine>>(
     ms: &MachineSet,
-    claimed: &[Machine],
+    claimed: &[M],
     replica_error: Option<&ReplicaError>,
     now: Timestamp,
 ) -> MachineSetStatus {
+    let claimed: Vec<&Machine> = claimed.iter().map(Borrow::borrow).collect();
     let old = ms.status.clone().unwrap_or_default();
     let template_labels = ms
         .spec

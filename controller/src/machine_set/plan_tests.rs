@@ -6,6 +6,7 @@ use crate::machine_set::expectations::{Expectations, Readiness};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use mcm_api::v1alpha1::{ClassSpec, MachineSetSpec, MachineSpec, MachineTemplateSpec};
 use proptest::prelude::*;
+use std::sync::Arc;
 
 fn t(secs: i64) -> Timestamp {
     Timestamp::from_second(1_700_000_000 + secs).unwrap()
@@ -90,14 +91,19 @@ fn preserved_until(mut m: Machine, at: Timestamp) -> Machine {
     m
 }
 
-fn input<'a>(
+/// The plan's input; the machines are shared as the cache shares them (leaked: tests only).
+fn input<'a, M: std::borrow::Borrow<Machine>>(
     ms: &'a MachineSet,
-    machines: &'a [Machine],
+    machines: &[M],
     nodes: &'a BTreeMap<String, Option<String>>,
 ) -> MachineSetInput<'a> {
+    let shared: Vec<Arc<Machine>> = machines
+        .iter()
+        .map(|m| Arc::new(m.borrow().clone()))
+        .collect();
     MachineSetInput {
         machine_set: ms,
-        machines,
+        machines: Box::leak(shared.into_boxed_slice()),
         node_preserve: nodes,
         readiness: Readiness::Satisfied,
         now: t(0),
@@ -546,7 +552,7 @@ fn finalizer_added_once_and_deleting_set_deletes_machines_then_releases_finalize
     let nodes = BTreeMap::new();
     let mut s = ms(2);
     s.metadata.finalizers = None;
-    let p = plan(input(&s, &[], &nodes)).unwrap();
+    let p = plan(input::<Machine>(&s, &[], &nodes)).unwrap();
     assert_eq!(p.actions[0], MachineSetAction::AddFinalizer);
 
     let mut s = ms(2);
@@ -557,7 +563,7 @@ fn finalizer_added_once_and_deleting_set_deletes_machines_then_releases_finalize
     let p = plan(input(&s, &machines, &nodes)).unwrap();
     assert_eq!(deleted_names(&p.actions), vec!["a"]);
     assert!(!p.actions.contains(&MachineSetAction::AddFinalizer));
-    let p = plan(input(&s, &[], &nodes)).unwrap();
+    let p = plan(input::<Machine>(&s, &[], &nodes)).unwrap();
     assert_eq!(p.actions, vec![MachineSetAction::RemoveFinalizer]);
 }
 
@@ -567,18 +573,18 @@ fn invalid_sets_are_rejected_not_panicking() {
     let mut s = ms(1);
     s.spec.selector = None;
     assert!(matches!(
-        plan(input(&s, &[], &nodes)),
+        plan(input::<Machine>(&s, &[], &nodes)),
         Err(MachineSetError::MissingSelector { .. })
     ));
     let mut s = ms(-1);
     assert!(matches!(
-        plan(input(&s, &[], &nodes)),
+        plan(input::<Machine>(&s, &[], &nodes)),
         Err(MachineSetError::NegativeReplicas { .. })
     ));
     s.spec.replicas = Some(1);
     s.spec.template.as_mut().unwrap().metadata = None;
     assert!(matches!(
-        plan(input(&s, &[], &nodes)),
+        plan(input::<Machine>(&s, &[], &nodes)),
         Err(MachineSetError::SelectorTemplateMismatch { .. })
     ));
     let mut s = ms(1);
@@ -591,7 +597,7 @@ fn invalid_sets_are_rejected_not_panicking() {
         .unwrap()
         .class = None;
     assert!(matches!(
-        plan(input(&s, &[], &nodes)),
+        plan(input::<Machine>(&s, &[], &nodes)),
         Err(MachineSetError::MissingClass { field: "kind", .. })
     ));
     let mut s = ms(1);
@@ -603,7 +609,7 @@ fn invalid_sets_are_rejected_not_panicking() {
         },
     ]);
     assert!(matches!(
-        plan(input(&s, &[], &nodes)),
+        plan(input::<Machine>(&s, &[], &nodes)),
         Err(MachineSetError::Selector { .. })
     ));
 }

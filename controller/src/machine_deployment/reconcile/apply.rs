@@ -80,7 +80,7 @@ impl<'a> Executor<'a> {
         context: &'a Context,
         md: MachineDeployment,
         sets: &[MachineSet],
-        machines: &'a [Machine],
+        machines: &'a [std::sync::Arc<Machine>],
     ) -> Self {
         let name = md.metadata.name.clone().unwrap_or_default();
         Self {
@@ -93,7 +93,7 @@ impl<'a> Executor<'a> {
                 .collect(),
             machines: machines
                 .iter()
-                .filter_map(|m| Some((m.metadata.name.clone()?, m)))
+                .filter_map(|m| Some((m.metadata.name.clone()?, &**m)))
                 .collect(),
         }
     }

@@ -9,6 +9,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use mcm_api::keys::finalizer;
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineSet};
 use serde_json::json;
+use std::sync::Arc;
 
 use super::{Controller, SyncError};
 use crate::machine_set::plan::{self, MachineRef, MachineUpdate, ReplicaError, events};
@@ -78,7 +79,7 @@ impl Controller {
     pub(super) async fn adopt(
         &self,
         ms: &MachineSet,
-        cache: &[Machine],
+        cache: &[Arc<Machine>],
         machine: &MachineRef,
         owner: OwnerReference,
     ) -> Result<(), SyncError> {
@@ -104,7 +105,7 @@ impl Controller {
     pub(super) async fn release(
         &self,
         ms: &MachineSet,
-        cache: &[Machine],
+        cache: &[Arc<Machine>],
         machine: &MachineRef,
     ) -> Result<(), SyncError> {
         let Some(cached) = find(cache, machine) else {
@@ -286,7 +287,7 @@ impl Controller {
     pub(super) async fn delete_machines(
         &self,
         ms: &MachineSet,
-        cache: &[Machine],
+        cache: &[Arc<Machine>],
         victims: &[MachineRef],
         now: Timestamp,
     ) {
@@ -332,7 +333,7 @@ impl Controller {
     async fn delete_one(
         &self,
         ms: &MachineSet,
-        cache: &[Machine],
+        cache: &[Arc<Machine>],
         victim: &MachineRef,
         now: Timestamp,
     ) -> Option<(String, bool)> {
@@ -393,8 +394,9 @@ impl Controller {
     }
 }
 
-fn find<'a>(cache: &'a [Machine], machine: &MachineRef) -> Option<&'a Machine> {
+fn find<'a>(cache: &'a [Arc<Machine>], machine: &MachineRef) -> Option<&'a Machine> {
     cache
         .iter()
+        .map(|m| &**m)
         .find(|m| m.metadata.name.as_deref() == Some(machine.name.as_str()))
 }
