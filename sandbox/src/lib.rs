@@ -84,6 +84,8 @@ pub struct SandboxConfig {
     /// Events kept per resource type for watch replay and for serving past list states
     /// (continue pages, `resourceVersionMatch=Exact`).
     pub watch_history: usize,
+    /// Bound of that history per type in estimated JSON bytes (the newest event is always kept).
+    pub watch_history_bytes: usize,
     /// (namespace, service) -> address used for webhook `clientConfig.service`.
     pub service_addresses: HashMap<(String, String), SocketAddr>,
     /// Optional persistence directory: not supported yet (objects live in memory only).
@@ -98,6 +100,7 @@ impl Default for SandboxConfig {
             kubeconfig_path: None,
             name: "mcm-sandbox".into(),
             watch_history: 10_000,
+            watch_history_bytes: store::DEFAULT_HISTORY_BYTES,
             service_addresses: HashMap::new(),
             data_dir: None,
         }
@@ -202,7 +205,10 @@ impl Sandbox {
         })?;
         let scheme = if config.tls { "https" } else { "http" };
         let url = format!("{scheme}://{addr}");
-        let store = Arc::new(store::Store::new(config.watch_history));
+        let store = Arc::new(store::Store::with_history_bounds(
+            config.watch_history,
+            config.watch_history_bytes,
+        ));
         let faults = Arc::new(Faults::default());
         let state = Arc::new(server::AppState {
             store: store.clone(),

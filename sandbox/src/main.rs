@@ -33,6 +33,9 @@ enum Command {
         /// Events kept per resource type for watch replay.
         #[arg(long, default_value_t = 10_000)]
         watch_history: usize,
+        /// Bound of the watch history per resource type in bytes (estimated JSON size).
+        #[arg(long, default_value_t = mcm_sandbox::store::DEFAULT_HISTORY_BYTES)]
+        watch_history_bytes: usize,
     },
 }
 
@@ -51,6 +54,7 @@ async fn main() -> anyhow::Result<()> {
             insecure_http,
             name,
             watch_history,
+            watch_history_bytes,
         } => {
             let config = mcm_sandbox::SandboxConfig {
                 port,
@@ -58,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
                 kubeconfig_path: kubeconfig,
                 name,
                 watch_history,
+                watch_history_bytes,
                 ..Default::default()
             };
             let sb = mcm_sandbox::Sandbox::start(config)

@@ -45,22 +45,52 @@ pub struct Event {
     pub old: Option<Arc<Value>>,
 }
 
+/// Approximate serialized size of a JSON value in bytes, without serializing it: what one history
+/// entry costs, so the history can be bounded by bytes. Escapes are not counted (an estimate).
+pub fn json_size(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|i| json_size(i) + 1).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| k.len() + 4 + json_size(v))
+                .sum::<usize>()
+        }
+    }
+}
+
+/// Live events buffered per type for watchers that are momentarily busy.
+const BROADCAST_CAPACITY: usize = 1024;
+
+/// Default bound of the watch history per type in estimated JSON bytes ([`json_size`]).
+pub const DEFAULT_HISTORY_BYTES: usize = 16 << 20;
+
 /// (group, plural).
 pub type GroupResource = (String, String);
 
 struct Table {
     objects: BTreeMap<(String, String), Arc<Value>>,
-    history: VecDeque<Arc<Event>>,
+    /// Each event with its estimated size ([`json_size`]).
+    history: VecDeque<(Arc<Event>, usize)>,
+    /// Sum of the sizes in `history`.
+    history_bytes: usize,
     compacted_rv: u64,
     tx: broadcast::Sender<Arc<Event>>,
 }
 
 impl Table {
     fn new(cap: usize) -> Self {
-        let (tx, _) = broadcast::channel(cap.clamp(1024, 65536));
+        // The channel keeps every slot's event alive until it is overwritten, whatever the history
+        // bound says, so it stays small: a watcher that falls this far behind is closed and
+        // resumes from the (byte-bounded) history, as kube-apiserver closes slow watchers.
+        let (tx, _) = broadcast::channel(cap.clamp(64, BROADCAST_CAPACITY));
         Table {
             objects: BTreeMap::new(),
             history: VecDeque::new(),
+            history_bytes: 0,
             compacted_rv: 0,
             tx,
         }
@@ -78,6 +108,7 @@ struct State {
 pub struct Store {
     state: RwLock<State>,
     history_limit: usize,
+    history_bytes_limit: usize,
     /// Wakes the garbage collector.
     pub gc_wake: tokio::sync::Notify,
     /// Wakes the PDB status updater.
@@ -191,8 +222,15 @@ fn random_suffix(seed: u64) -> String {
 }
 
 impl Store {
-    /// A store serving the built-in resources.
+    /// A store serving the built-in resources, keeping at most `history_limit` events per type
+    /// and [`DEFAULT_HISTORY_BYTES`] of them.
     pub fn new(history_limit: usize) -> Self {
+        Self::with_history_bounds(history_limit, DEFAULT_HISTORY_BYTES)
+    }
+
+    /// A store serving the built-in resources whose watch history per type is bounded both by
+    /// event count and by estimated JSON bytes (the newest event is always kept).
+    pub fn with_history_bounds(history_limit: usize, history_bytes: usize) -> Self {
         let mut defs = HashMap::new();
         let mut tables = HashMap::new();
         for d in resources::builtins() {
@@ -210,6 +248,7 @@ impl Store {
                 tables,
             }),
             history_limit: history_limit.max(1),
+            history_bytes_limit: history_bytes,
             gc_wake: tokio::sync::Notify::new(),
             pdb_wake: tokio::sync::Notify::new(),
         };
@@ -336,7 +375,7 @@ impl Store {
             .filter(|((n, _), _)| ns.is_none_or(|want| want == n))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        for ev in t.history.iter().rev().take_while(|e| e.rv > at_rv) {
+        for (ev, _) in t.history.iter().rev().take_while(|(e, _)| e.rv > at_rv) {
             if !in_scope(&ev.obj) {
                 continue;
             }
@@ -374,12 +413,17 @@ impl Store {
     ) {
         let rv = st.rv;
         let limit = self.history_limit;
+        let bytes_limit = self.history_bytes_limit;
         if let Some(t) = st.tables.get_mut(gr) {
+            let size = json_size(&obj);
             let ev = Arc::new(Event { rv, kind, obj, old });
-            t.history.push_back(ev.clone());
-            while t.history.len() > limit {
-                if let Some(e) = t.history.pop_front() {
+            t.history.push_back((ev.clone(), size));
+            t.history_bytes += size;
+            while t.history.len() > limit || (t.history_bytes > bytes_limit && t.history.len() > 1)
+            {
+                if let Some((e, size)) = t.history.pop_front() {
                     t.compacted_rv = e.rv;
+                    t.history_bytes -= size;
                 }
             }
             // No receivers is fine.
@@ -416,7 +460,11 @@ impl Store {
                         format!("too old resource version: {rv} ({})", t.compacted_rv + 1),
                     ));
                 }
-                t.history.iter().filter(|e| e.rv > rv).cloned().collect()
+                t.history
+                    .iter()
+                    .filter(|(e, _)| e.rv > rv)
+                    .map(|(e, _)| e.clone())
+                    .collect()
             }
         };
         Ok(WatchStart { replay, rx })
@@ -1206,6 +1254,47 @@ mod tests {
         assert_eq!(w.replay.len(), 2);
         let w = s.watch(&cm_gr(), None).unwrap();
         assert_eq!(w.replay.len(), 6);
+    }
+
+    #[test]
+    fn watch_history_is_bounded_by_bytes_too() {
+        let payload = "x".repeat(1000);
+        // Room for about three of these objects, far fewer than the event limit.
+        let s = Store::with_history_bounds(1000, 4000);
+        for i in 0..10 {
+            s.create(
+                &cm_gr(),
+                json!({"metadata": {"name": format!("c{i}"), "namespace": "default"}, "data": {"v": payload}}),
+                false,
+            )
+            .unwrap();
+        }
+        let cur = s.current_rv();
+        let e = s.watch(&cm_gr(), Some(cur - 5)).err().unwrap();
+        assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
+        let w = s.watch(&cm_gr(), Some(cur - 3)).unwrap();
+        assert_eq!(w.replay.len(), 3);
+        // One object larger than the whole budget is still kept: a watcher can resume after it.
+        let s = Store::with_history_bounds(1000, 10);
+        s.create(
+            &cm_gr(),
+            json!({"metadata": {"name": "big", "namespace": "default"}, "data": {"v": payload}}),
+            false,
+        )
+        .unwrap();
+        let cur = s.current_rv();
+        assert_eq!(s.watch(&cm_gr(), Some(cur - 1)).unwrap().replay.len(), 1);
+    }
+
+    #[test]
+    fn json_size_is_close_to_the_serialized_length() {
+        let v = json!({"metadata": {"name": "n", "labels": {"a": "b"}}, "spec": {"replicas": 3, "list": [1, "two", null, true]}});
+        let real = serde_json::to_vec(&v).unwrap().len();
+        let estimate = json_size(&v);
+        assert!(
+            estimate >= real && estimate <= real * 2,
+            "{estimate} vs {real}"
+        );
     }
 
     #[test]
