@@ -23,7 +23,7 @@ use super::plan::{
     EvictionResult, PodDisposition, classify_pod, exclude_shared_volumes, misconfigured_refusals,
     plan_drain, pod_key, pvc_claims,
 };
-use crate::manager::metrics::Metrics;
+use crate::shell::metrics::Metrics;
 
 /// What the shell remembers about the drain of one node between passes (in memory; after a
 /// restart the accounting restarts, which only adds retries: the deadline comes from the

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::plan::common::Retry;
 use super::plan::routing::class_key_for_machine;
 use crate::machine::context::MachineClassContext;
-use crate::manager::BoxError;
+use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 

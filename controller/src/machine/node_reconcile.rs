@@ -25,7 +25,7 @@ use super::plan::routing::{
     route_node_update,
 };
 use crate::machine::context::NodeContext;
-use crate::manager::BoxError;
+use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 

@@ -41,10 +41,10 @@ use crate::machine::plan::common::{ControllerSettings, Event, Retry, name_of};
 use crate::machine::plan::creation::SecretData;
 use crate::machine::plan::order::{EntryDecision, ReconcileOrder, ReconcileStep};
 use crate::machine::plan::routing::{self, MachineQueue, NodeRoute};
-use crate::manager::BoxError;
-use crate::manager::metrics::MachineSample;
+use crate::shell::BoxError;
 use crate::shell::Shell;
 use crate::shell::informer::Change;
+use crate::shell::metrics::MachineSample;
 use crate::shell::queue::{Outcome, WorkQueue};
 
 /// Name of the machine work queue (metric label, logs).

@@ -37,7 +37,7 @@ use super::plan::deletion::{self, DeletionStage};
 use super::plan::routing::{self, MachineQueue};
 use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::TerminationContext;
-use crate::manager::BoxError;
+use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 

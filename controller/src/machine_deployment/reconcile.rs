@@ -36,8 +36,8 @@ use super::plan::{self, DeploymentConfig, DeploymentInput, NodeView};
 use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::machine_set::claim::controller_ref;
 use crate::machine_set::routing::owners_to_sync;
-use crate::manager::BoxError;
 use crate::selector;
+use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 

@@ -29,7 +29,7 @@ use super::expectations::Expectations;
 use super::plan::{self, MachineSetAction, MachineSetInput, ReplicaError};
 use super::routing;
 use crate::machine_set::context::MachineSetContext;
-use crate::manager::BoxError;
+use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 

@@ -19,13 +19,13 @@
 pub mod admin;
 pub mod clients;
 pub mod compose;
-pub mod config;
 pub mod leader;
-pub mod logging;
-pub mod metrics;
-pub mod process_metrics;
-pub mod selection;
 pub mod throttle;
+
+// Flags, logging, metrics and controller names live in `shell`, which the controllers import; the
+// manager only composes. These keep the old paths working for the binaries and other crates.
+pub use crate::shell::BoxError;
+pub use crate::shell::{config, logging, metrics, process_metrics, selection};
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -43,9 +43,6 @@ use self::clients::ClientError;
 use self::config::Config;
 use self::leader::{LeaderElector, LeaderError, LeaderSettings};
 use self::metrics::{Metrics, MetricsPort};
-
-/// Error type controllers return from their hooks.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// What a controller gets to work with.
 #[derive(Clone)]

@@ -20,11 +20,11 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::machine::plan::routing::triggers_orphan_collection;
-use crate::manager::BoxError;
 use crate::safety::apiserver::check::{self as apiserver_check, ApiServerChecker};
 use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
 use crate::safety::orphans::collect as orphan_collect;
 use crate::safety::overshoot::apply as overshoot_apply;
+use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::WorkQueue;
 

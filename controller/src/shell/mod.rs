@@ -7,9 +7,17 @@
 //! and handles it uses; composing controllers into a manager is `manager::compose`. Nothing here
 //! imports a controller.
 
+pub mod config;
 pub mod events;
 pub mod informer;
+pub mod logging;
+pub mod metrics;
+pub mod process_metrics;
 pub mod queue;
+pub mod selection;
+
+/// The error type of controller entry points and other boxed, thread-safe failures.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 use std::sync::Arc;
 
@@ -17,8 +25,8 @@ use kube::{Api, Client, Resource};
 
 pub use self::events::EVENT_REPEAT_SUPPRESSION;
 use self::events::EventSink;
-use crate::manager::config::Config;
-use crate::manager::metrics::Metrics;
+use crate::shell::config::Config;
+use crate::shell::metrics::Metrics;
 
 /// The component name on Events and field managers.
 pub const COMPONENT: &str = "machine-controller-manager";

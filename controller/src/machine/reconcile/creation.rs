@@ -22,7 +22,7 @@ use crate::machine::plan::creation::{
     CreationContext, CreationPass, CreationStep, MetadataUpdate, SecretData, StatusCallError,
 };
 use crate::machine::plan::hot_update::LAST_APPLIED_PROVIDER_SPEC;
-use crate::manager::metrics::MachineDurationLabels;
+use crate::shell::metrics::MachineDurationLabels;
 
 impl MachineController {
     /// `triggerCreationFlow`.

@@ -21,8 +21,8 @@ use crate::machine::plan::common::{
 };
 use crate::machine::plan::creation::BOOTSTRAP_TOKEN_NAMESPACE;
 use crate::machine::plan::health::{FailurePermit, HealthInput, HealthOutcome, NodeLookup};
-use crate::manager::metrics::MachineDurationLabels;
 use crate::shell::informer::Informer;
+use crate::shell::metrics::MachineDurationLabels;
 
 /// How long the permit is kept after failing a machine when the cache does not show the write
 /// yet (upstream sleeps 10s holding it), so a sibling never decides on a stale "Unknown".

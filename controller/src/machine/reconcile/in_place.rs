@@ -19,7 +19,7 @@ use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
 use crate::machine::plan;
 use crate::machine::plan::common::{Event, Retry, effective_settings, name_of, node_name_of};
 use crate::machine::plan::in_place::{InPlaceFinish, InPlaceStep, in_place_condition};
-use crate::manager::metrics::DrainLabels;
+use crate::shell::metrics::DrainLabels;
 
 /// The event that tells a user why the node's `InPlaceUpdate` condition changed.
 fn condition_event(node: &str, written: &NodeCondition) -> Event {

@@ -22,7 +22,7 @@ use crate::machine::plan::common::{
 use crate::machine::plan::preservation::{
     PreservationAction, PreservationInput, PreservationOutcome, PreservationPlan,
 };
-use crate::manager::metrics::DrainLabels;
+use crate::shell::metrics::DrainLabels;
 
 impl MachineController {
     /// `manageMachinePreservation`.

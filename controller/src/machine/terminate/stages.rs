@@ -23,7 +23,7 @@ use crate::machine::plan::deletion::{
     plan_delete_vm_result, plan_drain_stage, plan_finalizer_removal_result, plan_get_vm_status,
     plan_node_deletion, plan_node_deletion_result, plan_set_termination, plan_volume_attachments,
 };
-use crate::manager::metrics::{DrainLabels, MachineDurationLabels};
+use crate::shell::metrics::{DrainLabels, MachineDurationLabels};
 use crate::shell::queue::Outcome;
 
 /// Stages run back to back in one pass at most (a full happy path needs 7).

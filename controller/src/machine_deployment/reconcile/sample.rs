@@ -7,7 +7,7 @@ use mcm_api::v1alpha1::{MachineDeployment, MachineDeploymentStrategyType as Stra
 use serde::Serialize;
 
 use crate::machine_deployment::context::MachineDeploymentContext;
-use crate::manager::metrics::{ConditionSample, FailedMachineSample, MachineDeploymentSample};
+use crate::shell::metrics::{ConditionSample, FailedMachineSample, MachineDeploymentSample};
 
 /// Registers the hook that replaces the deployment series before every scrape.
 pub(super) fn register(shell: &Arc<MachineDeploymentContext>) {

@@ -4,7 +4,7 @@
 use mcm_api::v1alpha1::MachineSet;
 
 use crate::machine_set::context::MachineSetContext;
-use crate::manager::metrics::{ConditionSample, FailedMachineSample, MachineSetSample};
+use crate::shell::metrics::{ConditionSample, FailedMachineSample, MachineSetSample};
 
 /// Registers the scrape hook on the shell's metrics.
 pub(super) fn register(shell: &MachineSetContext) {
