@@ -13,7 +13,9 @@ use mcm_controller::manager::{self, RunOptions, compose, leader};
 use tokio_util::sync::CancellationToken;
 
 /// mimalloc returns freed memory to the system; with glibc's allocator the RSS stayed at the
-/// peak of a rollout or a mass deletion long after it (see `make bench`).
+/// peak of a rollout or a mass deletion long after it (see `make bench`). The `system-allocator`
+/// feature turns it off for heap profilers that hook malloc.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
