@@ -25,6 +25,7 @@
 //! | §3.2 event routing (+ preserveExpiryTime rule), §3.12 node controller, not-managed nodes | [`plan::routing`] | `routing::tests::*` |
 //! | §12 phase transitions | spread over the above | transitions asserted in the tests above |
 //! | §16 retry periods | [`plan::common::Retry`] | `common::tests::retry_periods_match_upstream` |
+//! | Issue 14 item 1: per-machine backoff of failing Create/Initialize/DeleteMachine | [`plan::backoff`] (used by [`plan::creation::create_error_outcome`], [`plan::creation::next_creation_step`], [`plan::deletion::plan_delete_vm_result`], [`plan::deletion::plan_delete_vm_wait`]) | `backoff::tests::*` (incl. `twenty_failures_schedule_versus_constant_retry`), `deletion::tests::delete_machine_matrix`, `it::machine::failing_create_machine_backs_off_exponentially` |
 //!
 //! Shell of the Machine controller ([`reconcile`]; integration tests in
 //! `controller/tests/it/machine.rs`, named `it::machine::<test>` below):

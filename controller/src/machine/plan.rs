@@ -2,6 +2,7 @@
 //! parameter). See the module docs of [`crate::machine`] for the map from reference sections to
 //! functions and tests.
 
+pub mod backoff;
 pub mod common;
 pub mod creation;
 pub mod deletion;

@@ -118,6 +118,11 @@ pub fn controller_settings(shell: &Shell) -> ControllerSettings {
         pv_detach_timeout: machine.pv_detach_timeout,
         pv_reattach_timeout: machine.pv_reattach_timeout,
         resource_exhausted_retry: machine.resource_exhausted_retry,
+        retry_backoff: crate::machine::plan::backoff::BackoffSettings {
+            initial: machine.retry_backoff_initial,
+            factor: machine.retry_backoff_factor,
+            max: machine.retry_backoff_max,
+        },
         bootstrap_token_auth_extra_groups: machine.bootstrap_token_auth_extra_groups.clone(),
         target_cluster: shell.target.is_some(),
     }

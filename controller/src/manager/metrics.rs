@@ -8,7 +8,9 @@
 //! by the queue of each controller ([`Metrics::workqueue_added`], ...), routed to the port of that
 //! controller's binary; `process_*` comes from [`super::process_metrics`]. On top of those, two
 //! metrics of our own: `mcm_reconcile_duration_seconds{controller}` and
-//! `mcm_driver_call_duration_seconds{method,code}` (and a `queue` label on the workqueue families
+//! `mcm_driver_call_duration_seconds{method,code}`, plus the retry backoff's
+//! `mcm_machine_driver_retries_total{method}` and `mcm_machine_driver_retry_backoff_seconds{method}`
+//! (and a `queue` label on the workqueue families
 //! repeating `name`).
 //!
 //! The controllers fill the values through the methods of [`Metrics`]:
@@ -190,6 +192,11 @@ struct ControllerLabels {
 struct QueueLabels {
     name: String,
     queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabels {
+    method: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -622,6 +629,8 @@ struct Inner {
     machine_deployment_gauges: ObjectGauges,
     // Ours.
     driver_call_duration: HistogramFamily<MethodCodeLabels>,
+    driver_retries: Family<MethodLabels, Counter>,
+    driver_retry_backoff: Family<MethodLabels, FloatGauge>,
     // client-go workqueue families (and our reconcile durations), one set per port.
     manager_queues: QueueMetrics,
     machine_queues: QueueMetrics,
@@ -806,6 +815,18 @@ impl Metrics {
                 "Duration of gRPC driver calls by method and result code",
                 histogram_family(latency_buckets),
             ),
+            driver_retries: register(
+                &mut m,
+                "mcm_machine_driver_retries",
+                "Failed CreateMachine/InitializeMachine/DeleteMachine calls that were scheduled for a retry with backoff, by method",
+                Family::default(),
+            ),
+            driver_retry_backoff: register(
+                &mut m,
+                "mcm_machine_driver_retry_backoff_seconds",
+                "Backoff delay chosen after the most recent failed driver call, by method",
+                Family::default(),
+            ),
             manager_queues: QueueMetrics::register(&mut r),
             machine_queues: QueueMetrics::register(&mut m),
             manager_registry: r,
@@ -913,6 +934,19 @@ impl Metrics {
             .machine_delete_duration
             .get_or_create(labels)
             .set(seconds.round());
+    }
+
+    /// A failed CreateMachine, InitializeMachine or DeleteMachine call was scheduled for a retry
+    /// after `seconds` of backoff (issue 14).
+    pub fn driver_retry_backoff(&self, method: &str, seconds: f64) {
+        let labels = MethodLabels {
+            method: method.to_owned(),
+        };
+        self.0.driver_retries.get_or_create(&labels).inc();
+        self.0
+            .driver_retry_backoff
+            .get_or_create(&labels)
+            .set(seconds);
     }
 
     /// A Pending machine turned Failed because the creation timeout passed.

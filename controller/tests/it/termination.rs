@@ -764,7 +764,8 @@ async fn delete_machine_errors_follow_the_reaction_matrix() {
     for name in ["m-transient", "m-fatal", "m-notfound"] {
         delete_machine(&world, name).await;
     }
-    // Unavailable: Failed, retried after ShortRetry, then deleted.
+    // Unavailable: Failed, retried after the machine's backoff (first delay: ShortRetry minus
+    // jitter; issue 14), then deleted.
     let event = wait_event(&world, "VMDeletionFailed", "m-transient").await;
     assert!(
         event
@@ -774,6 +775,11 @@ async fn delete_machine_errors_follow_the_reaction_matrix() {
     );
     wait_gone(&world.machines(), "m-transient", "machine").await;
     assert!(!vm_exists(&world, &transient_vm));
+    let metrics = scrape(&world).await;
+    assert!(
+        metrics.contains(r#"mcm_machine_driver_retries_total{method="DeleteMachine"} 1"#),
+        "{metrics}"
+    );
     // NotFound: the flow continues as if the VM were gone.
     wait_gone(&world.machines(), "m-notfound", "machine").await;
     assert!(

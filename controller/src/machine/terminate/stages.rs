@@ -20,8 +20,9 @@ use crate::machine::plan::common::{Retry, effective_settings, elapsed};
 use crate::machine::plan::deletion::{
     DeletionOutcome, DeletionStage, DrainStageInput, DrainStageStep, NodeDeletionStep,
     NodeLookupResult, VmStatusInput, VmStatusStep, deletion_stage, plan_blocked,
-    plan_delete_vm_result, plan_drain_stage, plan_finalizer_removal_result, plan_get_vm_status,
-    plan_node_deletion, plan_node_deletion_result, plan_set_termination, plan_volume_attachments,
+    plan_delete_vm_result, plan_delete_vm_wait, plan_drain_stage, plan_finalizer_removal_result,
+    plan_get_vm_status, plan_node_deletion, plan_node_deletion_result, plan_set_termination,
+    plan_volume_attachments,
 };
 use crate::manager::metrics::{DrainLabels, MachineDurationLabels};
 use crate::shell::queue::Outcome;
@@ -129,7 +130,17 @@ pub(super) async fn run_pass(
             DeletionStage::DeleteVolumeAttachments => {
                 volume_attachments(termination, &machine, now).await
             }
-            DeletionStage::DeleteVm => delete_vm(termination, &machine, &class, now).await,
+            DeletionStage::DeleteVm => match plan_delete_vm_wait(&machine, now) {
+                Some(wait) => {
+                    tracing::debug!(
+                        machine = key,
+                        reason = wait.reason,
+                        "DeleteMachine backing off"
+                    );
+                    Step::Stop(wait.retry)
+                }
+                None => delete_vm(termination, &machine, &class, now).await,
+            },
             DeletionStage::DeleteNode => node_deletion(termination, &machine, now).await,
             DeletionStage::RemoveFinalizer => {
                 let result = remove_machine_finalizer(shell, &machine).await;
@@ -570,7 +581,16 @@ async fn delete_vm(
         #[allow(clippy::cast_precision_loss)]
         shell.metrics.machine_deleted(&labels, seconds as f64);
     }
-    let outcome = plan_delete_vm_result(machine, &result, now);
+    let backoff = controller_settings(shell).retry_backoff;
+    let outcome = plan_delete_vm_result(machine, &result, &backoff, now);
+    if let Retry::After(delay) = outcome.retry
+        && result.is_err()
+    {
+        shell.metrics.driver_retry_backoff(
+            "DeleteMachine",
+            delay.to_std().unwrap_or_default().as_secs_f64(),
+        );
+    }
     apply(termination, machine, outcome, now).await
 }
 
