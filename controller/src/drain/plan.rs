@@ -354,6 +354,13 @@ fn pod_uid(pod: &Pod) -> String {
 pub enum EvictionFailure {
     /// 429: a PodDisruptionBudget does not allow it now.
     TooManyRequests,
+    /// 429 from the named PodDisruptionBudget (`namespace/name`), which allows no disruption now;
+    /// retried like [`EvictionFailure::TooManyRequests`], the name is for the machine's
+    /// "why is it stuck" condition.
+    BlockedByPdb {
+        /// `namespace/name` of the PDB.
+        pdb: String,
+    },
     /// 429 with a misconfigured PDB (requires zero voluntary evictions): fails the drain.
     MisconfiguredPdb {
         /// `namespace/name` of the PDB.

@@ -346,7 +346,10 @@ async fn classify_429(client: &Client, namespace: &str, pod: Option<&&Pod>) -> E
             Some(budget) if pdb::is_misconfigured(budget) => EvictionFailure::MisconfiguredPdb {
                 pdb: pdb::budget_key(budget),
             },
-            _ => EvictionFailure::TooManyRequests,
+            Some(budget) => EvictionFailure::BlockedByPdb {
+                pdb: pdb::budget_key(budget),
+            },
+            None => EvictionFailure::TooManyRequests,
         },
         Err(error) => {
             tracing::debug!(namespace, %error, "cannot list disruption budgets");

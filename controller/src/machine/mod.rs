@@ -24,8 +24,9 @@
 //! | Issue item 5 / webhooks §10.3 hot update | [`plan::hot_update::plan_hot_update`], [`plan::hot_update::changed_paths`] | `hot_update::tests::*`, `prop_update_only_after_intent` |
 //! | §3.2 event routing (+ preserveExpiryTime rule), §3.12 node controller, not-managed nodes | [`plan::routing`] | `routing::tests::*` |
 //! | §12 phase transitions | spread over the above | transitions asserted in the tests above |
+//! | Issue 14 item 4: "why is this machine stuck?" condition `Blocked` | [`plan::waiting::waiting_condition`], [`plan::waiting::merge_waiting_condition`], [`plan::waiting::refresh_waiting_condition`], [`plan::waiting::drain_view`] | `waiting::tests::*` (incl. `prop_condition_does_not_depend_on_now`), `it::machine::failing_create_machine_backs_off_exponentially_and_says_why`, `it::termination::a_blocking_pdb_is_retried_until_it_allows_the_eviction` |
 //! | §16 retry periods | [`plan::common::Retry`] | `common::tests::retry_periods_match_upstream` |
-//! | Issue 14 item 1: per-machine backoff of failing Create/Initialize/DeleteMachine | [`plan::backoff`] (used by [`plan::creation::create_error_outcome`], [`plan::creation::next_creation_step`], [`plan::deletion::plan_delete_vm_result`], [`plan::deletion::plan_delete_vm_wait`]) | `backoff::tests::*` (incl. `twenty_failures_schedule_versus_constant_retry`), `deletion::tests::delete_machine_matrix`, `it::machine::failing_create_machine_backs_off_exponentially` |
+//! | Issue 14 item 1: per-machine backoff of failing Create/Initialize/DeleteMachine | [`plan::backoff`] (used by [`plan::creation::create_error_outcome`], [`plan::creation::next_creation_step`], [`plan::deletion::plan_delete_vm_result`], [`plan::deletion::plan_delete_vm_wait`]) | `backoff::tests::*` (incl. `twenty_failures_schedule_versus_constant_retry`), `deletion::tests::delete_machine_matrix`, `it::machine::failing_create_machine_backs_off_exponentially_and_says_why` |
 //!
 //! Shell of the Machine controller ([`reconcile`]; integration tests in
 //! `controller/tests/it/machine.rs`, named `it::machine::<test>` below):

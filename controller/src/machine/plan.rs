@@ -13,6 +13,7 @@ pub mod node_sync;
 pub mod order;
 pub mod preservation;
 pub mod routing;
+pub mod waiting;
 
 #[cfg(test)]
 pub(crate) mod test_support;

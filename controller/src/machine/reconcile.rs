@@ -277,6 +277,34 @@ impl MachineController {
         Ok(updated)
     }
 
+    /// A frozen controller writes nothing else, but the machine must say why nothing happens
+    /// (issue 14): its waiting condition names the freeze, written only when it changes (the
+    /// write may fail while the API server is in trouble; the next pass tries again).
+    async fn show_freeze(&self, machine: &Machine) {
+        let mut updated = machine.clone();
+        if !plan::waiting::refresh_waiting_condition(
+            &mut updated,
+            &self.settings,
+            Some(plan::waiting::FROZEN_REASON),
+            None,
+            Timestamp::now(),
+        ) {
+            return;
+        }
+        if let Err(error) = self
+            .shell
+            .namespaced::<Machine>()
+            .replace_status(
+                name_of(machine),
+                &kube::api::PostParams::default(),
+                &updated,
+            )
+            .await
+        {
+            tracing::debug!(machine = name_of(machine), %error, "cannot show the freeze on the machine");
+        }
+    }
+
     /// `reconcileClusterMachine`: runs the planned steps in order; returns the next requeue.
     async fn reconcile(&self, machine: Machine) -> Retry {
         let name = name_of(&machine).to_owned();
@@ -285,7 +313,9 @@ impl MachineController {
             ReconcileOrder::Blocked { retry, reason } => {
                 tracing::info!(machine = %name, %reason, "machine not reconciled");
                 // A frozen controller is visible on its metric; an invalid machine only here.
-                if !frozen {
+                if frozen {
+                    self.show_freeze(&machine).await;
+                } else {
                     self.event(&machine, &Event::warning("MachineInvalid", reason));
                 }
                 return retry;

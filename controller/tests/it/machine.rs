@@ -896,7 +896,7 @@ async fn driver_errors_follow_the_reaction_matrix() {
 /// time are on the Machine while it fails, the retries are counted in a metric, and the machine
 /// runs once the provider recovers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failing_create_machine_backs_off_exponentially() {
+async fn failing_create_machine_backs_off_exponentially_and_says_why() {
     let mut world = World::start().await;
     let stop = CancellationToken::new();
     let driver = record_driver(&mut world, &stop).await;
@@ -935,7 +935,37 @@ async fn failing_create_machine_backs_off_exponentially() {
         "{}",
         description(&failing)
     );
-    wait_phase(&world, "machine-backoff", MachinePhase::Running).await;
+    // Issue 14 item 4: the Blocked condition names the driver error and the next retry.
+    let blocked = failing
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Blocked"))
+        .cloned()
+        .expect("a Blocked condition while CreateMachine fails");
+    assert_eq!(blocked.reason.as_deref(), Some("DriverErrorBackoff"));
+    let message = blocked.message.unwrap_or_default();
+    assert!(
+        message.starts_with("CreateMachine failed: Cloud provider message - "),
+        "{message}"
+    );
+    assert!(message.contains("[Unavailable]"), "{message}");
+    assert!(message.contains("attempt 2, next retry at "), "{message}");
+    assert!(message.contains("(creation timeout)"), "{message}");
+    let running = wait_phase(&world, "machine-backoff", MachinePhase::Running).await;
+    let still_blocked = wait_machine(
+        &world,
+        "machine-backoff",
+        "the Blocked condition removed",
+        |m| {
+            m.status
+                .as_ref()
+                .and_then(|status| status.conditions.as_ref())
+                .is_none_or(|conditions| conditions.iter().all(|c| c.type_ != "Blocked"))
+        },
+    )
+    .await;
+    assert_eq!(phase(&still_blocked), phase(&running));
     let calls = driver.create_calls.lock().unwrap()["machine-backoff"].clone();
     let gaps: Vec<u128> = calls
         .windows(2)

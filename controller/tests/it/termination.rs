@@ -171,6 +171,15 @@ where
     .await;
 }
 
+/// The machine's "why is it stuck" condition (issue 14).
+fn blocked_condition(machine: &Machine) -> Option<&k8s_openapi::api::core::v1::NodeCondition> {
+    machine
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Blocked"))
+}
+
 async fn delete_machine(world: &World, name: &str) {
     world
         .machines()
@@ -576,6 +585,19 @@ async fn a_blocking_pdb_is_retried_until_it_allows_the_eviction() {
         description(&draining)
     );
     assert!(vm_exists(&world, &provider_id));
+    // Issue 14: the machine says what blocks it and until when, in its Blocked condition.
+    let blocked = wait_machine(&world, "m1", "the drain-blocked condition", |m| {
+        blocked_condition(m).is_some_and(|c| c.reason.as_deref() == Some("DrainBlockedByPDB"))
+    })
+    .await;
+    let message = blocked_condition(&blocked)
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains(&format!("{PODS}/pair-a (PodDisruptionBudget {PODS}/pair)")),
+        "{message}"
+    );
+    assert!(message.contains("the drain is forced at "), "{message}");
     // The budget is lifted: the next retry's eviction goes through and the flow finishes
     // without forcing anything.
     let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =

@@ -126,6 +126,14 @@ pub fn is_healthy(conditions: &[NodeCondition], node_conditions: &[String]) -> b
 /// `InPlaceUpdate` changed (messages and times are ignored).
 #[must_use]
 pub fn node_conditions_changed(old: &[NodeCondition], new: &[NodeCondition]) -> bool {
+    // The machine's own "why is it stuck" condition is not a node condition (issue 14).
+    let own = |list: &[NodeCondition]| -> Vec<NodeCondition> {
+        list.iter()
+            .filter(|condition| !super::waiting::is_waiting_condition(condition))
+            .cloned()
+            .collect()
+    };
+    let (old, new) = (&own(old)[..], &own(new)[..]);
     let find = |list: &[NodeCondition], type_: &str| {
         list.iter()
             .find(|condition| condition.type_ == type_)

@@ -24,6 +24,7 @@ use crate::machine::plan::deletion::{
     plan_get_vm_status, plan_node_deletion, plan_node_deletion_result, plan_set_termination,
     plan_volume_attachments,
 };
+use crate::machine::plan::waiting::{drain_view, refresh_waiting_condition};
 use crate::manager::metrics::{DrainLabels, MachineDurationLabels};
 use crate::shell::queue::Outcome;
 
@@ -414,6 +415,10 @@ async fn drain(
                 drain_result = Some(outcome);
             }
             DrainStageStep::Finish(outcome) => {
+                if let Some(DrainOutcome::InProgress { pending, .. }) = &drain_result {
+                    waiting_during_drain(termination, machine, &node_name, pending, &config, now)
+                        .await;
+                }
                 if drain_result == Some(DrainOutcome::Complete) {
                     let state = termination.drain_state(&node_name, now);
                     if let Some(labels) = DrainLabels::for_machine(machine) {
@@ -425,6 +430,47 @@ async fn drain(
                 return apply(termination, machine, outcome, now).await;
             }
         }
+    }
+}
+
+/// A drain in progress writes no status (upstream), so the machine's "why is it stuck" condition
+/// is refreshed here from the drain's ledger: the pods a budget refuses, the volumes awaited, and
+/// the drain deadline. Written only when it changed.
+async fn waiting_during_drain(
+    termination: &Termination,
+    machine: &Machine,
+    node_name: &str,
+    pending: &[String],
+    config: &DrainConfig,
+    now: Timestamp,
+) {
+    let shell = &termination.shell;
+    let state = termination.drain_state(node_name, now);
+    let deadline = (!config.force_delete_pods).then_some(config.deadline);
+    let view = drain_view(&state.ledger, pending, deadline);
+    let mut updated = machine.clone();
+    if !refresh_waiting_condition(
+        &mut updated,
+        &controller_settings(shell),
+        None,
+        Some(&view),
+        now,
+    ) {
+        return;
+    }
+    match persist_status(shell, &updated).await {
+        Ok(_) => tracing::info!(
+            machine = machine_name(machine),
+            node = node_name,
+            blocked = view.blocked.len(),
+            pending = view.pending.len(),
+            "drain waiting condition updated"
+        ),
+        Err(failure) => tracing::debug!(
+            machine = machine_name(machine),
+            error = failure.message,
+            "cannot update the drain waiting condition"
+        ),
     }
 }
 
