@@ -9,6 +9,7 @@ pub mod deletion;
 pub mod health;
 pub mod hot_update;
 pub mod in_place;
+pub mod meltdown;
 pub mod node_sync;
 pub mod order;
 pub mod preservation;

@@ -123,6 +123,7 @@ pub fn controller_settings(shell: &Shell) -> ControllerSettings {
             factor: machine.retry_backoff_factor,
             max: machine.retry_backoff_max,
         },
+        meltdown_threshold: machine.meltdown_threshold,
         bootstrap_token_auth_extra_groups: machine.bootstrap_token_auth_extra_groups.clone(),
         target_cluster: shell.target.is_some(),
     }

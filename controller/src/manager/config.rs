@@ -182,6 +182,11 @@ pub struct Args {
     /// retries after 3m are never retried sooner).
     #[arg(long, default_value = "60s", value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_retry_backoff_max: Duration,
+    /// (new) Meltdown guard: when more than this share (0..1) of a MachineDeployment's machines,
+    /// or of one zone's, is Unknown/Failed at once, unhealthy machines are not replaced until the
+    /// share drops. 0 turns the guard off.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub machine_meltdown_threshold: f64,
     /// (both) Take part in leader election before running the controllers.
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
           action = ArgAction::Set, value_parser = parse_go_bool)]
@@ -294,6 +299,8 @@ pub struct MachineSettings {
     pub retry_backoff_factor: f64,
     /// `--machine-retry-backoff-max` (≥ initial).
     pub retry_backoff_max: Duration,
+    /// `--machine-meltdown-threshold` (0..=1, 0 = off).
+    pub meltdown_threshold: f64,
 }
 
 /// Settings of the safety controllers.
@@ -654,6 +661,13 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
             "must be a number of at least 1",
         );
     }
+    if !(0.0..=1.0).contains(&args.machine_meltdown_threshold) {
+        violations.push(
+            "machine-meltdown-threshold",
+            args.machine_meltdown_threshold,
+            "must be a share between 0 (off) and 1",
+        );
+    }
     if args.machine_retry_backoff_max < args.machine_retry_backoff_initial {
         violations.push(
             "machine-retry-backoff-max",
@@ -761,6 +775,7 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
             retry_backoff_initial: args.machine_retry_backoff_initial,
             retry_backoff_factor: args.machine_retry_backoff_factor,
             retry_backoff_max: args.machine_retry_backoff_max,
+            meltdown_threshold: args.machine_meltdown_threshold,
         },
         autoscaler_scaledown_annotation_during_rollout: args
             .autoscaler_scaledown_annotation_during_rollout,

@@ -416,6 +416,19 @@ fn retry_backoff_flags_default_and_validate() {
 }
 
 #[test]
+fn meltdown_threshold_is_off_by_default_and_a_share() {
+    let config = validate(&parse(&[])).unwrap();
+    assert!(config.machine.meltdown_threshold.abs() < f64::EPSILON);
+    let config = validate(&parse(&["--machine-meltdown-threshold=0.3"])).unwrap();
+    assert!((config.machine.meltdown_threshold - 0.3).abs() < f64::EPSILON);
+    assert_only_error(
+        &["--machine-meltdown-threshold=1.5"],
+        "machine-meltdown-threshold",
+        "between 0 (off) and 1",
+    );
+}
+
+#[test]
 fn resource_exhausted_retry_zero_means_long_retry() {
     let config = validate(&parse(&["--resource-exhausted-retry=0s"])).unwrap();
     assert_eq!(

@@ -334,9 +334,6 @@ pub struct MachineDeploymentSample {
     pub failed_machines: Vec<FailedMachineSample>,
 }
 
-/// Label of the zone in a machine's node template (`mcm_machine_*_duration_seconds{zone}`).
-const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
-
 impl MachineSample {
     /// The sample of `machine` as upstream's collector reads it.
     pub fn from_machine(machine: &Machine) -> Self {
@@ -387,15 +384,7 @@ impl MachineDurationLabels {
     /// `None` when the machine has no `name` label (upstream skips the metric then).
     pub fn for_machine(machine: &Machine, instance_type: Option<&str>) -> Option<Self> {
         let drain = DrainLabels::for_machine(machine)?;
-        let zone = machine
-            .spec
-            .node_template
-            .as_ref()
-            .and_then(|template| template.metadata.as_ref())
-            .and_then(|metadata| metadata.labels.as_ref())
-            .and_then(|labels| labels.get(ZONE_LABEL))
-            .cloned()
-            .unwrap_or_default();
+        let zone = machine.zone().unwrap_or_default().to_owned();
         Some(Self {
             namespace: drain.namespace,
             machine_deployment: drain.machine_deployment,

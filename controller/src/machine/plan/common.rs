@@ -464,6 +464,9 @@ pub struct ControllerSettings {
     /// `--machine-retry-backoff-{initial,factor,max}` (5s, 2, 60s): backoff of failing
     /// CreateMachine, InitializeMachine and DeleteMachine calls.
     pub retry_backoff: super::backoff::BackoffSettings,
+    /// `--machine-meltdown-threshold` (0 = off): share of a deployment's (or zone's) machines
+    /// Unknown/Failed above which unhealthy machines are not replaced.
+    pub meltdown_threshold: f64,
     /// `--bootstrap-token-auth-extra-groups`.
     pub bootstrap_token_auth_extra_groups: String,
     /// False with `--target-kubeconfig=none`.
@@ -484,6 +487,7 @@ impl Default for ControllerSettings {
             pv_reattach_timeout: Duration::from_secs(90),
             resource_exhausted_retry: Duration::from_mins(10),
             retry_backoff: super::backoff::BackoffSettings::default(),
+            meltdown_threshold: 0.0,
             bootstrap_token_auth_extra_groups: String::new(),
             target_cluster: true,
         }
