@@ -195,6 +195,11 @@ struct QueueLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MethodLabels {
     method: String,
 }
@@ -620,6 +625,7 @@ struct Inner {
     driver_call_duration: HistogramFamily<MethodCodeLabels>,
     driver_retries: Family<MethodLabels, Counter>,
     driver_retry_backoff: Family<MethodLabels, FloatGauge>,
+    volume_reattach: Family<ResultLabels, Counter>,
     // client-go workqueue families (and our reconcile durations), one set per port.
     manager_queues: QueueMetrics,
     machine_queues: QueueMetrics,
@@ -816,6 +822,12 @@ impl Metrics {
                 "Backoff delay chosen after the most recent failed driver call, by method",
                 Family::default(),
             ),
+            volume_reattach: register(
+                &mut m,
+                "mcm_drain_volume_reattach",
+                "Re-attach waits of evicted pods' volumes during drains, by result (reattached, timeout)",
+                Family::default(),
+            ),
             manager_queues: QueueMetrics::register(&mut r),
             machine_queues: QueueMetrics::register(&mut m),
             manager_registry: r,
@@ -936,6 +948,17 @@ impl Metrics {
             .driver_retry_backoff
             .get_or_create(&labels)
             .set(seconds);
+    }
+
+    /// A drain's wait for an evicted pod's volumes to be attached elsewhere ended: `result` is
+    /// `reattached` or `timeout` (`--machine-pv-reattach-timeout`).
+    pub fn volume_reattach(&self, result: &str) {
+        self.0
+            .volume_reattach
+            .get_or_create(&ResultLabels {
+                result: result.to_owned(),
+            })
+            .inc();
     }
 
     /// A Pending machine turned Failed because the creation timeout passed.

@@ -521,6 +521,7 @@ async fn run_drain(
         driver: &shell.driver,
         metrics: &shell.metrics,
         provider: class.provider.as_deref().unwrap_or(""),
+        pv_reattach_timeout: shell.config.machine.pv_reattach_timeout,
     };
     let bound = std::time::Duration::try_from(limit).unwrap_or(std::time::Duration::from_secs(1));
     let outcome = match tokio::time::timeout(
