@@ -29,6 +29,10 @@ pub mod label {
     /// Keys the Unknown→Failed rate limit ("meltdown protection") and metrics.
     pub const NAME: &str = "name";
 
+    /// In a Machine's node template: the zone of its node (zone metric label, per-zone meltdown
+    /// guard).
+    pub const ZONE: &str = "topology.kubernetes.io/zone";
+
     /// On MachineSets, their selector and template, and Machines: hash of the template.
     pub const MACHINE_TEMPLATE_HASH: &str = "machine-template-hash";
 

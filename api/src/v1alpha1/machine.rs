@@ -224,6 +224,21 @@ impl Machine {
             .get(crate::keys::label::NODE)
             .map(String::as_str)
     }
+
+    /// The zone of the machine's node: label `topology.kubernetes.io/zone` of
+    /// `spec.nodeTemplate.metadata`, if set.
+    #[must_use]
+    pub fn zone(&self) -> Option<&str> {
+        self.spec
+            .node_template
+            .as_ref()?
+            .metadata
+            .as_ref()?
+            .labels
+            .as_ref()?
+            .get(crate::keys::label::ZONE)
+            .map(String::as_str)
+    }
 }
 
 #[cfg(test)]

@@ -354,6 +354,13 @@ fn pod_uid(pod: &Pod) -> String {
 pub enum EvictionFailure {
     /// 429: a PodDisruptionBudget does not allow it now.
     TooManyRequests,
+    /// 429 from the named PodDisruptionBudget (`namespace/name`), which allows no disruption now;
+    /// retried like [`EvictionFailure::TooManyRequests`], the name is for the machine's
+    /// "why is it stuck" condition.
+    BlockedByPdb {
+        /// `namespace/name` of the PDB.
+        pdb: String,
+    },
     /// 429 with a misconfigured PDB (requires zero voluntary evictions): fails the drain.
     MisconfiguredPdb {
         /// `namespace/name` of the PDB.
@@ -391,6 +398,11 @@ pub struct PodProgress {
     pub volume_ids: Vec<String>,
     /// Termination grace period of the pod (seconds).
     pub grace_seconds: i64,
+    /// Until when the drain waits for the detached volumes to be attached to another node
+    /// (`--machine-pv-reattach-timeout` after the detach was seen).
+    pub reattach_deadline: Option<Timestamp>,
+    /// The re-attach wait is over (attached elsewhere, or timed out).
+    pub reattach_settled: bool,
 }
 
 /// Per-node drain memory, kept by the shell between passes (in memory: after a restart the
@@ -445,6 +457,97 @@ impl DrainLedger {
                     entry.attempts = 0;
                 }
                 entry.last_failure = Some(failure.clone());
+            }
+        }
+    }
+}
+
+/// A step of the wait for an evicted pod's volumes (upstream `waitForDetach` then
+/// `waitForReattach`), decided by [`volume_progress`] and recorded by
+/// [`DrainLedger::record_volume_event`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VolumeEvent {
+    /// The pod's volumes were seen detached from the drained node: the re-attach wait starts.
+    Detached {
+        /// Pod key.
+        pod: String,
+    },
+    /// A volume of the pod is attached to another node: the wait is over.
+    Reattached {
+        /// Pod key.
+        pod: String,
+    },
+    /// `--machine-pv-reattach-timeout` passed without a re-attach: upstream only logs it and the
+    /// drain goes on.
+    ReattachTimedOut {
+        /// Pod key.
+        pod: String,
+    },
+}
+
+/// The re-attach wait's events for this pass. `attached_elsewhere` holds the keys of evicted pods
+/// one of whose persistent volumes has a VolumeAttachment with `status.attached` on another node;
+/// a zero `reattach_timeout` skips the wait.
+#[must_use]
+pub fn volume_progress(
+    input: &DrainInput<'_>,
+    reattach_timeout: Duration,
+    attached_elsewhere: &BTreeSet<String>,
+) -> Vec<VolumeEvent> {
+    let present: BTreeMap<String, &Pod> =
+        input.pods.iter().map(|pod| (pod_key(pod), pod)).collect();
+    let mut events = Vec::new();
+    for (key, progress) in &input.ledger.pods {
+        if progress.volume_ids.is_empty()
+            || progress.accepted_at.is_none()
+            || progress.reattach_settled
+        {
+            continue;
+        }
+        let gone = present
+            .get(key)
+            .is_none_or(|pod| pod_uid(pod) != progress.uid);
+        if !gone || attached(input.node, &progress.volume_ids) {
+            continue;
+        }
+        let pod = key.clone();
+        match progress.reattach_deadline {
+            None if reattach_timeout.as_nanos() <= 0 => {
+                events.push(VolumeEvent::ReattachTimedOut { pod });
+            }
+            None => events.push(VolumeEvent::Detached { pod }),
+            Some(_) if attached_elsewhere.contains(key) => {
+                events.push(VolumeEvent::Reattached { pod });
+            }
+            Some(deadline) if input.now > deadline => {
+                events.push(VolumeEvent::ReattachTimedOut { pod });
+            }
+            Some(_) => {}
+        }
+    }
+    events
+}
+
+impl DrainLedger {
+    /// Records a step of the re-attach wait decided by [`volume_progress`].
+    pub fn record_volume_event(
+        &mut self,
+        event: &VolumeEvent,
+        reattach_timeout: Duration,
+        now: Timestamp,
+    ) {
+        let (VolumeEvent::Detached { pod }
+        | VolumeEvent::Reattached { pod }
+        | VolumeEvent::ReattachTimedOut { pod }) = event;
+        let Some(entry) = self.pods.get_mut(pod) else {
+            return;
+        };
+        match event {
+            VolumeEvent::Detached { .. } => {
+                entry.reattach_deadline = Some(add(now, reattach_timeout));
+            }
+            VolumeEvent::Reattached { .. } | VolumeEvent::ReattachTimedOut { .. } => {
+                entry.reattach_settled = true;
             }
         }
     }
@@ -633,6 +736,18 @@ pub fn plan_drain(input: &DrainInput<'_>) -> DrainPlan {
         let Some(accepted) = progress.accepted_at else {
             continue;
         };
+        // Detached: wait (serially, as upstream) until a volume is attached elsewhere or the
+        // re-attach timeout passes.
+        if !attached(input.node, &progress.volume_ids)
+            && !progress.reattach_settled
+            && let Some(deadline) = progress.reattach_deadline
+            && now <= deadline
+        {
+            volume_queue_blocked = true;
+            pending.push(key.clone());
+            wake_ups.push(deadline.min(now + POLL_INTERVAL));
+            continue;
+        }
         if attached(input.node, &progress.volume_ids) {
             let limit = add(
                 accepted + SignedDuration::from_secs(progress.grace_seconds),

@@ -391,15 +391,23 @@ fn stuck_terminating_pod_fails_after_grace_and_slack() {
     );
 }
 
-#[test]
-fn volume_pods_are_drained_one_by_one_waiting_for_detach() {
-    let c = config(at(0));
-    let low = volume_pod("low", 1);
-    let high = volume_pod("high", 100);
+/// A drain config and two pods with one volume each: `low` (priority 1) and `high` (100).
+fn two_volume_pods() -> (DrainConfig, Pod, Pod, BTreeMap<String, Vec<String>>) {
     let ids = BTreeMap::from([
         ("default/low".to_owned(), vec!["vol-low".to_owned()]),
         ("default/high".to_owned(), vec!["vol-high".to_owned()]),
     ]);
+    (
+        config(at(0)),
+        volume_pod("low", 1),
+        volume_pod("high", 100),
+        ids,
+    )
+}
+
+#[test]
+fn volume_pods_are_drained_one_by_one_waiting_for_detach() {
+    let (c, low, high, ids) = two_volume_pods();
     let attached_node = node_with_volumes(&[
         "kubernetes.io/csi/ebs^vol-high",
         "kubernetes.io/csi/ebs^vol-low",
@@ -448,6 +456,71 @@ fn volume_pods_are_drained_one_by_one_waiting_for_detach() {
     );
     assert!(
         matches!(plan.outcome, DrainOutcome::Failed { ref reason } if reason.contains("timeout while waiting for PVs to detach"))
+    );
+}
+
+/// Issue 14 item 3 (upstream `waitForReattach`): after the detach, the serial volume queue waits
+/// for the volume to be attached elsewhere, or for `--machine-pv-reattach-timeout`.
+#[test]
+fn detached_volumes_are_awaited_on_another_node_until_the_reattach_timeout() {
+    let (c, low, high, ids) = two_volume_pods();
+    let reattach = Duration::from_secs(90);
+    let attached_node = node_with_volumes(&[
+        "kubernetes.io/csi/ebs^vol-high",
+        "kubernetes.io/csi/ebs^vol-low",
+    ]);
+    let detached = node_with_volumes(&["kubernetes.io/csi/ebs^vol-low"]);
+    let mut ledger = DrainLedger::default();
+    let pods = vec![low.clone(), high];
+    let plan = run(&pods, Some(&attached_node), &ids, &ledger, &c, at(1));
+    ledger.record(&plan.actions[0], &EvictionResult::Accepted, at(1));
+    let rest = std::slice::from_ref(&low);
+    let high = || "default/high".to_owned();
+    let progress = |node: &Node, ledger: &DrainLedger, now, timeout, elsewhere: &[&str]| {
+        let elsewhere = elsewhere.iter().map(|key| (*key).to_owned()).collect();
+        volume_progress(
+            &DrainInput {
+                node_name: "n1",
+                node: Some(node),
+                pods: rest,
+                volume_ids: &ids,
+                ledger,
+                config: &c,
+                now,
+            },
+            timeout,
+            &elsewhere,
+        )
+    };
+    // Still attached to the drained node: no re-attach step yet.
+    assert!(progress(&attached_node, &ledger, at(5), reattach, &[]).is_empty());
+    // Detached: the wait starts, and low is not evicted meanwhile.
+    let events = progress(&detached, &ledger, at(10), reattach, &[]);
+    assert_eq!(events, [VolumeEvent::Detached { pod: high() }]);
+    let mut waiting = ledger.clone();
+    waiting.record_volume_event(&events[0], reattach, at(10));
+    let plan = run(rest, Some(&detached), &ids, &waiting, &c, at(20));
+    assert!(plan.actions.is_empty(), "{:?}", plan.actions);
+    assert!(
+        matches!(&plan.outcome, DrainOutcome::InProgress { pending, .. } if pending.contains(&"default/high".to_owned()))
+    );
+    // Attached elsewhere: the wait ends and low is evicted.
+    let events = progress(&detached, &waiting, at(30), reattach, &["default/high"]);
+    assert_eq!(events, [VolumeEvent::Reattached { pod: high() }]);
+    let mut reattached = waiting.clone();
+    reattached.record_volume_event(&events[0], reattach, at(30));
+    let plan = run(rest, Some(&detached), &ids, &reattached, &c, at(30));
+    assert!(matches!(&plan.actions[0], DrainAction::Evict { pod, .. } if pod == "default/low"));
+    // Never attached elsewhere: the timeout ends the wait (logged, not a failure).
+    assert!(progress(&detached, &waiting, at(100), reattach, &[]).is_empty());
+    let events = progress(&detached, &waiting, at(101), reattach, &[]);
+    assert_eq!(events, [VolumeEvent::ReattachTimedOut { pod: high() }]);
+    let plan = run(rest, Some(&detached), &ids, &waiting, &c, at(101));
+    assert!(matches!(&plan.actions[0], DrainAction::Evict { pod, .. } if pod == "default/low"));
+    // A zero timeout skips the wait.
+    assert_eq!(
+        progress(&detached, &ledger, at(10), Duration::ZERO, &[]),
+        [VolumeEvent::ReattachTimedOut { pod: high() }]
     );
 }
 

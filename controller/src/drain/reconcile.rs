@@ -7,12 +7,13 @@
 //! [`DrainLedger`]. The caller keeps the [`NodeDrainState`] between passes and bounds every pass by
 //! the remaining drain deadline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Client;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Preconditions};
 use mcm_provider_proto::DriverClient;
@@ -20,8 +21,8 @@ use mcm_provider_proto::DriverClient;
 use super::pdb;
 use super::plan::{
     DrainAction, DrainConfig, DrainInput, DrainLedger, DrainOutcome, EvictionFailure,
-    EvictionResult, PodDisposition, classify_pod, exclude_shared_volumes, misconfigured_refusals,
-    plan_drain, pod_key, pvc_claims,
+    EvictionResult, PodDisposition, VolumeEvent, classify_pod, exclude_shared_volumes,
+    misconfigured_refusals, plan_drain, pod_key, pvc_claims, volume_progress,
 };
 use crate::shell::metrics::Metrics;
 
@@ -63,6 +64,9 @@ pub struct DrainTarget<'a> {
     pub metrics: &'a Metrics,
     /// Provider name for the driver metrics.
     pub provider: &'a str,
+    /// `--machine-pv-reattach-timeout`: how long an evicted pod's detached volumes are waited
+    /// for on another node (0 skips the wait).
+    pub pv_reattach_timeout: mcm_api::duration::Duration,
 }
 
 /// Longest wait for the answer to one eviction. The client's transport retries 429 (a budget
@@ -103,6 +107,19 @@ pub async fn drain_pass(
     } else {
         resolve_volume_ids(target, node_name, &pods, state).await
     };
+    if !config.force_delete_pods {
+        reattach_wait(
+            target,
+            node_name,
+            node,
+            &pods,
+            &volume_ids,
+            config,
+            state,
+            now,
+        )
+        .await;
+    }
     let plan = plan_drain(&DrainInput {
         node_name,
         node,
@@ -154,6 +171,88 @@ pub async fn drain_pass(
         };
     }
     plan.outcome
+}
+
+/// Upstream's `waitForReattach`: after an evicted pod's volumes detached from the drained node,
+/// the serial volume queue waits until one of its persistent volumes is attached to another node
+/// (a VolumeAttachment with `status.attached` elsewhere) or `--machine-pv-reattach-timeout`
+/// passes; a timeout is only logged (and counted), the drain goes on. The decisions are
+/// [`volume_progress`]'s; VolumeAttachments are listed only while a pod is waiting.
+#[allow(clippy::too_many_arguments)]
+async fn reattach_wait(
+    target: &DrainTarget<'_>,
+    node_name: &str,
+    node: Option<&Node>,
+    pods: &[Pod],
+    volume_ids: &BTreeMap<String, Vec<String>>,
+    config: &DrainConfig,
+    state: &mut NodeDrainState,
+    now: Timestamp,
+) {
+    let waiting: Vec<(String, String)> = state
+        .ledger
+        .pods
+        .iter()
+        .filter(|(_, progress)| progress.reattach_deadline.is_some() && !progress.reattach_settled)
+        .map(|(key, progress)| (key.clone(), format!("{key}@{}", progress.uid)))
+        .collect();
+    let mut attached_elsewhere = BTreeSet::new();
+    if !waiting.is_empty() {
+        let api: Api<VolumeAttachment> = Api::all(target.client.clone());
+        match api.list(&ListParams::default()).await {
+            Ok(list) => {
+                for (key, cache_key) in &waiting {
+                    let pvs = state.pv_names.get(cache_key).cloned().unwrap_or_default();
+                    let elsewhere = list.items.iter().any(|attachment| {
+                        attachment.spec.node_name != node_name
+                            && attachment.status.as_ref().is_some_and(|s| s.attached)
+                            && attachment
+                                .spec
+                                .source
+                                .persistent_volume_name
+                                .as_ref()
+                                .is_some_and(|pv| pvs.contains(pv))
+                    });
+                    if elsewhere {
+                        attached_elsewhere.insert(key.clone());
+                    }
+                }
+            }
+            // Without the list the wait simply ends at its timeout, as upstream without an
+            // informer.
+            Err(error) => {
+                tracing::debug!(node = node_name, %error, "cannot list VolumeAttachments");
+            }
+        }
+    }
+    let input = DrainInput {
+        node_name,
+        node,
+        pods,
+        volume_ids,
+        ledger: &state.ledger,
+        config,
+        now,
+    };
+    let events = volume_progress(&input, target.pv_reattach_timeout, &attached_elsewhere);
+    for event in &events {
+        match event {
+            VolumeEvent::Detached { pod } => {
+                tracing::info!(node = node_name, pod, timeout = %target.pv_reattach_timeout, "volumes detached; waiting for them to be attached elsewhere");
+            }
+            VolumeEvent::Reattached { pod } => {
+                tracing::info!(node = node_name, pod, "volumes re-attached on another node");
+                target.metrics.volume_reattach("reattached");
+            }
+            VolumeEvent::ReattachTimedOut { pod } => {
+                tracing::warn!(node = node_name, pod, timeout = %target.pv_reattach_timeout, "timed out waiting for volumes to be attached elsewhere; the drain goes on");
+                target.metrics.volume_reattach("timeout");
+            }
+        }
+        state
+            .ledger
+            .record_volume_event(event, target.pv_reattach_timeout, now);
+    }
 }
 
 /// Volume IDs to wait for per pod key (shared volumes excluded; pods without volumes or whose
@@ -346,7 +445,10 @@ async fn classify_429(client: &Client, namespace: &str, pod: Option<&&Pod>) -> E
             Some(budget) if pdb::is_misconfigured(budget) => EvictionFailure::MisconfiguredPdb {
                 pdb: pdb::budget_key(budget),
             },
-            _ => EvictionFailure::TooManyRequests,
+            Some(budget) => EvictionFailure::BlockedByPdb {
+                pdb: pdb::budget_key(budget),
+            },
+            None => EvictionFailure::TooManyRequests,
         },
         Err(error) => {
             tracing::debug!(namespace, %error, "cannot list disruption budgets");

@@ -2,16 +2,19 @@
 //! parameter). See the module docs of [`crate::machine`] for the map from reference sections to
 //! functions and tests.
 
+pub mod backoff;
 pub mod common;
 pub mod creation;
 pub mod deletion;
 pub mod health;
 pub mod hot_update;
 pub mod in_place;
+pub mod meltdown;
 pub mod node_sync;
 pub mod order;
 pub mod preservation;
 pub mod routing;
+pub mod waiting;
 
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -118,6 +118,12 @@ pub fn controller_settings(shell: &Shell) -> ControllerSettings {
         pv_detach_timeout: machine.pv_detach_timeout,
         pv_reattach_timeout: machine.pv_reattach_timeout,
         resource_exhausted_retry: machine.resource_exhausted_retry,
+        retry_backoff: crate::machine::plan::backoff::BackoffSettings {
+            initial: machine.retry_backoff_initial,
+            factor: machine.retry_backoff_factor,
+            max: machine.retry_backoff_max,
+        },
+        meltdown_threshold: machine.meltdown_threshold,
         bootstrap_token_auth_extra_groups: machine.bootstrap_token_auth_extra_groups.clone(),
         target_cluster: shell.target.is_some(),
     }
@@ -272,6 +278,34 @@ impl MachineController {
         Ok(updated)
     }
 
+    /// A frozen controller writes nothing else, but the machine must say why nothing happens
+    /// (issue 14): its waiting condition names the freeze, written only when it changes (the
+    /// write may fail while the API server is in trouble; the next pass tries again).
+    async fn show_freeze(&self, machine: &Machine) {
+        let mut updated = machine.clone();
+        if !plan::waiting::refresh_waiting_condition(
+            &mut updated,
+            &self.settings,
+            Some(plan::waiting::FROZEN_REASON),
+            None,
+            Timestamp::now(),
+        ) {
+            return;
+        }
+        if let Err(error) = self
+            .shell
+            .namespaced::<Machine>()
+            .replace_status(
+                name_of(machine),
+                &kube::api::PostParams::default(),
+                &updated,
+            )
+            .await
+        {
+            tracing::debug!(machine = name_of(machine), %error, "cannot show the freeze on the machine");
+        }
+    }
+
     /// `reconcileClusterMachine`: runs the planned steps in order; returns the next requeue.
     async fn reconcile(&self, machine: Machine) -> Retry {
         let name = name_of(&machine).to_owned();
@@ -280,7 +314,9 @@ impl MachineController {
             ReconcileOrder::Blocked { retry, reason } => {
                 tracing::info!(machine = %name, %reason, "machine not reconciled");
                 // A frozen controller is visible on its metric; an invalid machine only here.
-                if !frozen {
+                if frozen {
+                    self.show_freeze(&machine).await;
+                } else {
                     self.event(&machine, &Event::warning("MachineInvalid", reason));
                 }
                 return retry;

@@ -242,15 +242,7 @@ impl ReconcileError {
 async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileError> {
     let shell = &context.shell;
     let api: Api<MachineDeployment> = shell.namespaced();
-    let Some(md) = api
-        .get_opt(name)
-        .await
-        .map_err(|source| ReconcileError::Read {
-            namespace: shell.namespace.clone(),
-            name: name.to_owned(),
-            source,
-        })?
-    else {
+    let Some(md) = read_deployment(context, &api, name).await? else {
         context.recent.forget_deployment(name);
         return Ok(Outcome::Done);
     };
@@ -318,12 +310,91 @@ async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileEr
         actions = planned.actions.len(),
         "planned"
     );
+    let meltdown = crate::machine::plan::meltdown::assess(
+        machines.iter().map(|m| &**m),
+        shell.config.machine.meltdown_threshold,
+    );
+    let had_condition = meltdown_condition_present(&md);
     let mut executor = apply::Executor::new(context, md, &machine_sets, &machines);
     for action in planned.actions {
         executor.execute(action).await?;
     }
+    if meltdown.is_some() || had_condition {
+        show_meltdown(context, name, meltdown.as_deref()).await?;
+    }
     let after = planned.requeue_after.unsigned_abs();
     Ok(Outcome::RequeueAfter(after.max(Duration::from_millis(100))))
+}
+
+async fn read_deployment(
+    context: &Context,
+    api: &Api<MachineDeployment>,
+    name: &str,
+) -> Result<Option<MachineDeployment>, ReconcileError> {
+    api.get_opt(name)
+        .await
+        .map_err(|source| ReconcileError::Read {
+            namespace: context.shell.namespace.clone(),
+            name: name.to_owned(),
+            source,
+        })
+}
+
+fn meltdown_condition_present(md: &MachineDeployment) -> bool {
+    md.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_.as_str() == crate::machine::plan::meltdown::CONDITION_TYPE)
+        })
+}
+
+/// Meltdown guard (issue 14): the Machine controller keeps unhealthy machines from being
+/// replaced; the deployment says so in its `MeltdownProtection` condition and an event, written
+/// only when the verdict changes. Read afresh because the plan's actions may have written status.
+async fn show_meltdown(
+    context: &Context,
+    name: &str,
+    verdict: Option<&str>,
+) -> Result<(), ReconcileError> {
+    let shell = &context.shell;
+    let api: Api<MachineDeployment> = shell.namespaced();
+    let Some(mut md) = read_deployment(context, &api, name).await? else {
+        return Ok(());
+    };
+    let Some(change) =
+        crate::machine::plan::meltdown::condition_change(&md, verdict, Timestamp::now())
+    else {
+        return Ok(());
+    };
+    md.status.get_or_insert_with(Default::default).conditions =
+        (!change.conditions.is_empty()).then_some(change.conditions);
+    match api
+        .replace_status(name, &kube::api::PostParams::default(), &md)
+        .await
+    {
+        Ok(stored) => {
+            if change.warning {
+                tracing::warn!(machine_deployment = name, message = %change.message, "meltdown guard holds replacements");
+            } else {
+                tracing::info!(machine_deployment = name, "meltdown guard lifted");
+            }
+            shell.event(
+                &stored,
+                change.warning,
+                change.reason,
+                "MeltdownGuard",
+                change.message,
+            );
+        }
+        // The next pass recomputes the verdict.
+        Err(error) => {
+            tracing::info!(machine_deployment = name, %error, "cannot write the meltdown condition");
+        }
+    }
+    Ok(())
 }
 
 /// Executes one step of a legacy MachineSet migration (§5.3 step 1).

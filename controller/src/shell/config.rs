@@ -171,6 +171,22 @@ pub struct Args {
     /// (MC) Retry period after a ResourceExhausted driver error; 0 means the long retry (10m).
     #[arg(long, default_value = "10m", value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub resource_exhausted_retry: Duration,
+    /// (new) Delay after the first failed CreateMachine/InitializeMachine/DeleteMachine call of a
+    /// machine (upstream retries after a constant 5s).
+    #[arg(long, default_value = "5s", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    pub machine_retry_backoff_initial: Duration,
+    /// (new) Growth of the delay per consecutive failure of the same machine (1 = constant).
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
+    pub machine_retry_backoff_factor: f64,
+    /// (new) Largest delay between two failing driver calls of one machine (errors upstream
+    /// retries after 3m are never retried sooner).
+    #[arg(long, default_value = "60s", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    pub machine_retry_backoff_max: Duration,
+    /// (new) Meltdown guard: when more than this share (0..1) of a MachineDeployment's machines,
+    /// or of one zone's, is Unknown/Failed at once, unhealthy machines are not replaced until the
+    /// share drops. 0 turns the guard off.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub machine_meltdown_threshold: f64,
     /// (both) Take part in leader election before running the controllers.
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
           action = ArgAction::Set, value_parser = parse_go_bool)]
@@ -277,6 +293,14 @@ pub struct MachineSettings {
     pub bootstrap_token_auth_extra_groups: String,
     /// `--resource-exhausted-retry`, with 0 already replaced by the long retry (10m).
     pub resource_exhausted_retry: Duration,
+    /// `--machine-retry-backoff-initial` (positive).
+    pub retry_backoff_initial: Duration,
+    /// `--machine-retry-backoff-factor` (≥ 1).
+    pub retry_backoff_factor: f64,
+    /// `--machine-retry-backoff-max` (≥ initial).
+    pub retry_backoff_max: Duration,
+    /// `--machine-meltdown-threshold` (0..=1, 0 = off).
+    pub meltdown_threshold: f64,
 }
 
 /// Settings of the safety controllers.
@@ -622,6 +646,38 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
     ] {
         violations.non_negative_duration(flag, value);
     }
+    if args.machine_retry_backoff_initial <= Duration::ZERO {
+        violations.push(
+            "machine-retry-backoff-initial",
+            args.machine_retry_backoff_initial,
+            "must be positive",
+        );
+    }
+    if !(args.machine_retry_backoff_factor.is_finite() && args.machine_retry_backoff_factor >= 1.0)
+    {
+        violations.push(
+            "machine-retry-backoff-factor",
+            args.machine_retry_backoff_factor,
+            "must be a number of at least 1",
+        );
+    }
+    if !(0.0..=1.0).contains(&args.machine_meltdown_threshold) {
+        violations.push(
+            "machine-meltdown-threshold",
+            args.machine_meltdown_threshold,
+            "must be a share between 0 (off) and 1",
+        );
+    }
+    if args.machine_retry_backoff_max < args.machine_retry_backoff_initial {
+        violations.push(
+            "machine-retry-backoff-max",
+            args.machine_retry_backoff_max,
+            format!(
+                "must not be shorter than --machine-retry-backoff-initial ({})",
+                args.machine_retry_backoff_initial
+            ),
+        );
+    }
     if args.machine_safety_apiserver_statuscheck_period
         < args.machine_safety_apiserver_statuscheck_timeout
     {
@@ -716,6 +772,10 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
             node_conditions: args.node_conditions.clone(),
             bootstrap_token_auth_extra_groups: args.bootstrap_token_auth_extra_groups.clone(),
             resource_exhausted_retry,
+            retry_backoff_initial: args.machine_retry_backoff_initial,
+            retry_backoff_factor: args.machine_retry_backoff_factor,
+            retry_backoff_max: args.machine_retry_backoff_max,
+            meltdown_threshold: args.machine_meltdown_threshold,
         },
         autoscaler_scaledown_annotation_during_rollout: args
             .autoscaler_scaledown_annotation_during_rollout,

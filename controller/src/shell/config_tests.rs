@@ -384,6 +384,51 @@ fn control_kubeconfig_is_required_without_target_cluster() {
 }
 
 #[test]
+fn retry_backoff_flags_default_and_validate() {
+    let config = validate(&parse(&[])).unwrap();
+    assert_eq!(config.machine.retry_backoff_initial, Duration::from_secs(5));
+    assert!((config.machine.retry_backoff_factor - 2.0).abs() < f64::EPSILON);
+    assert_eq!(config.machine.retry_backoff_max, Duration::from_secs(60));
+    let config = validate(&parse(&[
+        "--machine-retry-backoff-initial=1s",
+        "--machine-retry-backoff-factor=1.5",
+        "--machine-retry-backoff-max=2m",
+    ]))
+    .unwrap();
+    assert_eq!(config.machine.retry_backoff_initial, Duration::from_secs(1));
+    assert!((config.machine.retry_backoff_factor - 1.5).abs() < f64::EPSILON);
+    assert_eq!(config.machine.retry_backoff_max, Duration::from_mins(2));
+    assert_only_error(
+        &["--machine-retry-backoff-initial=0s"],
+        "machine-retry-backoff-initial",
+        "must be positive",
+    );
+    assert_only_error(
+        &["--machine-retry-backoff-factor=0.5"],
+        "machine-retry-backoff-factor",
+        "at least 1",
+    );
+    assert_only_error(
+        &["--machine-retry-backoff-max=1s"],
+        "machine-retry-backoff-max",
+        "must not be shorter",
+    );
+}
+
+#[test]
+fn meltdown_threshold_is_off_by_default_and_a_share() {
+    let config = validate(&parse(&[])).unwrap();
+    assert!(config.machine.meltdown_threshold.abs() < f64::EPSILON);
+    let config = validate(&parse(&["--machine-meltdown-threshold=0.3"])).unwrap();
+    assert!((config.machine.meltdown_threshold - 0.3).abs() < f64::EPSILON);
+    assert_only_error(
+        &["--machine-meltdown-threshold=1.5"],
+        "machine-meltdown-threshold",
+        "between 0 (off) and 1",
+    );
+}
+
+#[test]
 fn resource_exhausted_retry_zero_means_long_retry() {
     let config = validate(&parse(&["--resource-exhausted-retry=0s"])).unwrap();
     assert_eq!(

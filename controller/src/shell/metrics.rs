@@ -8,7 +8,9 @@
 //! by the queue of each controller ([`Metrics::workqueue_added`], ...), routed to the port of that
 //! controller's binary; `process_*` comes from [`super::process_metrics`]. On top of those, two
 //! metrics of our own: `mcm_reconcile_duration_seconds{controller}` and
-//! `mcm_driver_call_duration_seconds{method,code}` (and a `queue` label on the workqueue families
+//! `mcm_driver_call_duration_seconds{method,code}`, plus the retry backoff's
+//! `mcm_machine_driver_retries_total{method}` and `mcm_machine_driver_retry_backoff_seconds{method}`
+//! (and a `queue` label on the workqueue families
 //! repeating `name`).
 //!
 //! The controllers fill the values through the methods of [`Metrics`]:
@@ -193,6 +195,16 @@ struct QueueLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabels {
+    method: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MethodCodeLabels {
     method: String,
     code: String,
@@ -327,9 +339,6 @@ pub struct MachineDeploymentSample {
     pub failed_machines: Vec<FailedMachineSample>,
 }
 
-/// Label of the zone in a machine's node template (`mcm_machine_*_duration_seconds{zone}`).
-const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
-
 impl MachineSample {
     /// The sample of `machine` as upstream's collector reads it.
     pub fn from_machine(machine: &Machine) -> Self {
@@ -380,15 +389,7 @@ impl MachineDurationLabels {
     /// `None` when the machine has no `name` label (upstream skips the metric then).
     pub fn for_machine(machine: &Machine, instance_type: Option<&str>) -> Option<Self> {
         let drain = DrainLabels::for_machine(machine)?;
-        let zone = machine
-            .spec
-            .node_template
-            .as_ref()
-            .and_then(|template| template.metadata.as_ref())
-            .and_then(|metadata| metadata.labels.as_ref())
-            .and_then(|labels| labels.get(ZONE_LABEL))
-            .cloned()
-            .unwrap_or_default();
+        let zone = machine.zone().unwrap_or_default().to_owned();
         Some(Self {
             namespace: drain.namespace,
             machine_deployment: drain.machine_deployment,
@@ -622,6 +623,9 @@ struct Inner {
     machine_deployment_gauges: ObjectGauges,
     // Ours.
     driver_call_duration: HistogramFamily<MethodCodeLabels>,
+    driver_retries: Family<MethodLabels, Counter>,
+    driver_retry_backoff: Family<MethodLabels, FloatGauge>,
+    volume_reattach: Family<ResultLabels, Counter>,
     // client-go workqueue families (and our reconcile durations), one set per port.
     manager_queues: QueueMetrics,
     machine_queues: QueueMetrics,
@@ -806,6 +810,24 @@ impl Metrics {
                 "Duration of gRPC driver calls by method and result code",
                 histogram_family(latency_buckets),
             ),
+            driver_retries: register(
+                &mut m,
+                "mcm_machine_driver_retries",
+                "Failed CreateMachine/InitializeMachine/DeleteMachine calls that were scheduled for a retry with backoff, by method",
+                Family::default(),
+            ),
+            driver_retry_backoff: register(
+                &mut m,
+                "mcm_machine_driver_retry_backoff_seconds",
+                "Backoff delay chosen after the most recent failed driver call, by method",
+                Family::default(),
+            ),
+            volume_reattach: register(
+                &mut m,
+                "mcm_drain_volume_reattach",
+                "Re-attach waits of evicted pods' volumes during drains, by result (reattached, timeout)",
+                Family::default(),
+            ),
             manager_queues: QueueMetrics::register(&mut r),
             machine_queues: QueueMetrics::register(&mut m),
             manager_registry: r,
@@ -913,6 +935,30 @@ impl Metrics {
             .machine_delete_duration
             .get_or_create(labels)
             .set(seconds.round());
+    }
+
+    /// A failed CreateMachine, InitializeMachine or DeleteMachine call was scheduled for a retry
+    /// after `seconds` of backoff (issue 14).
+    pub fn driver_retry_backoff(&self, method: &str, seconds: f64) {
+        let labels = MethodLabels {
+            method: method.to_owned(),
+        };
+        self.0.driver_retries.get_or_create(&labels).inc();
+        self.0
+            .driver_retry_backoff
+            .get_or_create(&labels)
+            .set(seconds);
+    }
+
+    /// A drain's wait for an evicted pod's volumes to be attached elsewhere ended: `result` is
+    /// `reattached` or `timeout` (`--machine-pv-reattach-timeout`).
+    pub fn volume_reattach(&self, result: &str) {
+        self.0
+            .volume_reattach
+            .get_or_create(&ResultLabels {
+                result: result.to_owned(),
+            })
+            .inc();
     }
 
     /// A Pending machine turned Failed because the creation timeout passed.

@@ -156,6 +156,8 @@ struct RecordingDriver {
     status_failures: Mutex<BTreeMap<String, VecDeque<MachineError>>>,
     /// Machines whose InitializeMachine answers Unimplemented.
     initialize_unimplemented: Mutex<BTreeSet<String>>,
+    /// Per machine: when each CreateMachine call arrived (backoff spacing).
+    create_calls: Mutex<BTreeMap<String, Vec<std::time::Instant>>>,
 }
 
 impl Driver for RecordingDriver {
@@ -173,6 +175,12 @@ impl Driver for RecordingDriver {
             .get("userData")
             .map(|data| String::from_utf8_lossy(data).into_owned())
             .unwrap_or_default();
+        self.create_calls
+            .lock()
+            .unwrap()
+            .entry(name.clone())
+            .or_default()
+            .push(std::time::Instant::now());
         self.user_data.lock().unwrap().insert(name, user_data);
         self.inner.create_machine(request).await
     }
@@ -244,6 +252,7 @@ async fn record_driver(world: &mut World, stop: &CancellationToken) -> Arc<Recor
         user_data: Mutex::new(BTreeMap::new()),
         status_failures: Mutex::new(BTreeMap::new()),
         initialize_unimplemented: Mutex::new(BTreeSet::new()),
+        create_calls: Mutex::new(BTreeMap::new()),
     });
     let bound = BoundServer::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap()))
         .await
@@ -878,6 +887,103 @@ async fn driver_errors_follow_the_reaction_matrix() {
     ] {
         assert!(!per_machine.contains_key(machine), "{machine}: {vms:?}");
     }
+    world.stop_manager().await.unwrap();
+    stop.cancel();
+}
+
+/// Issue 14 item 1: a CreateMachine that fails 4 times (Unavailable, upstream ShortRetry) is
+/// retried with a growing, per-machine backoff instead of every 5s; the attempt and next retry
+/// time are on the Machine while it fails, the retries are counted in a metric, and the machine
+/// runs once the provider recovers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_create_machine_backs_off_exponentially_and_says_why() {
+    let mut world = World::start().await;
+    let stop = CancellationToken::new();
+    let driver = record_driver(&mut world, &stop).await;
+    ready_class(
+        &world,
+        "c-backoff",
+        serde_json::json!({"failures": {"create": {"code": "Unavailable", "times": 4}}}),
+    )
+    .await;
+    world
+        .start_manager(
+            machine_shell(),
+            &[
+                "--machine-retry-backoff-initial=400ms",
+                "--machine-retry-backoff-factor=2",
+                "--machine-retry-backoff-max=1600ms",
+            ],
+        )
+        .await;
+    create_machine(
+        &world,
+        "machine-backoff",
+        "c-backoff",
+        serde_json::json!({}),
+    )
+    .await;
+    let failing = wait_machine(
+        &world,
+        "machine-backoff",
+        "the second attempt recorded",
+        |m| description(m).contains(" (attempt 2, next retry at "),
+    )
+    .await;
+    assert!(
+        description(&failing).starts_with("Cloud provider message - "),
+        "{}",
+        description(&failing)
+    );
+    // Issue 14 item 4: the Blocked condition names the driver error and the next retry.
+    let blocked = failing
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Blocked"))
+        .cloned()
+        .expect("a Blocked condition while CreateMachine fails");
+    assert_eq!(blocked.reason.as_deref(), Some("DriverErrorBackoff"));
+    let message = blocked.message.unwrap_or_default();
+    assert!(
+        message.starts_with("CreateMachine failed: Cloud provider message - "),
+        "{message}"
+    );
+    assert!(message.contains("[Unavailable]"), "{message}");
+    assert!(message.contains("attempt 2, next retry at "), "{message}");
+    assert!(message.contains("(creation timeout)"), "{message}");
+    let running = wait_phase(&world, "machine-backoff", MachinePhase::Running).await;
+    let still_blocked = wait_machine(
+        &world,
+        "machine-backoff",
+        "the Blocked condition removed",
+        |m| {
+            m.status
+                .as_ref()
+                .and_then(|status| status.conditions.as_ref())
+                .is_none_or(|conditions| conditions.iter().all(|c| c.type_ != "Blocked"))
+        },
+    )
+    .await;
+    assert_eq!(phase(&still_blocked), phase(&running));
+    let calls = driver.create_calls.lock().unwrap()["machine-backoff"].clone();
+    let gaps: Vec<u128> = calls
+        .windows(2)
+        .map(|pair| pair[1].duration_since(pair[0]).as_millis())
+        .collect();
+    println!("CreateMachine calls: {}, gaps (ms): {gaps:?}", calls.len());
+    // 4 failures and the success: no call more.
+    assert_eq!(calls.len(), 5, "{gaps:?}");
+    // Each gap is at least the backoff minus its 20% jitter: 400, 800, 1600, 1600 ms.
+    for (gap, delay) in gaps.iter().zip([400u128, 800, 1600, 1600]) {
+        assert!(*gap >= delay * 8 / 10, "{gaps:?}");
+    }
+    let metrics = scrape(&world).await;
+    assert!(
+        metrics.contains(r#"mcm_machine_driver_retries_total{method="CreateMachine"} 4"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains("mcm_machine_driver_retry_backoff_seconds"));
     world.stop_manager().await.unwrap();
     stop.cancel();
 }

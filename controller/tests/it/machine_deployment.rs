@@ -1361,3 +1361,95 @@ async fn a_rollout_never_exceeds_its_surge_counting_terminating_machines() {
         s.max_terminating
     );
 }
+
+/// Issue 14 item 2: three of five nodes of a deployment go NotReady at once (provider-virtual's
+/// node overrides). With `--machine-meltdown-threshold=0.3` no machine is marked Failed or
+/// replaced, the deployment says why (condition and event); when enough nodes recover the guard
+/// is lifted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mass_failure_trips_the_meltdown_guard_and_nothing_is_replaced() {
+    let mut world = World::start().await;
+    world.create_class("melt", json!({})).await;
+    world
+        .start_manager(
+            mcm_controller::manager::compose::registry(),
+            &[
+                "--machine-health-timeout=2s",
+                "--machine-meltdown-threshold=0.3",
+            ],
+        )
+        .await;
+    world
+        .machine_deployments()
+        .create(
+            &PostParams::default(),
+            &deployment("melt", 5, rolling(json!(1), json!(0)), "melt"),
+        )
+        .await
+        .unwrap();
+    let names = eventually("5 Running machines", LIMIT, || async {
+        let machines = world.machines().list(&ListParams::default()).await.ok()?;
+        let running: Vec<String> = machines
+            .items
+            .iter()
+            .filter(|m| {
+                m.status
+                    .as_ref()
+                    .and_then(|s| s.current_status.as_ref())
+                    .and_then(|c| c.phase.as_ref())
+                    .is_some_and(|p| p.as_str() == "Running")
+            })
+            .filter_map(|m| m.metadata.name.clone())
+            .collect();
+        (running.len() == 5 && machines.items.len() == 5).then_some(running)
+    })
+    .await;
+    for name in &names[..3] {
+        world.fleet.set_overrides(
+            name,
+            BTreeMap::from([("Ready".to_owned(), "False".to_owned())]),
+        );
+    }
+    let (status, reason) = eventually("the MeltdownProtection condition", LIMIT, || async {
+        let md = world.machine_deployments().get("melt").await.ok()?;
+        condition(&md, "MeltdownProtection")
+    })
+    .await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "TooManyUnhealthyMachines")
+    );
+    event_seen(&world, "melt", "MeltdownProtection", Some("3 of 5 (60%)")).await;
+    // Several health timeouts later: nothing Failed, nothing replaced.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let machines = world.machines().list(&ListParams::default()).await.unwrap();
+    let phases: Vec<String> = machines
+        .items
+        .iter()
+        .map(|m| {
+            m.status
+                .as_ref()
+                .and_then(|s| s.current_status.as_ref())
+                .and_then(|c| c.phase.as_ref())
+                .map(|p| p.as_str().to_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(machines.items.len(), 5, "no replacement storm: {phases:?}");
+    assert!(!phases.iter().any(|p| p == "Failed"), "{phases:?}");
+    assert_eq!(
+        phases.iter().filter(|p| *p == "Unknown").count(),
+        3,
+        "{phases:?}"
+    );
+    // Two nodes recover: 1 of 5 is under the threshold, the guard is lifted.
+    for name in &names[..2] {
+        world.fleet.set_overrides(name, BTreeMap::new());
+    }
+    eventually("the guard lifted", LIMIT, || async {
+        let md = world.machine_deployments().get("melt").await.ok()?;
+        condition(&md, "MeltdownProtection").is_none().then_some(())
+    })
+    .await;
+    event_seen(&world, "melt", "MeltdownProtectionLifted", None).await;
+}

@@ -171,6 +171,15 @@ where
     .await;
 }
 
+/// The machine's "why is it stuck" condition (issue 14).
+fn blocked_condition(machine: &Machine) -> Option<&k8s_openapi::api::core::v1::NodeCondition> {
+    machine
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Blocked"))
+}
+
 async fn delete_machine(world: &World, name: &str) {
     world
         .machines()
@@ -302,6 +311,30 @@ where
 }
 
 /// A CSI PersistentVolume `pv` bound to claim `pvc` (namespace [`PODS`]).
+/// A pod on node `m1` using a new volume (`pv`/`pvc` with CSI handle `handle`), and the wait until
+/// the node reports the volume attached.
+async fn volume_pod_on_m1(world: &World, pod: &str, pv: &str, pvc: &str, handle: &str, grace: i64) {
+    create_volume(world, pv, pvc, handle).await;
+    create_pod(
+        world,
+        pod,
+        "m1",
+        json!({"spec": {
+            "terminationGracePeriodSeconds": grace,
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}]
+        }}),
+    )
+    .await;
+    eventually("the volume to be attached", LIMIT, || async {
+        let node = world.nodes().get("m1").await.ok()?;
+        volumes_attached(&node)
+            .iter()
+            .any(|v| v.contains(handle))
+            .then_some(())
+    })
+    .await;
+}
+
 async fn create_volume(world: &World, pv: &str, pvc: &str, handle: &str) {
     create_cluster_scoped::<k8s_openapi::api::core::v1::PersistentVolume>(
         world,
@@ -576,6 +609,19 @@ async fn a_blocking_pdb_is_retried_until_it_allows_the_eviction() {
         description(&draining)
     );
     assert!(vm_exists(&world, &provider_id));
+    // Issue 14: the machine says what blocks it and until when, in its Blocked condition.
+    let blocked = wait_machine(&world, "m1", "the drain-blocked condition", |m| {
+        blocked_condition(m).is_some_and(|c| c.reason.as_deref() == Some("DrainBlockedByPDB"))
+    })
+    .await;
+    let message = blocked_condition(&blocked)
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains(&format!("{PODS}/pair-a (PodDisruptionBudget {PODS}/pair)")),
+        "{message}"
+    );
+    assert!(message.contains("the drain is forced at "), "{message}");
     // The budget is lifted: the next retry's eviction goes through and the flow finishes
     // without forcing anything.
     let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
@@ -604,26 +650,12 @@ async fn a_pod_with_a_volume_is_evicted_and_its_detach_awaited() {
     ensure_target_namespace(&world).await;
     let class = ready_class(&world, "c", json!({})).await;
     let provider_id = running_machine(&world, "m1", &class, json!({})).await;
-    create_volume(&world, "pv-1", "data", "vol-0001").await;
-    create_pod(
-        &world,
-        "db",
-        "m1",
-        json!({"spec": {
-            "terminationGracePeriodSeconds": 4,
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
-        }}),
-    )
-    .await;
-    eventually("the volume to be attached", LIMIT, || async {
-        let node = world.nodes().get("m1").await.ok()?;
-        volumes_attached(&node)
-            .iter()
-            .any(|v| v.contains("vol-0001"))
-            .then_some(())
-    })
-    .await;
-    world.start_manager(termination_shells(), &[]).await;
+    volume_pod_on_m1(&world, "db", "pv-1", "data", "vol-0001", 4).await;
+    // Nothing attaches the volume elsewhere here: the re-attach wait (issue 14 item 3) ends at
+    // its timeout, logged and counted.
+    world
+        .start_manager(termination_shells(), &["--machine-pv-reattach-timeout=2s"])
+        .await;
     delete_machine(&world, "m1").await;
     // The drain waits while the volume is still attached: the VM stays until the pod is gone and
     // the node reports the volume detached.
@@ -664,6 +696,72 @@ async fn a_pod_with_a_volume_is_evicted_and_its_detach_awaited() {
         text.lines()
             .any(|l| l.contains("GetVolumeIDs") && !l.starts_with('#')),
         "GetVolumeIDs was called for the pod's volume"
+    );
+    assert!(
+        text.contains(r#"mcm_drain_volume_reattach_total{result="timeout"} 1"#),
+        "{text}"
+    );
+}
+
+/// Issue 14 item 3 (upstream `waitForReattach`): once the evicted pod's volume is detached, the
+/// drain waits until a VolumeAttachment shows it attached on another node, well before the
+/// (here 5 minute) `--machine-pv-reattach-timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_volume_is_awaited_until_it_is_attached_elsewhere() {
+    let mut world = World::start().await;
+    ensure_target_namespace(&world).await;
+    let class = ready_class(&world, "c", json!({})).await;
+    let provider_id = running_machine(&world, "m1", &class, json!({})).await;
+    volume_pod_on_m1(&world, "db-r", "pv-r", "data-r", "vol-0002", 1).await;
+    world
+        .start_manager(termination_shells(), &["--machine-pv-reattach-timeout=5m"])
+        .await;
+    delete_machine(&world, "m1").await;
+    eventually("the pod gone and its volume detached", LIMIT, || async {
+        let pod = pods(&world).get_opt("db-r").await.ok()?;
+        let node = world.nodes().get_opt("m1").await.ok()??;
+        (pod.is_none()
+            && !volumes_attached(&node)
+                .iter()
+                .any(|v| v.contains("vol-0002")))
+        .then_some(())
+    })
+    .await;
+    // Detached, not attached elsewhere yet: the flow waits in the drain step.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let waiting = world.machines().get("m1").await.unwrap();
+    assert!(
+        description(&waiting).contains("Initiate node drain"),
+        "{}",
+        description(&waiting)
+    );
+    assert!(vm_exists(&world, &provider_id));
+    // The pod's replacement runs elsewhere: its volume is attached to another node.
+    create_cluster_scoped::<VolumeAttachment>(
+        &world,
+        json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+            "metadata": {"name": "va-r"},
+            "spec": {"attacher": "disk.csi.virtual", "nodeName": "other-node",
+                     "source": {"persistentVolumeName": "pv-r"}}
+        }),
+    )
+    .await;
+    let attachments: Api<VolumeAttachment> = Api::all(world.target.clone());
+    attachments
+        .patch_status(
+            "va-r",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"attached": true}})),
+        )
+        .await
+        .unwrap();
+    wait_gone(&world.machines(), "m1", "machine").await;
+    assert!(!vm_exists(&world, &provider_id));
+    let text = scrape(&world).await;
+    assert!(
+        text.contains(r#"mcm_drain_volume_reattach_total{result="reattached"} 1"#),
+        "{text}"
     );
 }
 
@@ -764,7 +862,8 @@ async fn delete_machine_errors_follow_the_reaction_matrix() {
     for name in ["m-transient", "m-fatal", "m-notfound"] {
         delete_machine(&world, name).await;
     }
-    // Unavailable: Failed, retried after ShortRetry, then deleted.
+    // Unavailable: Failed, retried after the machine's backoff (first delay: ShortRetry minus
+    // jitter; issue 14), then deleted.
     let event = wait_event(&world, "VMDeletionFailed", "m-transient").await;
     assert!(
         event
@@ -774,6 +873,11 @@ async fn delete_machine_errors_follow_the_reaction_matrix() {
     );
     wait_gone(&world.machines(), "m-transient", "machine").await;
     assert!(!vm_exists(&world, &transient_vm));
+    let metrics = scrape(&world).await;
+    assert!(
+        metrics.contains(r#"mcm_machine_driver_retries_total{method="DeleteMachine"} 1"#),
+        "{metrics}"
+    );
     // NotFound: the flow continues as if the VM were gone.
     wait_gone(&world.machines(), "m-notfound", "machine").await;
     assert!(

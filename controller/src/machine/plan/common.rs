@@ -461,6 +461,12 @@ pub struct ControllerSettings {
     pub pv_reattach_timeout: Duration,
     /// `--resource-exhausted-retry` (10m; 0 means LongRetry).
     pub resource_exhausted_retry: Duration,
+    /// `--machine-retry-backoff-{initial,factor,max}` (5s, 2, 60s): backoff of failing
+    /// CreateMachine, InitializeMachine and DeleteMachine calls.
+    pub retry_backoff: super::backoff::BackoffSettings,
+    /// `--machine-meltdown-threshold` (0 = off): share of a deployment's (or zone's) machines
+    /// Unknown/Failed above which unhealthy machines are not replaced.
+    pub meltdown_threshold: f64,
     /// `--bootstrap-token-auth-extra-groups`.
     pub bootstrap_token_auth_extra_groups: String,
     /// False with `--target-kubeconfig=none`.
@@ -480,6 +486,8 @@ impl Default for ControllerSettings {
             pv_detach_timeout: Duration::from_mins(2),
             pv_reattach_timeout: Duration::from_secs(90),
             resource_exhausted_retry: Duration::from_mins(10),
+            retry_backoff: super::backoff::BackoffSettings::default(),
+            meltdown_threshold: 0.0,
             bootstrap_token_auth_extra_groups: String::new(),
             target_cluster: true,
         }

@@ -21,6 +21,7 @@ use mcm_api::keys::{annotation, misc, value};
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
 use mcm_provider_proto::{Code, CreateMachineResponse, InitializeMachineResponse, MachineStatus};
 
+use super::backoff::{RetryClass, RetryMark, next_backoff, previous_attempts, wait_before_retry};
 use super::common::{
     ControllerSettings, DriverError, EffectiveSettings, Event, Retry, StatusWrite, WriteFailure,
     add, current_of, current_status, elapsed, is_transient, last_operation, machine_annotation,
@@ -361,14 +362,34 @@ pub enum CreationStep {
     Finish(CreationOutcome),
 }
 
-/// Whether the machine's status records the intent to call CreateMachine.
+/// Whether the machine's status records the intent to call CreateMachine (with or without the
+/// backoff's `" (attempt N)"` suffix).
 #[must_use]
 pub fn has_create_intent(machine: &Machine) -> bool {
     machine.last_operation().is_some_and(|operation| {
         operation.type_ == Some(MachineOperationType::Create)
             && operation.state == Some(MachineState::Processing)
-            && operation.description.as_deref() == Some(CREATE_INTENT_DESCRIPTION)
+            && operation
+                .description
+                .as_deref()
+                .is_some_and(|text| super::backoff::strip_mark(text) == CREATE_INTENT_DESCRIPTION)
     })
+}
+
+/// The intent description: upstream-style text, plus the failed attempts so far so that the
+/// intent write does not reset the backoff.
+#[must_use]
+pub fn create_intent_description(machine: &Machine) -> String {
+    match previous_attempts(machine, &MachineOperationType::Create) {
+        0 => CREATE_INTENT_DESCRIPTION.to_owned(),
+        attempt => super::backoff::with_mark(
+            CREATE_INTENT_DESCRIPTION,
+            RetryMark {
+                attempt,
+                next_retry_at: None,
+            },
+        ),
+    }
 }
 
 /// `Failed` once the effective creation timeout has passed since creation, else
@@ -412,6 +433,23 @@ pub fn create_error_outcome(
         code if error.is_decodable() && is_transient(code) => (Retry::Short, true),
         _ => (Retry::Medium, false),
     };
+    // Upstream's constant Short/Medium retry becomes a per-machine backoff (issue 14);
+    // ResourceExhausted keeps its own flag.
+    let class = match retry {
+        Retry::Short => Some(RetryClass::Short),
+        Retry::Medium => Some(RetryClass::Medium),
+        _ => None,
+    };
+    let backoff = class.map(|class| {
+        next_backoff(
+            ctx.machine,
+            &MachineOperationType::Create,
+            class,
+            &ctx.controller.retry_backoff,
+            ctx.now,
+        )
+    });
+    let retry = backoff.map_or(retry, |backoff| Retry::After(backoff.delay));
     let mut last_known_state = if keep_state {
         None
     } else {
@@ -421,8 +459,12 @@ pub fn create_error_outcome(
         last_known_state = Some(state.to_owned());
     }
     let description = format!("Cloud provider message - {error}");
+    let stored = backoff.map_or_else(
+        || description.clone(),
+        |backoff| super::backoff::with_mark(&description, backoff.mark),
+    );
     let mut operation = last_operation(
-        description.clone(),
+        stored,
         MachineState::Failed,
         MachineOperationType::Create,
         ctx.now,
@@ -434,6 +476,8 @@ pub fn create_error_outcome(
         current_status(phase.clone(), false, ctx.now, None),
     );
     write.last_known_state = last_known_state;
+    // The attempt count must be persisted, even when the text is "similar" to the last one.
+    write.skip_if_similar &= backoff.is_none();
     CreationOutcome {
         status: Some(write),
         retry,
@@ -469,6 +513,15 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
     let name = name_of(machine);
     let target = ctx.controller.target_cluster;
     let Some(status_result) = &pass.get_status else {
+        // A reconcile before the backoff's next retry time (watch event, resync, restart) must
+        // not call the failing provider again.
+        if let Some(wait) = wait_before_retry(machine, &MachineOperationType::Create, ctx.now) {
+            return finish(
+                None,
+                Retry::After(wait),
+                format!("machine {name:?}: backing off, next driver call in {wait}"),
+            );
+        }
         return CreationStep::CallGetMachineStatus;
     };
 
@@ -506,7 +559,7 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
                     None => {
                         let current = current_of(machine);
                         let operation = last_operation(
-                            CREATE_INTENT_DESCRIPTION,
+                            create_intent_description(machine),
                             MachineState::Processing,
                             MachineOperationType::Create,
                             ctx.now,
@@ -634,8 +687,15 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
                     "Provider error: {error}. {}",
                     mcm_api::keys::last_operation::INSTANCE_INITIALIZATION
                 );
+                let backoff = next_backoff(
+                    machine,
+                    &MachineOperationType::Create,
+                    RetryClass::Short,
+                    &ctx.controller.retry_backoff,
+                    ctx.now,
+                );
                 let mut operation = last_operation(
-                    description.clone(),
+                    super::backoff::with_mark(&description, backoff.mark),
                     MachineState::Failed,
                     MachineOperationType::Create,
                     ctx.now,
@@ -643,11 +703,12 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
                 operation.error_code = Some(error.code().name().to_owned());
                 let phase = create_failure_phase(machine, ctx.settings, ctx.now);
                 return CreationStep::Finish(CreationOutcome {
-                    status: Some(StatusWrite::similar_checked(
+                    // Not similarity-checked: the attempt count must be persisted.
+                    status: Some(StatusWrite::new(
                         operation,
                         current_status(phase, false, ctx.now, None),
                     )),
-                    retry: Retry::Short,
+                    retry: Retry::After(backoff.delay),
                     events: vec![Event::warning(
                         "MachineInitializationFailed",
                         description.clone(),

@@ -12,6 +12,7 @@ use mcm_api::keys::{condition, finalizer, last_operation as text};
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
 use mcm_provider_proto::{Code, DeleteMachineResponse, MachineStatus};
 
+use super::backoff::{BackoffSettings, RetryClass, next_backoff, wait_before_retry, with_mark};
 use super::common::{
     DriverError, Event, Retry, StatusWrite, WriteFailure, current_of, current_status,
     description_of, has_finalizer, is_transient, last_operation, name_of, node_name_of,
@@ -575,11 +576,29 @@ pub fn plan_volume_attachments(
     }
 }
 
-/// `deleteVM`: reaction to DeleteMachine.
+/// Before DeleteMachine: while the last transient failure's backoff runs, wait instead of calling
+/// the provider (issue 14; a reconcile may come early from a watch event, a resync or a restart).
+#[must_use]
+pub fn plan_delete_vm_wait(machine: &Machine, now: Timestamp) -> Option<DeletionOutcome> {
+    let wait = wait_before_retry(machine, &MachineOperationType::Delete, now)?;
+    Some(DeletionOutcome {
+        status: None,
+        retry: Retry::After(wait),
+        reason: format!(
+            "machine {:?}: DeleteMachine backing off, next call in {wait}",
+            name_of(machine)
+        ),
+        events: Vec::new(),
+    })
+}
+
+/// `deleteVM`: reaction to DeleteMachine. Transient errors (upstream: ShortRetry) back off per
+/// machine with `backoff`; the attempt and next retry time are appended to upstream's text.
 #[must_use]
 pub fn plan_delete_vm_result(
     machine: &Machine,
     result: &Result<DeleteMachineResponse, DriverError>,
+    backoff: &BackoffSettings,
     now: Timestamp,
 ) -> DeletionOutcome {
     let (description, state, retry, response_state) = match result {
@@ -629,9 +648,24 @@ pub fn plan_delete_vm_result(
             String::new(),
         ),
     };
-    let mut done = outcome(machine, description.clone(), state, retry, now);
+    let transient = matches!(result, Err(error) if error.is_decodable() && error.code() != Code::NotFound && is_transient(error.code()));
+    let (stored, retry) = if transient {
+        let next = next_backoff(
+            machine,
+            &MachineOperationType::Delete,
+            RetryClass::Short,
+            backoff,
+            now,
+        );
+        (with_mark(&description, next.mark), Retry::After(next.delay))
+    } else {
+        (description.clone(), retry)
+    };
+    let mut done = outcome(machine, stored, state, retry, now);
     if let Some(write) = done.status.as_mut() {
         write.last_known_state = Some(response_state);
+        // The attempt count must be persisted, even when the text is "similar" to the last one.
+        write.skip_if_similar &= !transient;
     }
     if result.is_ok() {
         done.reason = format!("Machine deletion in process. {description}");

@@ -57,6 +57,8 @@ pub struct HealthInput<'a> {
     pub settings: &'a EffectiveSettings,
     /// Machines with the same `name` label (the machine itself may be included).
     pub siblings: &'a [Machine],
+    /// `--machine-meltdown-threshold` (0 = off).
+    pub meltdown_threshold: f64,
     /// Permit state.
     pub permit: FailurePermit,
     /// Current time.
@@ -126,6 +128,14 @@ pub fn is_healthy(conditions: &[NodeCondition], node_conditions: &[String]) -> b
 /// `InPlaceUpdate` changed (messages and times are ignored).
 #[must_use]
 pub fn node_conditions_changed(old: &[NodeCondition], new: &[NodeCondition]) -> bool {
+    // The machine's own "why is it stuck" condition is not a node condition (issue 14).
+    let own = |list: &[NodeCondition]| -> Vec<NodeCondition> {
+        list.iter()
+            .filter(|condition| !super::waiting::is_waiting_condition(condition))
+            .cloned()
+            .collect()
+    };
+    let (old, new) = (&own(old)[..], &own(new)[..]);
     let find = |list: &[NodeCondition], type_: &str| {
         list.iter()
             .find(|condition| condition.type_ == type_)
@@ -462,6 +472,18 @@ fn timeouts(input: &HealthInput<'_>, plan: &mut HealthPlan) {
                     retry: Retry::Short,
                     reason: format!(
                         "machine {name:?} couldn't be marked FAILED, other machines are getting replaced"
+                    ),
+                };
+                return;
+            }
+            // Meltdown guard (issue 14): too many siblings down at once; replacing them would
+            // only churn VMs. The machine stays Unknown until the share drops.
+            if let Some(reason) = super::meltdown::assess(input.siblings, input.meltdown_threshold)
+            {
+                plan.outcome = HealthOutcome::EndPass {
+                    retry: Retry::Short,
+                    reason: format!(
+                        "machine {name:?} is not marked FAILED (meltdown guard): {reason}"
                     ),
                 };
                 return;

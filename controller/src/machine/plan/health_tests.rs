@@ -13,12 +13,24 @@ fn run(
     permit: FailurePermit,
     now: Timestamp,
 ) -> HealthPlan {
+    run_guarded(machine, node, siblings, permit, now, 0.0)
+}
+
+fn run_guarded(
+    machine: &Machine,
+    node: Option<&Node>,
+    siblings: &[Machine],
+    permit: FailurePermit,
+    now: Timestamp,
+    meltdown_threshold: f64,
+) -> HealthPlan {
     let settings = effective_settings(machine, &ControllerSettings::default());
     plan_health(&HealthInput {
         machine,
         node: node.map_or(NodeLookup::NotFound, NodeLookup::Found),
         settings: &settings,
         siblings,
+        meltdown_threshold,
         permit,
         now,
     })
@@ -272,6 +284,33 @@ fn unknown_fails_after_health_timeout_with_permit_and_meltdown_check() {
     assert!(
         matches!(plan.outcome, HealthOutcome::EndPass { ref reason, .. } if reason.contains("other machines are getting replaced"))
     );
+}
+
+/// Issue 14 item 2: with the guard on and too many siblings Unknown, the permit holder does not
+/// fail the machine; with the guard off (default) it does.
+#[test]
+fn meltdown_guard_keeps_unknown_machines_from_being_failed() {
+    let m = base()
+        .with_phase(P::Unknown, at(0))
+        .with_conditions(vec![condition("Ready", "False", at(0))]);
+    let n = node("n1", vec![condition("Ready", "False", at(0))], vec![]);
+    let other_unknown = machine("s1")
+        .with_label("name", "md1")
+        .with_phase(P::Unknown, at(0));
+    let running = machine("s2")
+        .with_label("name", "md1")
+        .with_phase(P::Running, at(0));
+    let siblings = [m.clone(), other_unknown, running];
+    let late = at(601);
+    let plan = run_guarded(&m, Some(&n), &siblings, FailurePermit::Granted, late, 0.3);
+    assert_eq!(plan.status, None);
+    assert!(
+        matches!(plan.outcome, HealthOutcome::EndPass { ref reason, .. } if reason.contains("meltdown guard") && reason.contains("2 of 3")),
+        "{:?}",
+        plan.outcome
+    );
+    let plan = run(&m, Some(&n), &siblings, FailurePermit::Granted, late);
+    assert_eq!(phase_written(&plan), Some(P::Failed));
 }
 
 #[test]

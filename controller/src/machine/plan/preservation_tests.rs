@@ -362,6 +362,7 @@ fn preserved_failed_machine_whose_node_recovers_becomes_preserved_running() {
         node: NodeLookup::Found(&n),
         settings: &settings,
         siblings: &[],
+        meltdown_threshold: 0.0,
         permit: FailurePermit::NotRequested,
         now: at(100),
     });

@@ -198,6 +198,26 @@ impl MachineController {
                 }
                 CreationStep::Finish(outcome) => {
                     tracing::info!(machine = %name, reason = %outcome.reason, retry = ?outcome.retry, "creation pass finished");
+                    if let Some(mark) = outcome
+                        .status
+                        .as_ref()
+                        .and_then(|write| write.last_operation.description.as_deref())
+                        .and_then(plan::backoff::parse_mark)
+                        .filter(|mark| mark.next_retry_at.is_some())
+                    {
+                        let method = if matches!(pass.initialize, Some(Err(_))) {
+                            "InitializeMachine"
+                        } else if matches!(pass.create, Some(Err(_))) {
+                            "CreateMachine"
+                        } else {
+                            "GetMachineStatus"
+                        };
+                        let delay = outcome.retry.period().to_std().unwrap_or_default();
+                        tracing::warn!(machine = %name, method, attempt = mark.attempt, backoff_seconds = delay.as_secs_f64(), "driver call failed; backing off");
+                        self.shell
+                            .metrics
+                            .driver_retry_backoff(method, delay.as_secs_f64());
+                    }
                     self.events(machine, &outcome.events);
                     if let Some(write) = &outcome.status
                         && !write.is_redundant(machine, now)

@@ -64,6 +64,7 @@ impl MachineController {
                 node: lookup,
                 settings: &settings,
                 siblings: &siblings,
+                meltdown_threshold: self.settings.meltdown_threshold,
                 permit: permit_state,
                 now,
             });

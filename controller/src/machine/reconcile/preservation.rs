@@ -140,6 +140,7 @@ impl MachineController {
             driver: &self.shell.driver,
             metrics: &self.shell.metrics,
             provider: &provider,
+            pv_reattach_timeout: self.shell.config.machine.pv_reattach_timeout,
         };
         let outcome = drain_pass(&target, node_name, node, config, &mut state, now).await;
         match &outcome {

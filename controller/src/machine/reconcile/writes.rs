@@ -13,6 +13,7 @@ use super::error::ReconcileError;
 use crate::machine::context::MachineContext;
 use crate::machine::plan::common::{StatusWrite, name_of, set_entries};
 use crate::machine::plan::creation::SecretData;
+use crate::machine::plan::waiting::{FROZEN_REASON, refresh_waiting_condition};
 
 fn api_error(
     action: &'static str,
@@ -50,6 +51,14 @@ pub(crate) async fn write_status(
     let name = name_of(machine);
     let mut updated = machine.clone();
     updated.status = Some(write.apply(machine.status.as_ref()));
+    // The "why is it stuck" condition rides along with every status write (issue 14).
+    let _ = refresh_waiting_condition(
+        &mut updated,
+        &super::controller_settings(shell),
+        shell.machine_controller_frozen().then_some(FROZEN_REASON),
+        None,
+        jiff::Timestamp::now(),
+    );
     let stored = shell
         .namespaced::<Machine>()
         .replace_status(name, &PostParams::default(), &updated)

@@ -20,9 +20,11 @@ use crate::machine::plan::common::{Retry, effective_settings, elapsed};
 use crate::machine::plan::deletion::{
     DeletionOutcome, DeletionStage, DrainStageInput, DrainStageStep, NodeDeletionStep,
     NodeLookupResult, VmStatusInput, VmStatusStep, deletion_stage, plan_blocked,
-    plan_delete_vm_result, plan_drain_stage, plan_finalizer_removal_result, plan_get_vm_status,
-    plan_node_deletion, plan_node_deletion_result, plan_set_termination, plan_volume_attachments,
+    plan_delete_vm_result, plan_delete_vm_wait, plan_drain_stage, plan_finalizer_removal_result,
+    plan_get_vm_status, plan_node_deletion, plan_node_deletion_result, plan_set_termination,
+    plan_volume_attachments,
 };
+use crate::machine::plan::waiting::{drain_view, refresh_waiting_condition};
 use crate::shell::metrics::{DrainLabels, MachineDurationLabels};
 use crate::shell::queue::Outcome;
 
@@ -129,7 +131,17 @@ pub(super) async fn run_pass(
             DeletionStage::DeleteVolumeAttachments => {
                 volume_attachments(termination, &machine, now).await
             }
-            DeletionStage::DeleteVm => delete_vm(termination, &machine, &class, now).await,
+            DeletionStage::DeleteVm => match plan_delete_vm_wait(&machine, now) {
+                Some(wait) => {
+                    tracing::debug!(
+                        machine = key,
+                        reason = wait.reason,
+                        "DeleteMachine backing off"
+                    );
+                    Step::Stop(wait.retry)
+                }
+                None => delete_vm(termination, &machine, &class, now).await,
+            },
             DeletionStage::DeleteNode => node_deletion(termination, &machine, now).await,
             DeletionStage::RemoveFinalizer => {
                 let result = remove_machine_finalizer(shell, &machine).await;
@@ -403,6 +415,10 @@ async fn drain(
                 drain_result = Some(outcome);
             }
             DrainStageStep::Finish(outcome) => {
+                if let Some(DrainOutcome::InProgress { pending, .. }) = &drain_result {
+                    waiting_during_drain(termination, machine, &node_name, pending, &config, now)
+                        .await;
+                }
                 if drain_result == Some(DrainOutcome::Complete) {
                     let state = termination.drain_state(&node_name, now);
                     if let Some(labels) = DrainLabels::for_machine(machine) {
@@ -414,6 +430,47 @@ async fn drain(
                 return apply(termination, machine, outcome, now).await;
             }
         }
+    }
+}
+
+/// A drain in progress writes no status (upstream), so the machine's "why is it stuck" condition
+/// is refreshed here from the drain's ledger: the pods a budget refuses, the volumes awaited, and
+/// the drain deadline. Written only when it changed.
+async fn waiting_during_drain(
+    termination: &Termination,
+    machine: &Machine,
+    node_name: &str,
+    pending: &[String],
+    config: &DrainConfig,
+    now: Timestamp,
+) {
+    let shell = &termination.shell;
+    let state = termination.drain_state(node_name, now);
+    let deadline = (!config.force_delete_pods).then_some(config.deadline);
+    let view = drain_view(&state.ledger, pending, deadline);
+    let mut updated = machine.clone();
+    if !refresh_waiting_condition(
+        &mut updated,
+        &controller_settings(shell),
+        None,
+        Some(&view),
+        now,
+    ) {
+        return;
+    }
+    match persist_status(shell, &updated).await {
+        Ok(_) => tracing::info!(
+            machine = machine_name(machine),
+            node = node_name,
+            blocked = view.blocked.len(),
+            pending = view.pending.len(),
+            "drain waiting condition updated"
+        ),
+        Err(failure) => tracing::debug!(
+            machine = machine_name(machine),
+            error = failure.message,
+            "cannot update the drain waiting condition"
+        ),
     }
 }
 
@@ -464,6 +521,7 @@ async fn run_drain(
         driver: &shell.driver,
         metrics: &shell.metrics,
         provider: class.provider.as_deref().unwrap_or(""),
+        pv_reattach_timeout: shell.config.machine.pv_reattach_timeout,
     };
     let bound = std::time::Duration::try_from(limit).unwrap_or(std::time::Duration::from_secs(1));
     let outcome = match tokio::time::timeout(
@@ -570,7 +628,16 @@ async fn delete_vm(
         #[allow(clippy::cast_precision_loss)]
         shell.metrics.machine_deleted(&labels, seconds as f64);
     }
-    let outcome = plan_delete_vm_result(machine, &result, now);
+    let backoff = controller_settings(shell).retry_backoff;
+    let outcome = plan_delete_vm_result(machine, &result, &backoff, now);
+    if let Retry::After(delay) = outcome.retry
+        && result.is_err()
+    {
+        shell.metrics.driver_retry_backoff(
+            "DeleteMachine",
+            delay.to_std().unwrap_or_default().as_secs_f64(),
+        );
+    }
     apply(termination, machine, outcome, now).await
 }
 

@@ -19,6 +19,7 @@ use crate::machine::plan::common::{
 };
 use crate::machine::plan::deletion::deletion_stage;
 use crate::machine::plan::order::validate_machine_class;
+use crate::machine::plan::waiting::{FROZEN_REASON, refresh_waiting_condition};
 
 pub(super) fn write_failure(error: &kube::Error) -> WriteFailure {
     WriteFailure {
@@ -65,6 +66,13 @@ pub(super) async fn write_status(
     {
         return Ok(machine.clone());
     }
+    let _ = refresh_waiting_condition(
+        &mut updated,
+        &controller_settings(shell),
+        shell.machine_controller_frozen().then_some(FROZEN_REASON),
+        None,
+        now,
+    );
     let name = machine.metadata.name.as_deref().unwrap_or("");
     shell
         .namespaced::<Machine>()

@@ -1,0 +1,221 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::drain::plan::PodProgress;
+use crate::machine::plan::backoff::{RetryMark, with_mark};
+use crate::machine::plan::common::effective_settings;
+use crate::machine::plan::test_support::*;
+use proptest::prelude::*;
+
+fn compute(
+    machine: &Machine,
+    frozen: Option<&str>,
+    drain: Option<&DrainView>,
+) -> Option<NodeCondition> {
+    let controller = ControllerSettings::default();
+    let settings = effective_settings(machine, &controller);
+    waiting_condition(&WaitingInput {
+        machine,
+        settings: &settings,
+        controller: &controller,
+        frozen,
+        drain,
+    })
+}
+
+fn reason(found: &Option<NodeCondition>) -> &str {
+    found.as_ref().unwrap().reason.as_deref().unwrap()
+}
+
+fn message(found: &Option<NodeCondition>) -> &str {
+    found.as_ref().unwrap().message.as_deref().unwrap()
+}
+
+#[test]
+fn running_machines_wait_for_nothing() {
+    let m = machine("m1").with_phase(MachinePhase::Running, at(0));
+    assert_eq!(compute(&m, None, None), None);
+}
+
+#[test]
+fn pending_names_the_node_and_the_creation_deadline() {
+    let m = machine("m1")
+        .with_label("node", "n1")
+        .with_phase(MachinePhase::Pending, at(0));
+    let c = compute(&m, None, None);
+    assert_eq!(reason(&c), "WaitingForNode");
+    assert!(message(&c).contains("node n1"), "{}", message(&c));
+    // test_support machines are created at 0; the creation timeout is 20m.
+    assert!(
+        message(&c).contains(&at(20 * 60).to_string()),
+        "{}",
+        message(&c)
+    );
+}
+
+#[test]
+fn driver_error_names_the_error_attempt_and_next_retry() {
+    let text = with_mark(
+        "Cloud provider message - machine codes error: code = [Unavailable] message = [down]",
+        RetryMark {
+            attempt: 3,
+            next_retry_at: Some(at(100)),
+        },
+    );
+    let m = machine("m1")
+        .with_phase(MachinePhase::CrashLoopBackOff, at(0))
+        .with_operation(
+            &text,
+            MachineState::Failed,
+            MachineOperationType::Create,
+            at(80),
+        );
+    let c = compute(&m, None, None);
+    assert_eq!(reason(&c), "DriverErrorBackoff");
+    let found = message(&c);
+    assert!(
+        found.starts_with("CreateMachine failed: Cloud provider message"),
+        "{found}"
+    );
+    assert!(found.contains("[Unavailable]"), "{found}");
+    assert!(
+        found.contains(&format!("attempt 3, next retry at {}", at(100))),
+        "{found}"
+    );
+    assert!(found.contains("creation timeout"), "{found}");
+}
+
+#[test]
+fn drain_blocked_by_a_budget_names_pods_budget_and_deadline() {
+    let m = machine("m1")
+        .with_label("node", "n1")
+        .deleting_since(at(0))
+        .with_phase(MachinePhase::Terminating, at(0))
+        .with_operation(
+            "Initiate node drain",
+            MachineState::Processing,
+            MachineOperationType::Delete,
+            at(0),
+        );
+    let mut ledger = DrainLedger::default();
+    ledger.pods.insert(
+        "default/web-0".into(),
+        PodProgress {
+            attempts: 2,
+            last_failure: Some(EvictionFailure::BlockedByPdb {
+                pdb: "default/web".into(),
+            }),
+            ..PodProgress::default()
+        },
+    );
+    let view = drain_view(&ledger, &["default/web-0".into()], Some(at(7200)));
+    let c = compute(&m, None, Some(&view));
+    assert_eq!(reason(&c), "DrainBlockedByPDB");
+    let found = message(&c);
+    assert!(
+        found.contains("default/web-0 (PodDisruptionBudget default/web)"),
+        "{found}"
+    );
+    assert!(
+        found.contains(&format!("forced at {}", at(7200))),
+        "{found}"
+    );
+    // Without a drain view the stage's description is used.
+    assert_eq!(reason(&compute(&m, None, None)), "Deleting");
+}
+
+#[test]
+fn evicted_pods_with_volumes_wait_for_detach() {
+    let mut ledger = DrainLedger::default();
+    ledger.pods.insert(
+        "default/db-0".into(),
+        PodProgress {
+            accepted_at: Some(at(5)),
+            volume_ids: vec!["vol-1".into()],
+            ..PodProgress::default()
+        },
+    );
+    let view = drain_view(&ledger, &["default/db-0".into()], None);
+    assert_eq!(view.volumes, vec!["vol-1".to_owned()]);
+    assert!(view.blocked.is_empty());
+    let m = machine("m1")
+        .with_label("node", "n1")
+        .deleting_since(at(0))
+        .with_phase(MachinePhase::Terminating, at(0));
+    let c = compute(&m, None, Some(&view));
+    assert_eq!(reason(&c), "VolumesNotDetached");
+    assert!(message(&c).contains("vol-1"));
+}
+
+#[test]
+fn preserved_failed_and_frozen_machines_say_so() {
+    let mut failed = machine("m1").with_phase(MachinePhase::Failed, at(0));
+    failed
+        .status
+        .as_mut()
+        .unwrap()
+        .current_status
+        .as_mut()
+        .unwrap()
+        .preserve_expiry_time = Some(time(at(3600)));
+    let c = compute(&failed, None, None);
+    assert_eq!(reason(&c), "Preserved");
+    assert!(message(&c).contains(&at(3600).to_string()));
+    let c = compute(&failed, Some("API server unreachable"), None);
+    assert_eq!(reason(&c), "ControllerFrozen");
+    assert!(message(&c).contains("API server unreachable"));
+    let unknown = machine("m2").with_phase(MachinePhase::Unknown, at(60));
+    let c = compute(&unknown, None, None);
+    assert_eq!(reason(&c), "NodeUnhealthy");
+    assert!(
+        message(&c).contains(&at(60 + 600).to_string()),
+        "{}",
+        message(&c)
+    );
+}
+
+#[test]
+fn merge_reports_changes_only_and_keeps_node_conditions() {
+    let ready = NodeCondition {
+        type_: "Ready".into(),
+        status: "True".into(),
+        ..NodeCondition::default()
+    };
+    let wanted = super::condition("WaitingForNode", "x".into());
+    let (merged, changed) =
+        merge_waiting_condition(std::slice::from_ref(&ready), Some(wanted.clone()), at(1));
+    assert!(changed);
+    assert_eq!(merged.len(), 2);
+    assert_eq!(merged[0], ready);
+    // Same text later: unchanged, times kept.
+    let (again, changed) = merge_waiting_condition(&merged, Some(wanted.clone()), at(50));
+    assert!(!changed);
+    assert_eq!(again, merged);
+    // Removed when the machine waits for nothing.
+    let (cleared, changed) = merge_waiting_condition(&merged, None, at(60));
+    assert!(changed);
+    assert_eq!(cleared, vec![ready]);
+    // The node-condition comparison of the health check ignores it.
+    assert!(!crate::machine::plan::health::node_conditions_changed(
+        &merged, &cleared
+    ));
+}
+
+proptest! {
+    /// Computing twice from the same snapshot at different times gives the same condition, so a
+    /// resync never writes.
+    #[test]
+    fn prop_condition_does_not_depend_on_now(
+        phase in prop::sample::select(vec![
+            MachinePhase::Pending, MachinePhase::Running, MachinePhase::Unknown,
+            MachinePhase::Failed, MachinePhase::CrashLoopBackOff, MachinePhase::Terminating,
+        ]),
+        later in 0i64..100_000,
+    ) {
+        let m = machine("m1").with_label("node", "n1").with_phase(phase, at(10));
+        let first = compute(&m, None, None);
+        let (merged, _) = merge_waiting_condition(&[], first.clone(), at(20));
+        let (_, changed) = merge_waiting_condition(&merged, compute(&m, None, None), at(20 + later));
+        prop_assert!(!changed);
+    }
+}
