@@ -9,7 +9,7 @@
 
 use crate::error::ApiError;
 use crate::faults::{ErrorRule, UnavailableMode};
-use crate::server::AppState;
+use crate::state::AppState;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use http::Method;

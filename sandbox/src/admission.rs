@@ -4,7 +4,7 @@
 use crate::error::{ApiError, ApiResult};
 use crate::resources::ResourceDef;
 use crate::selector::LabelSelector;
-use crate::server::AppState;
+use crate::state::AppState;
 use base64::Engine;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};

@@ -27,6 +27,7 @@ pub mod resources;
 pub mod schema;
 pub mod selector;
 pub mod server;
+pub mod state;
 pub mod store;
 pub mod table;
 
