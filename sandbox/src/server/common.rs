@@ -326,6 +326,8 @@ pub(super) struct Ctx<'a> {
     pub(super) query: &'a HashMap<String, String>,
     pub(super) dry_run: bool,
     pub(super) manager: String,
+    /// The authenticated user.
+    pub(super) user: &'a crate::authn::User,
 }
 
 impl Ctx<'_> {

@@ -3,6 +3,7 @@
 //! concern; imports go one way: `common` <- `read` <- `watch`, `common` <- `write` <- `delete`,
 //! `subresource`, and this module routes to all of them.
 
+mod auth;
 mod common;
 mod delete;
 mod read;
@@ -16,6 +17,7 @@ use crate::error::{ApiError, ApiResult, ErrTarget};
 use crate::faults::{Injected, UnavailableMode, Verb};
 use crate::patch::PatchKind;
 pub use crate::state::AppState;
+pub use auth::PeerUser;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use common::*;
@@ -50,6 +52,16 @@ pub async fn dispatch(
     }
     let method = req.method().clone();
     let query = parse_query(req.uri().query());
+    let user = match auth::authenticate(&state, &path, req.headers(), req.extensions().get()) {
+        Ok(u) => u,
+        Err(e) => return error_response(&e),
+    };
+    let parsed = parse_resource_path(&path);
+    if parsed.is_none()
+        && let Err(e) = auth::authorize(&state, &user, &auth::path_attributes(&method, &path))
+    {
+        return error_response(&e);
+    }
     match (method.clone(), path.as_str()) {
         (Method::GET, "/healthz" | "/livez" | "/readyz") => {
             return (StatusCode::OK, "ok").into_response();
@@ -106,7 +118,7 @@ pub async fn dispatch(
             _ => {}
         }
     }
-    let Some(rp) = parse_resource_path(&path) else {
+    let Some(rp) = parsed else {
         return error_response(&ApiError::not_found_path());
     };
     let watch_param = query.get("watch").is_some_and(|w| w == "true" || w == "1");
@@ -130,12 +142,14 @@ pub async fn dispatch(
         Some(s) => format!("{}/{}", rp.resource, s),
         None => rp.resource.clone(),
     };
-    let resp = match state.faults.decide(verb, &counted) {
-        Injected::Error(code) => error_response(&injected_error(code, &rp)),
-        Injected::None => {
+    let authorized = auth::authorize(&state, &user, &auth::resource_attributes(&rp, verb));
+    let resp = match authorized.map(|()| state.faults.decide(verb, &counted)) {
+        Err(e) => error_response(&e),
+        Ok(Injected::Error(code)) => error_response(&injected_error(code, &rp)),
+        Ok(Injected::None) => {
             let headers = req.headers().clone();
             let body = req.into_body();
-            match handle_resource(&state, verb, &rp, &query, &headers, body).await {
+            match handle_resource(&state, &user, verb, &rp, &query, &headers, body).await {
                 Ok(r) => r,
                 Err(e) => error_response(&e),
             }
@@ -204,6 +218,7 @@ pub fn version_info() -> Value {
 
 async fn handle_resource(
     state: &AppState,
+    user: &crate::authn::User,
     verb: Verb,
     rp: &ResourcePath,
     query: &HashMap<String, String>,
@@ -249,7 +264,16 @@ async fn handle_resource(
         query,
         dry_run,
         manager: field_manager(query, headers),
+        user,
     };
+    if ctx.def.group == "authorization.k8s.io" {
+        // Access reviews are computed, never stored.
+        if verb != Verb::Create {
+            return Err(ApiError::method_not_allowed());
+        }
+        let bytes = read_body(body).await?;
+        return auth::access_review(&ctx, decode_body(&content_type(headers), &bytes)?).await;
+    }
     if let Some(ns) = &rp.namespace
         && matches!(verb, Verb::Create)
         && state.store.namespace_state(ns).is_none()
@@ -266,6 +290,10 @@ async fn handle_resource(
                 return match sub {
                     "eviction" => subresource::evict(&ctx, &bytes, headers).await,
                     "binding" => subresource::bind(&ctx, &bytes, headers).await,
+                    "token" => {
+                        auth::token_request(&ctx, decode_body(&content_type(headers), &bytes)?)
+                            .await
+                    }
                     _ => Err(ApiError::method_not_allowed()),
                 };
             }

@@ -268,6 +268,10 @@ impl ConvState {
             faults: self.faults,
             service_addresses: self.service_addresses,
             url: self.url,
+            // Conversion inside a watch task neither authenticates nor authorizes.
+            authn: Default::default(),
+            authorization: false,
+            denials: Default::default(),
         }
     }
 }

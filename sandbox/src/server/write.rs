@@ -399,6 +399,7 @@ pub(super) async fn update_scale(ctx: &Ctx<'_>, name: &str, scale: Value) -> Api
         query: ctx.query,
         dry_run: ctx.dry_run,
         manager: ctx.manager.clone(),
+        user: ctx.user,
     };
     let (updated, warnings) = write_update(&sub_ctx, name, &old_v, next, expected, true).await?;
     let out = to_version(ctx.state, &ctx.def, &updated, &ctx.rp.version).await?;
