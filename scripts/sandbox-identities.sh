@@ -3,20 +3,22 @@
 # sandbox of `make run`, or any other), bound to exactly the RBAC that the chart renders, so that
 # they run under least privilege as they would when installed by the chart.
 #
-#   scripts/sandbox-identities.sh <admin-kubeconfig> <out-dir> [namespace]
+#   scripts/sandbox-identities.sh <admin-kubeconfig> <out-dir> [namespace [control-namespace]]
 #
 # Creates the ServiceAccounts machine-controller-manager, machine-controller-manager-webhook and
-# provider-virtual in <namespace> (default: default), applies the chart's control and target RBAC
+# provider-virtual in <namespace> (default: default; the chart's release namespace), applies the chart's control and target RBAC
 # (templates/rbac.yaml and templates/target-rbac.yaml, rendered with fullnameOverride
 # machine-controller-manager, self-managed webhook certificates, conversion on and the virtual
 # provider; the target roles bind the manager and provider-virtual, which in the chart share the
-# manager pod's identity), and writes <out-dir>/{manager,webhook,provider}.kubeconfig with
+# manager pod's identity; the manager's control Role goes to <control-namespace>, default
+# <namespace>), and writes <out-dir>/{manager,webhook,provider}.kubeconfig with
 # ServiceAccount tokens from the TokenRequest API, and <out-dir>/rbac.yaml (what was applied).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 admin=${1:?usage: $0 <admin-kubeconfig> <out-dir> [namespace]}
 out=${2:?usage: $0 <admin-kubeconfig> <out-dir> [namespace]}
 ns=${3:-default}
+control_ns=${4:-$ns}
 release=machine-controller-manager
 manager_sa=machine-controller-manager
 webhook_sa=machine-controller-manager-webhook
@@ -35,6 +37,7 @@ done
 	--set webhook.certificates.mode=self-managed \
 	--set conversion.enabled=true \
 	--set provider.name=virtual \
+	--set manager.controlNamespace="$control_ns" \
 	--set "target.rbac.subjects[0].kind=ServiceAccount" \
 	--set "target.rbac.subjects[0].name=$manager_sa" \
 	--set "target.rbac.subjects[0].namespace=$ns" \

@@ -438,4 +438,42 @@ mod tests {
         assert!(!allowed(&store, &sa, &other_ns));
         assert!(!allowed(&store, &User::service_account("ns", "x"), &a));
     }
+
+    #[test]
+    fn aggregated_cluster_roles_collect_labelled_rules() {
+        let store = Store::new(100);
+        let create = |resource: &str, obj: Value| store.create(&gr(resource), obj, false).unwrap();
+        create(
+            "clusterroles",
+            json!({"metadata": {"name": "agg"}, "rules": [],
+                   "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"agg": "yes"}}]}}),
+        );
+        create(
+            "clusterroles",
+            json!({"metadata": {"name": "part", "labels": {"agg": "yes"}},
+                   "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]}),
+        );
+        create(
+            "clusterrolebindings",
+            json!({"metadata": {"name": "b"},
+                   "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "agg"},
+                   "subjects": [{"kind": "Group", "name": "ops"}]}),
+        );
+        let ops = User::new("u", ["ops".to_string()]);
+        assert!(allowed(
+            &store,
+            &ops,
+            &attrs("list", "", "nodes", "", "", "")
+        ));
+        assert!(!allowed(
+            &store,
+            &ops,
+            &attrs("get", "", "nodes", "", "n", "")
+        ));
+        assert!(!allowed(
+            &store,
+            &User::new("v", []),
+            &attrs("list", "", "nodes", "", "", "")
+        ));
+    }
 }
