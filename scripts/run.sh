@@ -12,7 +12,14 @@
 #             cluster (Machine objects) and the target cluster (Nodes). Never a production
 #             control plane; it keeps everything in memory.
 #   webhook   machine-webhook in self-managed certificate mode: it issues its own CA and writes
-#             the caBundle into the webhook configurations registered below (url clientConfig).
+#             the caBundle into the webhook configurations and the CRDs' conversion stanzas, both
+#             rendered from the chart (service clientConfig; the sandbox maps the Service
+#             default/machine-controller-manager-webhook to 127.0.0.1:<webhook port>).
+#
+# The sandbox enforces RBAC. The three components run as their own ServiceAccounts bound to the
+# chart's RBAC (scripts/sandbox-identities.sh; kubeconfigs in .run/identities/); kubectl uses the
+# admin kubeconfig. --smoke fails if any component was refused (403) or if v1beta1 is not served
+# through the conversion webhook.
 #   provider  provider-virtual on a Unix socket: simulated VMs whose Nodes register in the sandbox.
 #   manager   machine-controller-manager: the controllers.
 #
@@ -64,13 +71,10 @@ webhook_port=${MCM_RUN_WEBHOOK_PORT:-19443}
 webhook_admin_port=${MCM_RUN_WEBHOOK_ADMIN_PORT:-19260}
 provider_port=${MCM_RUN_PROVIDER_PORT:-19259}
 manager_port=${MCM_RUN_MANAGER_PORT:-19258}
-# `make crds` writes the CRDs here; read the folder from the Makefile so both stay in step.
-crd_dir=$(sed -n 's/^CRD_DIR *:\{0,1\}= *//p' Makefile | head -n 1)
-crd_dir=${crd_dir:-charts/machine-controller-manager/files/crds}
-# The chart keeps the v1alpha1-only CRDs (no conversion webhook) in a v1alpha1/ subfolder.
-[ -d "$crd_dir/v1alpha1" ] && crd_dir=$crd_dir/v1alpha1
-# kubectl does not descend into a symlinked directory; resolve it.
-crd_dir=$(cd "$crd_dir" 2>/dev/null && pwd -P) || { echo "error: no CRD folder at ${crd_dir} (see CRD_DIR in the Makefile)" >&2; exit 1; }
+chart=$root/charts/machine-controller-manager
+release=machine-controller-manager
+webhook_service=machine-controller-manager-webhook
+identities=$run_dir/identities
 
 say() { printf '>>> %s\n' "$*"; }
 fail() {
@@ -214,67 +218,44 @@ k() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 
 # --- sandbox API server ------------------------------------------------------------------------
 say "starting the sandbox API server (log: .run/logs/sandbox.log)"
-start sandbox "$bin/mcm-sandbox" serve --port 0 --kubeconfig "$kubeconfig"
+start sandbox "$bin/mcm-sandbox" serve --port 0 --kubeconfig "$kubeconfig" \
+	--service "$namespace/$webhook_service=127.0.0.1:$webhook_port"
 wait_for sandbox 30 test -s "$kubeconfig"
 wait_for sandbox 30 k get --raw /readyz
 
-say "installing the CRDs from ${crd_dir#"$root"/}"
-k apply -f "$crd_dir" >/dev/null
+# The CRDs (with the conversion webhook stanza) and the webhook configurations exactly as the
+# chart renders them for this release.
+helm=$("$root/scripts/helm.sh" --path)
+"$helm" template "$release" "$chart" --namespace "$namespace" \
+	--set fullnameOverride=$release \
+	--set webhook.certificates.mode=self-managed \
+	--set conversion.enabled=true \
+	--set provider.name=virtual \
+	-s templates/crds.yaml -s templates/webhook-configurations.yaml >"$run_dir/chart-webhooks.yaml"
+say "installing the CRDs and webhook configurations rendered from the chart"
+k apply -f "$run_dir/chart-webhooks.yaml" >/dev/null
 k wait --for=condition=Established --timeout=30s \
 	crd/machines.machine.sapcloud.io crd/machinesets.machine.sapcloud.io \
 	crd/machinedeployments.machine.sapcloud.io crd/machineclasses.machine.sapcloud.io >/dev/null
 
-# --- webhook -----------------------------------------------------------------------------------
-# Registered with a url clientConfig. The webhook issues its serving certificate for the DNS names
-# of `--service-name`; naming the "service" localhost makes that certificate valid for
-# https://localhost:<port>. failurePolicy Fail: nothing of machine.sapcloud.io is stored unchecked.
-webhook_configuration=machine-controller-manager-webhook
-webhook_entries() { # <mutate|validate>
-	local action=$1 kind plural
-	for kind in machine machineset machinedeployment machineclass; do
-		case $kind in
-		machineclass) plural=machineclasses ;;
-		*) plural=${kind}s ;;
-		esac
-		cat <<EOF
-  - name: ${action}-${kind}.machine.sapcloud.io
-    admissionReviewVersions: [v1]
-    sideEffects: None
-    failurePolicy: Fail
-    timeoutSeconds: 10
-    clientConfig:
-      url: https://localhost:${webhook_port}/${action}-machine-sapcloud-io-${kind}
-    rules:
-      - apiGroups: [machine.sapcloud.io]
-        apiVersions: ["*"]
-        operations: [CREATE, UPDATE]
-        resources: [${plural}]
-EOF
-	done
-}
-{
-	echo "apiVersion: admissionregistration.k8s.io/v1"
-	echo "kind: MutatingWebhookConfiguration"
-	echo "metadata: {name: $webhook_configuration}"
-	echo "webhooks:"
-	webhook_entries mutate
-	echo "---"
-	echo "apiVersion: admissionregistration.k8s.io/v1"
-	echo "kind: ValidatingWebhookConfiguration"
-	echo "metadata: {name: $webhook_configuration}"
-	echo "webhooks:"
-	webhook_entries validate
-} >"$run_dir/webhook-configurations.yaml"
-k apply -f "$run_dir/webhook-configurations.yaml" >/dev/null
+say "creating the components' identities with the chart's RBAC (.run/identities/)"
+"$root/scripts/sandbox-identities.sh" "$kubeconfig" "$identities" "$namespace" >/dev/null
 
+# --- webhook -----------------------------------------------------------------------------------
+# The certificate is issued for the Service's DNS names, which the sandbox uses as TLS server name
+# when it calls the Service. failurePolicy Fail: nothing of machine.sapcloud.io is stored unchecked.
 say "starting machine-webhook (log: .run/logs/webhook.log)"
-start webhook env KUBECONFIG="$kubeconfig" "$bin/machine-webhook" \
+start webhook env KUBECONFIG="$identities/webhook.kubeconfig" "$bin/machine-webhook" \
 	--cert-mode self-managed \
 	--namespace "$namespace" \
-	--service-name localhost \
+	--service-name "$webhook_service" \
+	--secret-name "$webhook_service-certs" \
+	--lease-name "$webhook_service-certs" \
 	--identity machine-webhook-local \
-	--mutating-webhook-configuration "$webhook_configuration" \
-	--validating-webhook-configuration "$webhook_configuration" \
+	--mutating-webhook-configuration "$release" \
+	--validating-webhook-configuration "$release" \
+	--crd machines.machine.sapcloud.io --crd machinesets.machine.sapcloud.io \
+	--crd machinedeployments.machine.sapcloud.io --crd machineclasses.machine.sapcloud.io \
 	--cert-reload-seconds 5 \
 	--bind-address "127.0.0.1:$webhook_port" \
 	--admin-address "127.0.0.1:$webhook_admin_port"
@@ -292,7 +273,7 @@ rm -f "$socket"
 say "starting provider-virtual on unix://$socket (log: .run/logs/provider.log)"
 start provider "$bin/provider-virtual" \
 	--endpoint "unix://$socket" \
-	--target-kubeconfig "$kubeconfig" \
+	--target-kubeconfig "$identities/provider.kubeconfig" \
 	--state-file "$run_dir/provider-virtual/state.json" \
 	--metrics-address "127.0.0.1:$provider_port"
 wait_for provider 30 test -S "$socket"
@@ -301,8 +282,8 @@ wait_for provider 30 http_ok "http://127.0.0.1:$provider_port/healthz"
 # --- manager -----------------------------------------------------------------------------------
 say "starting machine-controller-manager (log: .run/logs/manager.log)"
 start manager "$bin/machine-controller-manager" \
-	--control-kubeconfig "$kubeconfig" \
-	--target-kubeconfig "$kubeconfig" \
+	--control-kubeconfig "$identities/manager.kubeconfig" \
+	--target-kubeconfig "$identities/manager.kubeconfig" \
 	--namespace "$namespace" \
 	--driver-endpoint "unix://$socket" \
 	--address 127.0.0.1 \
@@ -391,6 +372,25 @@ while true; do
 		if $smoke; then
 			echo
 			k get machinedeployments,machinesets,machines,nodes
+			say "v1beta1 through the conversion webhook:"
+			k get machinedeployments.v1beta1.machine.sapcloud.io ||
+				fail "v1beta1 MachineDeployments are not served through the conversion webhook"
+			denials=$(k get --raw /sandbox/admin/denials)
+			[ "$denials" = "{}" ] || fail "a component was refused by RBAC (403s per user): $denials"
+			# ... and the limits hold: each identity is refused what the chart does not grant.
+			refused() { # <identity> <kubectl arguments...>: the request must be refused with 403
+				local out
+				if out=$(kubectl --kubeconfig "$identities/$1.kubeconfig" "${@:2}" 2>&1); then
+					fail "$1 was allowed: kubectl ${*:2}"
+				fi
+				grep -q '(Forbidden)' <<<"$out" || fail "$1: kubectl ${*:2}: want Forbidden, got: $out"
+			}
+			refused manager get secrets -n kube-public
+			refused manager get secrets -A
+			refused webhook patch machinedeployment "$deployment" -n "$namespace" --type=merge -p '{"spec":{"replicas":4}}'
+			refused webhook delete machines --all -n "$namespace"
+			refused provider get machines -n "$namespace"
+			say "least privilege: no component was refused, and each is refused what the chart does not grant"
 			say "smoke run passed in $((SECONDS - started))s"
 			exit 0
 		elif ! $reported_done; then

@@ -17,9 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, WebhookClientConfig,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
@@ -34,8 +32,11 @@ use crate::wait::{Probe, eventually};
 pub const USERDATA_SECRET: &str = "e2e-userdata";
 /// Namespace of the webhook's certificate Secret and Lease in sandbox mode.
 const WEBHOOK_NAMESPACE: &str = "mcm-system";
-/// Name of both webhook configurations in sandbox mode.
-const WEBHOOK_CONFIGURATION: &str = "mcm-e2e";
+/// Name of both webhook configurations in sandbox mode (the chart's `fullname`, which its
+/// caBundle ClusterRole names).
+const WEBHOOK_CONFIGURATION: &str = "machine-controller-manager";
+/// The webhook's Service, as the chart names it; the sandbox maps it to the local webhook port.
+const WEBHOOK_SERVICE: &str = "machine-controller-manager-webhook";
 /// The four kinds: (singular used in webhook paths, plural).
 const KINDS: [(&str, &str); 4] = [
     ("machine", "machines"),
@@ -254,6 +255,11 @@ impl System {
                 "0".into(),
                 "--kubeconfig".into(),
                 kubeconfig.display().to_string(),
+                "--service".into(),
+                format!(
+                    "{WEBHOOK_NAMESPACE}/{WEBHOOK_SERVICE}={}",
+                    addresses.webhook
+                ),
             ],
             vec![],
             logs.join("sandbox.log"),
@@ -270,8 +276,11 @@ impl System {
         for ns in [config.namespace.as_str(), WEBHOOK_NAMESPACE] {
             create_namespace(&client, ns).await?;
         }
-        install_crds(&client, addresses.webhook).await?;
-        install_webhook_configurations(&client, addresses.webhook).await?;
+        install_crds(&client).await?;
+        install_webhook_configurations(&client).await?;
+        // Each component runs as its own ServiceAccount bound to the chart's RBAC.
+        let identities = dir_path.join("identities");
+        create_identities(&kubeconfig, &identities, &config.namespace, &logs).await?;
 
         // 3. Webhook (self-managed certificates, injected into configurations and CRDs).
         let mut webhook_args: Vec<String> = [
@@ -280,7 +289,11 @@ impl System {
             "--namespace",
             WEBHOOK_NAMESPACE,
             "--service-name",
-            "localhost",
+            WEBHOOK_SERVICE,
+            "--secret-name",
+            "machine-controller-manager-webhook-certs",
+            "--lease-name",
+            "machine-controller-manager-webhook-certs",
             "--identity",
             "machine-webhook-e2e",
             "--mutating-webhook-configuration",
@@ -307,7 +320,10 @@ impl System {
             "webhook",
             webhook_bin,
             webhook_args,
-            vec![("KUBECONFIG".into(), kubeconfig.display().to_string())],
+            vec![(
+                "KUBECONFIG".into(),
+                identities.join("webhook.kubeconfig").display().to_string(),
+            )],
             logs.join("webhook.log"),
         )?;
 
@@ -319,7 +335,7 @@ impl System {
                 "--endpoint".into(),
                 format!("unix://{}", socket.display()),
                 "--target-kubeconfig".into(),
-                kubeconfig.display().to_string(),
+                identities.join("provider.kubeconfig").display().to_string(),
                 "--state-file".into(),
                 dir_path.join("provider/state.json").display().to_string(),
                 "--metrics-address".into(),
@@ -366,11 +382,12 @@ impl System {
         }
 
         // 5. Manager.
+        let manager_kubeconfig = identities.join("manager.kubeconfig").display().to_string();
         let mut manager_args = vec![
             "--control-kubeconfig".to_owned(),
-            kubeconfig.display().to_string(),
+            manager_kubeconfig.clone(),
             "--target-kubeconfig".into(),
-            kubeconfig.display().to_string(),
+            manager_kubeconfig,
             "--namespace".into(),
             config.namespace.clone(),
             "--driver-endpoint".into(),
@@ -630,34 +647,52 @@ async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {
     }
 }
 
-/// The CRDs with `v1beta1` served through the conversion webhook at a loopback URL (the sandbox
-/// is not in a cluster network, so no Service reference); the webhook injects the caBundle.
-async fn install_crds(client: &kube::Client, webhook: SocketAddr) -> Result<()> {
-    let placeholder = mcm_api::crd::ConversionWebhook {
+/// Runs scripts/sandbox-identities.sh: ServiceAccounts of the manager, the webhook and
+/// provider-virtual bound to the chart's rendered RBAC (release namespace [`WEBHOOK_NAMESPACE`],
+/// control namespace `namespace`), with token kubeconfigs in `out`.
+async fn create_identities(admin: &Path, out: &Path, namespace: &str, logs: &Path) -> Result<()> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/sandbox-identities.sh");
+    let output = tokio::process::Command::new(&script)
+        .arg(admin)
+        .arg(out)
+        .arg(WEBHOOK_NAMESPACE)
+        .arg(namespace)
+        .output()
+        .await
+        .map_err(E2eError::io("run", &script))?;
+    let log = logs.join("identities.log");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::write(&log, &text).map_err(E2eError::io("write", &log))?;
+    if !output.status.success() {
+        return Err(E2eError::Assertion(format!(
+            "{} failed: {text}",
+            script.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The CRDs with `v1beta1` served through the conversion webhook by Service reference, as the
+/// chart configures them (the sandbox resolves the Service to the local webhook port); the
+/// webhook injects the caBundle.
+async fn install_crds(client: &kube::Client) -> Result<()> {
+    let service = mcm_api::crd::ConversionWebhook {
         service_namespace: WEBHOOK_NAMESPACE.to_owned(),
-        service_name: "unused".to_owned(),
+        service_name: WEBHOOK_SERVICE.to_owned(),
         path: "/convert".to_owned(),
         port: None,
         ca_bundle: None,
     };
-    let crds = mcm_api::crd::all_with_conversion(&placeholder).map_err(|e| E2eError::Decode {
+    let crds = mcm_api::crd::all_with_conversion(&service).map_err(|e| E2eError::Decode {
         what: "the CRDs of mcm_api::crd".to_owned(),
         message: e.to_string(),
     })?;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for (file, mut crd) in crds {
-        if let Some(config) = crd
-            .spec
-            .conversion
-            .as_mut()
-            .and_then(|c| c.webhook.as_mut())
-        {
-            config.client_config = Some(WebhookClientConfig {
-                url: Some(format!("https://localhost:{}/convert", webhook.port())),
-                service: None,
-                ca_bundle: None,
-            });
-        }
+    for (file, crd) in crds {
         api.create(&PostParams::default(), &crd)
             .await
             .map_err(E2eError::kube(format!("create CRD {file}")))?;
@@ -691,7 +726,7 @@ async fn install_crds(client: &kube::Client, webhook: SocketAddr) -> Result<()> 
     Ok(())
 }
 
-async fn install_webhook_configurations(client: &kube::Client, webhook: SocketAddr) -> Result<()> {
+async fn install_webhook_configurations(client: &kube::Client) -> Result<()> {
     let entries = |action: &str| -> Vec<Value> {
         KINDS
             .iter()
@@ -703,9 +738,12 @@ async fn install_webhook_configurations(client: &kube::Client, webhook: SocketAd
                     "failurePolicy": "Fail",
                     "matchPolicy": "Equivalent",
                     "timeoutSeconds": 10,
-                    "clientConfig": {
-                        "url": format!("https://localhost:{}/{action}-machine-sapcloud-io-{kind}", webhook.port())
-                    },
+                    "clientConfig": {"service": {
+                        "namespace": WEBHOOK_NAMESPACE,
+                        "name": WEBHOOK_SERVICE,
+                        "path": format!("/{action}-machine-sapcloud-io-{kind}"),
+                        "port": 443,
+                    }},
                     "rules": [{
                         "apiGroups": ["machine.sapcloud.io"],
                         "apiVersions": ["*"],

@@ -136,7 +136,6 @@ impl Kubelet {
 
     /// Runs until `shutdown` is cancelled.
     pub async fn run(self, shutdown: CancellationToken) {
-        self.ensure_lease_namespace().await;
         let stores = Stores {
             nodes: spawn_reflector(
                 Api::<Node>::all(self.client.clone()),
@@ -173,6 +172,9 @@ impl Kubelet {
         tracing::info!("virtual kubelet stopped");
     }
 
+    /// kube-apiserver creates `kube-node-lease` itself, so this runs only when a Lease create
+    /// finds it missing (a bare API server): the chart's target role does not, and need not,
+    /// allow creating namespaces.
     async fn ensure_lease_namespace(&self) {
         let namespaces = Api::<Namespace>::all(self.client.clone());
         let namespace = Namespace {
@@ -413,7 +415,11 @@ impl Kubelet {
                     },
                     spec: Some(spec),
                 };
-                let result = leases.create(&PostParams::default(), &lease).await;
+                let mut result = leases.create(&PostParams::default(), &lease).await;
+                if is_status(&result, 404) {
+                    self.ensure_lease_namespace().await;
+                    result = leases.create(&PostParams::default(), &lease).await;
+                }
                 self.metrics
                     .record_kube("create_lease", &api_result(&result));
                 match result {

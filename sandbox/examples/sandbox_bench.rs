@@ -3,6 +3,8 @@
 //! (time from a create's response to each watcher seeing the ADDED event) and process RSS.
 //!
 //! Run: `cargo run --release -p mcm-sandbox --example sandbox_bench [-- --objects N --rounds R]`.
+//! With `--authz` every round runs twice, with authorization off (the admin, as before) and on
+//! (a ServiceAccount token bound by a Role among 100 other bindings), and the ratios are printed.
 //! Figures are medians over the rounds; each round uses a fresh sandbox. Compare with the
 //! targets: >= 1,000 creates/s, >= 2,000 gets/s, fan-out p99 < 50 ms, < 300 MiB RSS.
 
@@ -23,17 +25,24 @@ const CLIENTS: usize = 8;
 struct Args {
     objects: usize,
     rounds: usize,
+    authz: bool,
 }
 
 fn parse_args() -> Args {
     let mut args = Args {
         objects: 10_000,
         rounds: 3,
+        authz: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < argv.len() {
         let value = argv.get(i + 1).and_then(|v| v.parse().ok());
+        if argv[i] == "--authz" {
+            args.authz = true;
+            i += 1;
+            continue;
+        }
         match (argv[i].as_str(), value) {
             ("--objects", Some(v)) => args.objects = v,
             ("--rounds", Some(v)) => args.rounds = v,
@@ -173,10 +182,65 @@ struct Round {
     object_bytes: usize,
 }
 
-async fn round(objects: usize, crd_source: &mut &'static str) -> Round {
-    let sb = Sandbox::start(SandboxConfig::default())
+/// With authorization on: a ServiceAccount allowed to work on machines in the bench namespace by
+/// a Role, among 100 unrelated bindings (so RBAC evaluation walks a cluster-sized policy), and a
+/// client with its token. Without: the admin client.
+async fn workload_client(sb: &Sandbox, authz: bool) -> kube::Client {
+    if !authz {
+        return sb.client();
+    }
+    let admin = sb.client();
+    let post = |path: String, body: serde_json::Value| {
+        let admin = admin.clone();
+        async move {
+            let req = http::Request::post(path)
+                .header("content-type", "application/json")
+                .body(body.to_string().into_bytes())
+                .expect("request");
+            admin
+                .request::<serde_json::Value>(req)
+                .await
+                .expect("setup request")
+        }
+    };
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    for i in 0..100 {
+        post(format!("{rbac}/clusterrolebindings"), json!({"metadata": {"name": format!("other-{i}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "User", "name": format!("someone-{i}")}]})).await;
+    }
+    post(
+        format!("/api/v1/namespaces/{NAMESPACE}/serviceaccounts"),
+        json!({"metadata": {"name": "bench"}}),
+    )
+    .await;
+    post(format!("{rbac}/namespaces/{NAMESPACE}/roles"), json!({"metadata": {"name": "bench"},
+        "rules": [{"apiGroups": ["machine.sapcloud.io"], "resources": ["machines"], "verbs": ["*"]}]})).await;
+    post(
+        format!("{rbac}/namespaces/{NAMESPACE}/rolebindings"),
+        json!({"metadata": {"name": "bench"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "bench"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": NAMESPACE}]}),
+    )
+    .await;
+    let tr = post(
+        format!("/api/v1/namespaces/{NAMESPACE}/serviceaccounts/bench/token"),
+        json!({"spec": {}}),
+    )
+    .await;
+    let token = tr["status"]["token"].as_str().expect("token");
+    Sandbox::client_from_kubeconfig(&sb.kubeconfig_for_token("bench", token))
         .await
-        .expect("start sandbox");
+        .expect("token client")
+}
+
+async fn round(objects: usize, crd_source: &mut &'static str, authz: bool) -> Round {
+    let sb = Sandbox::start(SandboxConfig {
+        authorization: authz,
+        ..Default::default()
+    })
+    .await
+    .expect("start sandbox");
     let client = sb.client();
     let (crd, source) = machines_crd();
     *crd_source = source;
@@ -208,6 +272,7 @@ async fn round(objects: usize, crd_source: &mut &'static str) -> Round {
         )
         .await
         .expect("create namespace");
+    let client = workload_client(&sb, authz).await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
     let start_rv = loop {
         match api.list(&ListParams::default().limit(1)).await {
@@ -348,8 +413,12 @@ async fn main() {
         "sandbox_bench: {} objects, {WATCHERS} watches, {CLIENTS} concurrent clients, {} rounds",
         args.objects, args.rounds
     );
+    if args.authz {
+        compare_authz(&args).await;
+        return;
+    }
     for r in 0..args.rounds {
-        let result = round(args.objects, &mut crd_source).await;
+        let result = round(args.objects, &mut crd_source, false).await;
         println!(
             "round {}: creates/s {:.0}, gets/s {:.0}, fan-out p50 {:.2} ms p99 {:.2} ms, RSS {:.1} MiB, object {} B, missing events {}",
             r + 1,
@@ -386,4 +455,38 @@ async fn main() {
         "RSS after loading (round 1, whole process incl. clients and watchers) {first_rss:.1} MiB   (target < 300, ratio {:.2})",
         first_rss / 300.0
     );
+}
+
+/// Rounds alternating authorization off and on; medians of each and their ratio.
+async fn compare_authz(args: &Args) {
+    let mut crd_source = "";
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for r in 0..args.rounds {
+        for (authz, into) in [(false, &mut off), (true, &mut on)] {
+            let result = round(args.objects, &mut crd_source, authz).await;
+            println!(
+                "round {} authorization {}: creates/s {:.0}, gets/s {:.0}, missing events {}",
+                r + 1,
+                if authz { "on " } else { "off" },
+                result.creates_per_s,
+                result.gets_per_s,
+                result.events_missing
+            );
+            into.push(result);
+        }
+    }
+    let med = |rs: &[Round], f: fn(&Round) -> f64| median(rs.iter().map(f).collect());
+    for (what, f) in [
+        (
+            "creates/s",
+            (|r: &Round| r.creates_per_s) as fn(&Round) -> f64,
+        ),
+        ("gets/s", |r: &Round| r.gets_per_s),
+    ] {
+        let (a, b) = (med(&off, f), med(&on, f));
+        println!(
+            "median {what:<10} authorization off {a:>8.0}   on {b:>8.0}   on/off {:.2}",
+            b / a
+        );
+    }
 }

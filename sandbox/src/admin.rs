@@ -6,10 +6,11 @@
 //! - `POST watch-delay` `{"millis": 300}` (0 turns it off)
 //! - `POST errors` (an [`ErrorRule`]), `DELETE errors`
 //! - `POST watches/close`
+//! - `GET denials` (403 answers per user), `POST denials/reset`
 
 use crate::error::ApiError;
 use crate::faults::{ErrorRule, UnavailableMode};
-use crate::server::AppState;
+use crate::state::AppState;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use http::Method;
@@ -42,6 +43,11 @@ pub async fn handle(state: &AppState, method: Method, rest: &str, body: Body) ->
     let f = &state.faults;
     match (method, rest.trim_end_matches('/')) {
         (Method::GET, "/counters") => ok(serde_json::to_value(f.counters()).unwrap_or(Value::Null)),
+        (Method::GET, "/denials") => ok(json!(state.denials.snapshot())),
+        (Method::POST, "/denials/reset") => {
+            state.denials.reset();
+            ok(json!({"reset": true}))
+        }
         (Method::POST, "/counters/reset") => {
             f.reset_counters();
             ok(json!({"reset": true}))

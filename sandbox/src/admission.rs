@@ -4,10 +4,11 @@
 use crate::error::{ApiError, ApiResult};
 use crate::resources::ResourceDef;
 use crate::selector::LabelSelector;
-use crate::server::AppState;
+use crate::state::AppState;
 use base64::Engine;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -503,6 +504,25 @@ fn roots_from_bundle(ca: Option<&str>) -> Result<rustls::RootCertStore, String> 
     Ok(roots)
 }
 
+/// The address of a `clientConfig.service` from the Endpoints object of the same name, as
+/// kube-apiserver's service resolver finds it (first address, first port).
+fn endpoints_address(
+    state: &AppState,
+    client_config: &Value,
+) -> Option<((String, String), std::net::SocketAddr)> {
+    let svc = client_config.get("service")?;
+    let ns = svc.get("namespace").and_then(Value::as_str)?;
+    let name = svc.get("name").and_then(Value::as_str)?;
+    let ep = state
+        .store
+        .get(&(String::new(), "endpoints".to_string()), ns, name)?;
+    let subset = ep.get("subsets")?.as_array()?.first()?;
+    let ip = subset.pointer("/addresses/0/ip")?.as_str()?;
+    let port = subset.pointer("/ports/0/port")?.as_u64()?;
+    let addr = format!("{ip}:{port}").parse().ok()?;
+    Some(((ns.to_string(), name.to_string()), addr))
+}
+
 /// POSTs JSON to a webhook and returns the JSON answer.
 pub async fn post_json(
     state: &AppState,
@@ -510,7 +530,13 @@ pub async fn post_json(
     body: &Value,
     timeout: Duration,
 ) -> Result<Value, String> {
-    let ep = resolve(client_config, &state.service_addresses)?;
+    let ep = match resolve(client_config, &state.service_addresses) {
+        Ok(ep) => ep,
+        Err(e) => match endpoints_address(state, client_config) {
+            Some((key, addr)) => resolve(client_config, &HashMap::from([(key, addr)]))?,
+            None => return Err(e),
+        },
+    };
     let payload = serde_json::to_vec(body).map_err(|e| e.to_string())?;
     let fut = async {
         let tcp = tokio::net::TcpStream::connect(&ep.connect)

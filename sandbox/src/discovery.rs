@@ -73,6 +73,7 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
         let (group, version, kind) = match sub.as_str() {
             "eviction" => ("policy", "v1", "Eviction"),
             "binding" => ("", "v1", "Binding"),
+            "token" => ("authentication.k8s.io", "v1", "TokenRequest"),
             _ => ("", "v1", d.kind.as_str()),
         };
         let mut e = json!({"name": format!("{}/{sub}", d.plural), "singularName": "", "namespaced": d.namespaced, "kind": kind, "verbs": verbs});
@@ -119,6 +120,7 @@ fn aggregated_resource(d: &ResourceDef, version: &str) -> Value {
         let kind = match sub.as_str() {
             "eviction" => gvk("policy", "v1", "Eviction"),
             "binding" => gvk("", "v1", "Binding"),
+            "token" => gvk("authentication.k8s.io", "v1", "TokenRequest"),
             _ => gvk(&d.group, version, &d.kind),
         };
         subs.push(json!({"subresource": sub, "responseKind": kind, "verbs": verbs}));

@@ -14,6 +14,7 @@
 pub mod admin;
 pub mod admission;
 pub mod apply;
+pub mod authn;
 pub mod builtin;
 pub mod discovery;
 pub mod error;
@@ -23,10 +24,12 @@ pub mod openapi;
 pub mod patch;
 pub mod pdb;
 pub mod proto;
+pub mod rbac;
 pub mod resources;
 pub mod schema;
 pub mod selector;
 pub mod server;
+pub mod state;
 pub mod store;
 pub mod table;
 
@@ -90,6 +93,9 @@ pub struct SandboxConfig {
     pub service_addresses: HashMap<(String, String), SocketAddr>,
     /// Optional persistence directory: not supported yet (objects live in memory only).
     pub data_dir: Option<PathBuf>,
+    /// Require authentication and enforce RBAC (kube-apiserver's behaviour). Off by default so
+    /// tests run as the admin; `mcm-sandbox serve` turns it on.
+    pub authorization: bool,
 }
 
 impl Default for SandboxConfig {
@@ -103,6 +109,7 @@ impl Default for SandboxConfig {
             watch_history_bytes: store::DEFAULT_HISTORY_BYTES,
             service_addresses: HashMap::new(),
             data_dir: None,
+            authorization: false,
         }
     }
 }
@@ -117,6 +124,10 @@ pub struct Sandbox {
     faults: Arc<Faults>,
     store: Arc<store::Store>,
     ca_pem: String,
+    ca: Option<Arc<rcgen::CertifiedIssuer<'static, rcgen::KeyPair>>>,
+    authn: Arc<authn::Authenticator>,
+    denials: Arc<state::Denials>,
+    name: String,
     shutdown: CancellationToken,
     _tempdir: Option<tempfile::TempDir>,
 }
@@ -131,6 +142,7 @@ impl std::fmt::Debug for Sandbox {
 }
 
 struct Certs {
+    ca: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
     ca_pem: String,
     chain: Vec<rustls_pki_types::CertificateDer<'static>>,
     key: rustls_pki_types::PrivateKeyDer<'static>,
@@ -169,10 +181,28 @@ fn make_certs(name: &str) -> Result<Certs, SandboxError> {
         ca_pem: ca.pem(),
         chain: vec![leaf.der().clone(), ca.der().clone()],
         key,
+        ca,
     })
 }
 
 fn kubeconfig(name: &str, url: &str, ca_pem: Option<&str>) -> String {
+    kubeconfig_for(
+        name,
+        url,
+        ca_pem,
+        "admin",
+        &format!("    token: {}\n", authn::ADMIN_TOKEN),
+    )
+}
+
+/// A kubeconfig for one user; `credentials` are the indented lines under `user:`.
+fn kubeconfig_for(
+    name: &str,
+    url: &str,
+    ca_pem: Option<&str>,
+    user: &str,
+    credentials: &str,
+) -> String {
     let ca_line = match ca_pem {
         Some(pem) => format!(
             "    certificate-authority-data: {}\n",
@@ -181,7 +211,7 @@ fn kubeconfig(name: &str, url: &str, ca_pem: Option<&str>) -> String {
         None => String::new(),
     };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {url}\n{ca_line}contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}-admin\n    namespace: default\ncurrent-context: {name}\nusers:\n- name: {name}-admin\n  user:\n    token: sandbox-admin-token\npreferences: {{}}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {url}\n{ca_line}contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}-{user}\n    namespace: default\ncurrent-context: {name}\nusers:\n- name: {name}-{user}\n  user:\n{credentials}preferences: {{}}\n"
     )
 }
 
@@ -210,34 +240,64 @@ impl Sandbox {
             config.watch_history_bytes,
         ));
         let faults = Arc::new(Faults::default());
+        let authn = Arc::new(authn::Authenticator::default());
+        let denials = Arc::new(state::Denials::default());
+        if config.authorization {
+            for (resource, obj) in rbac::bootstrap_policy() {
+                let gr = (
+                    "rbac.authorization.k8s.io".to_string(),
+                    resource.to_string(),
+                );
+                if let Err(e) = store.create(&gr, obj, false) {
+                    tracing::warn!(error = %e, "seeding the bootstrap RBAC policy");
+                }
+            }
+        }
         let state = Arc::new(server::AppState {
             store: store.clone(),
             faults: faults.clone(),
             service_addresses: config.service_addresses.clone(),
             url: url.clone(),
+            authn: authn.clone(),
+            authorization: config.authorization,
+            denials: denials.clone(),
         });
         let router = axum::Router::new()
             .fallback(server::dispatch)
             .with_state(state);
         let shutdown = CancellationToken::new();
 
-        let (acceptor, ca_pem) = if config.tls {
+        let (acceptor, ca_pem, ca) = if config.tls {
             let certs = make_certs(&config.name)?;
+            // Client certificates are optional (tokens are the other way in) but, when sent, must
+            // chain to the sandbox CA, as kube-apiserver's --client-ca-file demands.
+            let mut roots = rustls::RootCertStore::empty();
+            roots
+                .add(certs.ca.der().clone())
+                .map_err(|e| SandboxError::Tls(e.to_string()))?;
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                Arc::new(rustls::crypto::ring::default_provider()),
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| SandboxError::Tls(e.to_string()))?;
             let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
                 rustls::crypto::ring::default_provider(),
             ))
             .with_safe_default_protocol_versions()
             .map_err(|e| SandboxError::Tls(e.to_string()))?
-            .with_no_client_auth()
+            .with_client_cert_verifier(verifier)
             .with_single_cert(certs.chain, certs.key)
             .map_err(|e| SandboxError::Tls(e.to_string()))?;
             tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
             (
                 Some(tokio_rustls::TlsAcceptor::from(Arc::new(tls))),
                 certs.ca_pem,
+                Some(Arc::new(certs.ca)),
             )
         } else {
-            (None, String::new())
+            (None, String::new(), None)
         };
         tokio::spawn(serve(
             listener,
@@ -275,16 +335,8 @@ impl Sandbox {
             path: kubeconfig_path.clone(),
             source,
         })?;
-        let kc = kube::config::Kubeconfig::from_yaml(&yaml)
-            .map_err(|e| SandboxError::Client(e.to_string()))?;
-        let mut kconf =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| SandboxError::Client(e.to_string()))?;
         // Injected 429/503 answers must reach the caller, so this client does not retry them.
-        kconf.default_retry = false;
-        let client =
-            kube::Client::try_from(kconf).map_err(|e| SandboxError::Client(e.to_string()))?;
+        let client = Self::client_from_kubeconfig(&yaml).await?;
         tracing::info!(%url, kubeconfig = %kubeconfig_path.display(), "sandbox API server started");
         Ok(Sandbox {
             addr,
@@ -295,6 +347,10 @@ impl Sandbox {
             faults,
             store,
             ca_pem,
+            ca,
+            authn,
+            denials,
+            name: config.name.clone(),
             shutdown,
             _tempdir: tempdir,
         })
@@ -328,6 +384,81 @@ impl Sandbox {
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
     }
+    /// The credentials this sandbox accepts (add static tokens here).
+    pub fn authenticator(&self) -> &Arc<authn::Authenticator> {
+        &self.authn
+    }
+    /// 403 answers so far, per user (only counted with authorization on).
+    pub fn denials(&self) -> &Arc<state::Denials> {
+        &self.denials
+    }
+    /// A kubeconfig that authenticates with a bearer token (static or ServiceAccount).
+    pub fn kubeconfig_for_token(&self, user: &str, token: &str) -> String {
+        let ca = (!self.ca_pem.is_empty()).then_some(self.ca_pem.as_str());
+        kubeconfig_for(
+            &self.name,
+            &self.url,
+            ca,
+            user,
+            &format!("    token: {token}\n"),
+        )
+    }
+    /// A kubeconfig with a client certificate signed by the sandbox CA: CN = `user`, O = each of
+    /// `groups` (at most two: the certificate generator keeps one value per attribute type, and
+    /// the second group goes in under the raw O object identifier).
+    pub fn kubeconfig_for_certificate(
+        &self,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<String, SandboxError> {
+        let ca = self
+            .ca
+            .as_ref()
+            .ok_or_else(|| SandboxError::Certificate("client certificates need TLS".into()))?;
+        if groups.len() > 2 {
+            return Err(SandboxError::Certificate(
+                "at most two groups per client certificate".into(),
+            ));
+        }
+        let err = |e: rcgen::Error| SandboxError::Certificate(e.to_string());
+        let key = rcgen::KeyPair::generate().map_err(err)?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, user);
+        let o_types = [
+            rcgen::DnType::OrganizationName,
+            rcgen::DnType::CustomDnType(vec![2, 5, 4, 10]),
+        ];
+        for (ty, g) in o_types.into_iter().zip(groups) {
+            params.distinguished_name.push(ty, *g);
+        }
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, ca.as_ref()).map_err(err)?;
+        let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+        Ok(kubeconfig_for(
+            &self.name,
+            &self.url,
+            Some(&self.ca_pem),
+            user,
+            &format!(
+                "    client-certificate-data: {}\n    client-key-data: {}\n",
+                b64(cert.pem()),
+                b64(key.serialize_pem())
+            ),
+        ))
+    }
+    /// A kube client from kubeconfig YAML (no 429/503 retry, like [`Sandbox::client`]).
+    pub async fn client_from_kubeconfig(yaml: &str) -> Result<kube::Client, SandboxError> {
+        let kc = kube::config::Kubeconfig::from_yaml(yaml)
+            .map_err(|e| SandboxError::Client(e.to_string()))?;
+        let mut kconf =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| SandboxError::Client(e.to_string()))?;
+        kconf.default_retry = false;
+        kube::Client::try_from(kconf).map_err(|e| SandboxError::Client(e.to_string()))
+    }
     /// The object store (for white-box tests).
     pub fn store(&self) -> &Arc<store::Store> {
         &self.store
@@ -343,6 +474,12 @@ impl Drop for Sandbox {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+/// An accepted connection, after the TLS handshake if any.
+enum Conn {
+    Tls(Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>),
+    Plain(tokio::net::TcpStream),
 }
 
 async fn serve(
@@ -376,21 +513,45 @@ async fn serve(
         let mut closer = faults.connection_closer();
         let conn_faults = faults.clone();
         tokio::spawn(async move {
+            // The TLS handshake comes first so that the client certificate's user can ride
+            // along with every request of the connection.
+            let (tls, peer) = match acceptor {
+                Some(acc) => match acc.accept(tcp).await {
+                    Ok(t) => {
+                        let peer = t
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|c| c.first())
+                            .and_then(|c| authn::user_from_certificate(c))
+                            .map(server::PeerUser);
+                        (Conn::Tls(Box::new(t)), peer)
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "TLS handshake failed");
+                        return;
+                    }
+                },
+                None => (Conn::Plain(tcp), None),
+            };
             // Requests that arrive on an open connection during a Refuse window abort the
             // connection (no response), as a dead server would.
             let svc =
                 hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                     let router = router.clone();
                     let faults = conn_faults.clone();
+                    let peer = peer.clone();
                     async move {
                         if faults.unavailable() == Some(UnavailableMode::Refuse) {
                             return Err(std::io::Error::other(
                                 "sandbox refuses connections (fault injection)",
                             ));
                         }
-                        let resp =
-                            tower::ServiceExt::oneshot(router, req.map(axum::body::Body::new))
-                                .await;
+                        let mut req = req.map(axum::body::Body::new);
+                        if let Some(p) = peer {
+                            req.extensions_mut().insert(p);
+                        }
+                        let resp = tower::ServiceExt::oneshot(router, req).await;
                         match resp {
                             Ok(r) => Ok(r),
                             Err(never) => match never {},
@@ -399,32 +560,26 @@ async fn serve(
                 });
             let builder =
                 hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            match acceptor {
-                Some(acc) => {
-                    let tls = match acc.accept(tcp).await {
-                        Ok(t) => t,
-                        Err(e) => {
-                            tracing::debug!(error = %e, "TLS handshake failed");
-                            return;
-                        }
-                    };
-                    let conn = builder
-                        .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), svc);
-                    tokio::select! {
-                        r = conn => if let Err(e) = r { tracing::debug!(error = %e, "connection ended") },
-                        _ = shutdown.cancelled() => {}
-                        _ = closer.changed() => {}
-                    }
+            let closed = async {
+                tokio::select! {
+                    _ = shutdown.cancelled() => {}
+                    _ = closer.changed() => {}
                 }
-                None => {
+            };
+            let r = match tls {
+                Conn::Tls(t) => {
                     let conn = builder
-                        .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tcp), svc);
-                    tokio::select! {
-                        r = conn => if let Err(e) = r { tracing::debug!(error = %e, "connection ended") },
-                        _ = shutdown.cancelled() => {}
-                        _ = closer.changed() => {}
-                    }
+                        .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(t), svc);
+                    tokio::select! { r = conn => r, () = closed => Ok(()) }
                 }
+                Conn::Plain(t) => {
+                    let conn = builder
+                        .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(t), svc);
+                    tokio::select! { r = conn => r, () = closed => Ok(()) }
+                }
+            };
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "connection ended");
             }
         });
     }

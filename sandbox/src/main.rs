@@ -36,6 +36,17 @@ enum Command {
         /// Bound of the watch history per resource type in bytes (estimated JSON size).
         #[arg(long, default_value_t = mcm_sandbox::store::DEFAULT_HISTORY_BYTES)]
         watch_history_bytes: usize,
+        /// Require authentication and enforce RBAC, as kube-apiserver does
+        /// (`--authorization=false` lets every request in as the admin).
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        authorization: bool,
+        /// kube-apiserver's static token file: `token,user,uid[,"group1,group2"]` per line.
+        #[arg(long)]
+        token_auth_file: Option<PathBuf>,
+        /// Where a Service of webhook or conversion configurations is served:
+        /// `namespace/name=127.0.0.1:port` (repeatable).
+        #[arg(long = "service", value_parser = parse_service)]
+        services: Vec<((String, String), std::net::SocketAddr)>,
     },
 }
 
@@ -55,6 +66,9 @@ async fn main() -> anyhow::Result<()> {
             name,
             watch_history,
             watch_history_bytes,
+            authorization,
+            token_auth_file,
+            services,
         } => {
             let config = mcm_sandbox::SandboxConfig {
                 port,
@@ -63,11 +77,22 @@ async fn main() -> anyhow::Result<()> {
                 name,
                 watch_history,
                 watch_history_bytes,
+                authorization,
+                service_addresses: services.into_iter().collect(),
                 ..Default::default()
             };
             let sb = mcm_sandbox::Sandbox::start(config)
                 .await
                 .context("starting the sandbox")?;
+            if let Some(path) = token_auth_file {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                let n = sb
+                    .authenticator()
+                    .add_token_file(&text)
+                    .with_context(|| format!("parsing {}", path.display()))?;
+                tracing::info!(tokens = n, file = %path.display(), "static tokens loaded");
+            }
             println!("URL: {}", sb.url());
             println!("KUBECONFIG: {}", sb.kubeconfig_path().display());
             tokio::signal::ctrl_c()
@@ -77,4 +102,18 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Parses `namespace/name=host:port`.
+fn parse_service(s: &str) -> Result<((String, String), std::net::SocketAddr), String> {
+    let (svc, addr) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: want namespace/name=127.0.0.1:port"))?;
+    let (ns, name) = svc
+        .split_once('/')
+        .ok_or_else(|| format!("{svc:?}: want namespace/name"))?;
+    let addr = addr
+        .parse()
+        .map_err(|e| format!("{addr:?}: not an address: {e}"))?;
+    Ok(((ns.to_string(), name.to_string()), addr))
 }

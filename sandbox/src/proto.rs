@@ -1,6 +1,6 @@
 //! Decoding of the Kubernetes protobuf envelope for the built-in kinds that kubectl's typed
 //! clients send as protobuf (ConfigMap, Secret, Namespace, ServiceAccount, Deployment,
-//! PodDisruptionBudget, DeleteOptions, Eviction, Binding). Responses are always JSON, which clients accept. Pure functions.
+//! PodDisruptionBudget, DeleteOptions, Eviction, Binding, access reviews, TokenRequest). Responses are always JSON, which clients accept. Pure functions.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -177,6 +177,38 @@ fn schema(msg: &str) -> Option<&'static [(u64, &'static str, F)]> {
             (3, "maxUnavailable", IntOrStr),
             (4, "unhealthyPodEvictionPolicy", Str),
         ],
+        // kubectl auth can-i and kubectl create token (authorization/v1, authentication/v1).
+        "SelfSubjectAccessReview" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "spec", Msg("SubjectAccessReviewSpec")),
+        ],
+        "SubjectAccessReview" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "spec", Msg("SubjectAccessReviewSpec")),
+        ],
+        // The self spec has fields 1 and 2 only; the other review's spec adds the subject.
+        "SubjectAccessReviewSpec" => &[
+            (1, "resourceAttributes", Msg("ResourceAttributes")),
+            (2, "nonResourceAttributes", Msg("NonResourceAttributes")),
+            (3, "user", Str),
+            (4, "groups", RepStr),
+            (6, "uid", Str),
+        ],
+        "ResourceAttributes" => &[
+            (1, "namespace", Str),
+            (2, "verb", Str),
+            (3, "group", Str),
+            (4, "version", Str),
+            (5, "resource", Str),
+            (6, "subresource", Str),
+            (7, "name", Str),
+        ],
+        "NonResourceAttributes" => &[(1, "path", Str), (2, "verb", Str)],
+        "TokenRequest" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "spec", Msg("TokenRequestSpec")),
+        ],
+        "TokenRequestSpec" => &[(1, "audiences", RepStr), (4, "expirationSeconds", Int)],
         _ => return None,
     })
 }

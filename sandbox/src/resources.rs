@@ -188,7 +188,8 @@ pub fn builtins() -> Vec<ResourceDef> {
             .sub("binding", &["create"]),
         R::builtin("", "v1", "secrets", "Secret", true, &[]),
         R::builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"]),
-        R::builtin("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"]),
+        R::builtin("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"])
+            .sub("token", &["create"]),
         R::builtin("", "v1", "services", "Service", true, &["svc"])
             .with_status()
             .in_all(),
@@ -281,6 +282,22 @@ pub fn builtins() -> Vec<ResourceDef> {
         R::builtin("apps", "v1", "daemonsets", "DaemonSet", true, &["ds"])
             .with_status()
             .in_all(),
+        R::builtin(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            false,
+            &[],
+        ),
+        R::builtin(
+            "authorization.k8s.io",
+            "v1",
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+            false,
+            &[],
+        ),
         R::builtin(
             "rbac.authorization.k8s.io",
             "v1",

@@ -110,6 +110,23 @@ pub async fn run_all(config: SystemConfig, scenarios: Vec<Scenario>, concurrentl
         }
     }
     let processes = shared.check_processes().await;
+    // The components run under the chart's RBAC: any 403 means the chart misses a grant.
+    if shared.is_sandbox() {
+        match shared
+            .sandbox_admin(http::Method::GET, "denials", None)
+            .await
+        {
+            Ok(denials) if denials == serde_json::json!({}) => {}
+            Ok(denials) => results.push((
+                "rbac",
+                0.0,
+                Err(mcm_e2e::E2eError::Assertion(format!(
+                    "components were refused by RBAC (403s per user): {denials}"
+                ))),
+            )),
+            Err(e) => results.push(("rbac", 0.0, Err(e))),
+        }
+    }
     let mut failed = Vec::new();
     println!("\nmcm-e2e[{label}]: results");
     for (name, seconds, outcome) in &results {

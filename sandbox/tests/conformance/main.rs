@@ -8,6 +8,7 @@
 //! kube-apiserver differ, the real API server is right: assertion messages say what it does.
 
 mod admission;
+mod authz;
 mod bad_input;
 mod common;
 mod crds;

@@ -1,0 +1,154 @@
+#![allow(clippy::unwrap_used)]
+//! Unit tests of the request handlers.
+
+use super::common::*;
+use super::watch::*;
+use super::write::*;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::{Event, EventType};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+#[test]
+fn resource_paths() {
+    let p = parse_resource_path("/api/v1/namespaces/default/pods/p1/eviction").unwrap();
+    assert_eq!(
+        (
+            p.namespace.as_deref(),
+            p.resource.as_str(),
+            p.name.as_deref(),
+            p.sub.as_deref()
+        ),
+        (Some("default"), "pods", Some("p1"), Some("eviction"))
+    );
+    let p = parse_resource_path("/api/v1/namespaces/kube-system").unwrap();
+    assert_eq!(
+        (p.resource.as_str(), p.name.as_deref(), p.namespace),
+        ("namespaces", Some("kube-system"), None)
+    );
+    let p = parse_resource_path("/api/v1/namespaces/x/finalize").unwrap();
+    assert_eq!(p.sub.as_deref(), Some("finalize"));
+    let p =
+        parse_resource_path("/apis/machine.sapcloud.io/v1alpha1/namespaces/ns/machines").unwrap();
+    assert_eq!(
+        (p.group.as_str(), p.resource.as_str(), p.name),
+        ("machine.sapcloud.io", "machines", None)
+    );
+    let p = parse_resource_path("/apis/apps/v1/watch/namespaces/ns/deployments").unwrap();
+    assert!(p.watch);
+    let p = parse_resource_path("/api/v1/nodes/n1/status").unwrap();
+    assert_eq!(
+        (p.resource.as_str(), p.sub.as_deref()),
+        ("nodes", Some("status"))
+    );
+    assert!(parse_resource_path("/api/v1").is_none());
+    assert!(parse_resource_path("/foo/bar").is_none());
+    assert!(parse_resource_path("/api/v1/namespaces/a/pods/b/c/d").is_none());
+}
+
+#[test]
+fn query_decoding() {
+    let q = parse_query(Some(
+        "labelSelector=app%3Dweb%2Ctier+in+%28a%29&watch=true&x",
+    ));
+    assert_eq!(q["labelSelector"], "app=web,tier in (a)");
+    assert_eq!(q["watch"], "true");
+    assert_eq!(q["x"], "");
+    assert_eq!(percent_decode("%zz"), "%zz");
+    assert_eq!(percent_decode("%"), "%");
+}
+
+#[test]
+fn bodies() {
+    assert!(decode_body("application/json", b"{").unwrap_err().code == 400);
+    assert_eq!(
+        decode_body("application/vnd.kubernetes.protobuf", b"x")
+            .unwrap_err()
+            .code,
+        400
+    );
+    assert_eq!(decode_body("text/plain", b"x").unwrap_err().code, 415);
+    assert_eq!(
+        decode_body("application/yaml", b"a: 1\nb: [x]\n").unwrap(),
+        json!({"a": 1, "b": ["x"]})
+    );
+    assert_eq!(
+        decode_body("application/yaml", b"a: [").unwrap_err().code,
+        400
+    );
+}
+
+#[test]
+fn status_subresource_rules() {
+    let def = crate::resources::builtins()
+        .into_iter()
+        .find(|d| d.plural == "deployments")
+        .unwrap();
+    let old =
+        json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}, "status": {"replicas": 1}});
+    let main = merge_for_subresource(
+        &def,
+        None,
+        &old,
+        json!({"metadata": {"name": "d"}, "spec": {"replicas": 2}, "status": {"replicas": 9}}),
+    );
+    assert_eq!(main["status"]["replicas"], 1);
+    assert_eq!(main["spec"]["replicas"], 2);
+    let st = merge_for_subresource(
+        &def,
+        Some("status"),
+        &old,
+        json!({"metadata": {"name": "d"}, "spec": {"replicas": 5}, "status": {"replicas": 3}}),
+    );
+    assert_eq!(st["status"]["replicas"], 3);
+    assert_eq!(st["spec"]["replicas"], 1);
+}
+
+#[test]
+fn scale_view() {
+    let def = crate::resources::builtins()
+        .into_iter()
+        .find(|d| d.plural == "replicasets")
+        .unwrap();
+    let o = json!({"metadata": {"name": "r", "namespace": "n"}, "spec": {"replicas": 3, "selector": {"matchLabels": {"a": "b"}}}, "status": {"replicas": 2}});
+    let s = scale_of(&def, &o);
+    assert_eq!(
+        (
+            s["spec"]["replicas"].as_i64(),
+            s["status"]["replicas"].as_i64()
+        ),
+        (Some(3), Some(2))
+    );
+    assert_eq!(s["status"]["selector"], "a=b");
+    let mut o2 = o.clone();
+    set_path(&mut o2, ".spec.replicas", json!(7)).unwrap();
+    assert_eq!(o2["spec"]["replicas"], 7);
+}
+
+#[test]
+fn watch_filter_transitions() {
+    let f = WatchFilter {
+        ns: None,
+        name: None,
+        ls: LabelSelector::parse("a=1").unwrap(),
+        fs: FieldSelector::default(),
+    };
+    let inside = Arc::new(json!({"metadata": {"labels": {"a": "1"}}}));
+    let outside = Arc::new(json!({"metadata": {"labels": {"a": "2"}}}));
+    let ev = |old: &Arc<Value>, new: &Arc<Value>| Event {
+        rv: 1,
+        kind: EventType::Modified,
+        obj: new.clone(),
+        old: Some(old.clone()),
+    };
+    assert_eq!(f.translate(&ev(&outside, &inside)), Some(EventType::Added));
+    assert_eq!(
+        f.translate(&ev(&inside, &outside)),
+        Some(EventType::Deleted)
+    );
+    assert_eq!(
+        f.translate(&ev(&inside, &inside)),
+        Some(EventType::Modified)
+    );
+    assert_eq!(f.translate(&ev(&outside, &outside)), None);
+}
