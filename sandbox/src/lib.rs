@@ -23,6 +23,7 @@ pub mod openapi;
 pub mod patch;
 pub mod pdb;
 pub mod proto;
+pub mod requesters;
 pub mod resources;
 pub mod schema;
 pub mod selector;

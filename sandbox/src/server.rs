@@ -274,6 +274,7 @@ pub async fn dispatch(
         Some(s) => format!("{}/{}", rp.resource, s),
         None => rp.resource.clone(),
     };
+    let requester = crate::requesters::Requester::of(req.headers());
     let resp = match state.faults.decide(verb, &counted) {
         Injected::Error(code) => error_response(&injected_error(code, &rp)),
         Injected::None => {
@@ -286,6 +287,7 @@ pub async fn dispatch(
         }
     };
     state.faults.count(verb, &counted, resp.status().as_u16());
+    state.faults.requesters.record(&requester, verb, &rp);
     resp
 }
 
