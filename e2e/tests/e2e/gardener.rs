@@ -132,21 +132,46 @@ async fn leases_held(s: &System) -> Result<()> {
     })
 }
 
+/// Runs a read-modify-write `attempt` again while it ends in 409 Conflict (the manager writes the
+/// deployment concurrently; the autoscaler's MCM provider also retries its updates).
+async fn retry_on_conflict<T, F, Fut>(what: &str, mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, kube::Error>>,
+{
+    let mut conflicts = 0;
+    loop {
+        match attempt().await {
+            Err(kube::Error::Api(status)) if status.code == 409 && conflicts < 20 => {
+                conflicts += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            other => return other.map_err(E2eError::kube(what)),
+        }
+    }
+}
+
 /// The cluster-autoscaler's scale-up: GET and PUT of `machinedeployments/<md>/scale`.
 async fn scale_subresource_put(s: &System, replicas: i32) -> Result<()> {
     let mds = api(s, Kind::MachineDeployment);
-    let mut scale = mds
+    let before = mds
         .get_scale(MD)
         .await
-        .map_err(E2eError::kube(format!("GET {MD}/scale")))?;
-    let before = scale.spec.as_ref().and_then(|s| s.replicas);
+        .map_err(E2eError::kube(format!("GET {MD}/scale")))?
+        .spec
+        .and_then(|s| s.replicas);
     ensure(before == Some(2), || {
         format!("{MD}/scale before: {before:?}")
     })?;
-    scale.spec.get_or_insert_with(Default::default).replicas = Some(replicas);
-    mds.replace_scale(MD, &PostParams::default(), &scale)
-        .await
-        .map_err(E2eError::kube(format!("PUT {MD}/scale")))?;
+    retry_on_conflict(&format!("GET and PUT {MD}/scale"), || {
+        let mds = mds.clone();
+        async move {
+            let mut scale = mds.get_scale(MD).await?;
+            scale.spec.get_or_insert_with(Default::default).replicas = Some(replicas);
+            mds.replace_scale(MD, &PostParams::default(), &scale).await
+        }
+    })
+    .await?;
     let md = must_get(s, Kind::MachineDeployment, MD).await?;
     ensure(md["spec"]["replicas"] == replicas, || {
         format!("spec.replicas after the PUT: {}", md["spec"]["replicas"])
@@ -162,21 +187,24 @@ async fn trigger_deletion(s: &System) -> Result<()> {
         .get(1)
         .map(|m| name(m).to_owned())
         .ok_or_else(|| E2eError::Assertion(format!("{MD} has fewer than 2 machines")))?;
-    let mds = api(s, Kind::MachineDeployment);
-    let mut md = mds
-        .get(MD)
-        .await
-        .map_err(E2eError::kube(format!("get {MD}")))?;
     let now = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
         .map_err(|e| E2eError::Assertion(e.to_string()))?;
-    md.metadata
-        .annotations
-        .get_or_insert_with(BTreeMap::new)
-        .insert(TRIGGER_DELETION.to_owned(), format!("{victim}~{now}"));
-    md.data["spec"]["replicas"] = json!(2);
-    mds.replace(MD, &PostParams::default(), &md)
-        .await
-        .map_err(E2eError::kube(format!("update {MD} (trigger deletion)")))?;
+    let entry = format!("{victim}~{now}");
+    let mds = api(s, Kind::MachineDeployment);
+    retry_on_conflict(&format!("update {MD} (trigger deletion)"), || {
+        let mds = mds.clone();
+        let entry = entry.clone();
+        async move {
+            let mut md = mds.get(MD).await?;
+            md.metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(TRIGGER_DELETION.to_owned(), entry);
+            md.data["spec"]["replicas"] = json!(2);
+            mds.replace(MD, &PostParams::default(), &md).await
+        }
+    })
+    .await?;
     let kept: BTreeSet<String> = names(&before)
         .into_iter()
         .filter(|n| *n != victim)
