@@ -446,6 +446,12 @@ impl GardenerPod {
         admin_http::get_ok(self.machine_metrics, "/metrics").await
     }
 
+    /// The split-mode manager's whole log.
+    pub fn manager_log(&self) -> Result<String> {
+        std::fs::read_to_string(self.manager.log_path())
+            .map_err(E2eError::io("read", self.manager.log_path()))
+    }
+
     /// The end of both logs, for a failure report.
     pub fn tails(&self, lines: usize) -> String {
         [&self.manager, &self.machine_controller]

@@ -68,6 +68,7 @@ async fn proof(s: &System, pod: &GardenerPod) -> Result<()> {
     rollout(s).await?;
     freeze(s).await?;
     metrics(pod).await?;
+    manager_log(pod)?;
 
     delete_deployment_and_wait(s, MD).await?;
     delete(s, Kind::MachineClass, "gd-a").await?;
@@ -379,6 +380,37 @@ async fn metrics(pod: &GardenerPod) -> Result<()> {
         format!(
             "metrics: {missing:?}\n--- --port ---\n{main}\n--- --machine-metrics-port ---\n{machine}"
         )
+    })
+}
+
+/// With Gardener's arguments the manager logs klog text lines (Gardener's log pipeline parses
+/// them), says it runs the split-mode share, and opens no machine metrics port: 10259 belongs to
+/// the provider's sidecar in the same pod network.
+fn manager_log(pod: &GardenerPod) -> Result<()> {
+    let log = pod.manager_log()?;
+    let klog = |line: &str| {
+        let b = line.as_bytes();
+        b.len() > 22
+            && matches!(b[0], b'I' | b'W' | b'E' | b'F')
+            && b[1..5].iter().all(u8::is_ascii_digit)
+            && b[5] == b' '
+            && b[8] == b':'
+            && b[14] == b'.'
+    };
+    let not_klog: Vec<&str> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !klog(l))
+        .take(3)
+        .collect();
+    ensure(not_klog.is_empty(), || {
+        format!("manager log lines not in klog format: {not_klog:?}")
+    })?;
+    ensure(
+        log.contains("running upstream's machine-controller-manager share only"),
+        || "the manager did not log the split-mode share".to_owned(),
+    )?;
+    ensure(!log.contains("machine metrics listening"), || {
+        "the split-mode manager opened a machine metrics port".to_owned()
     })
 }
 
