@@ -8,6 +8,7 @@
 pub mod admin_http;
 pub mod binaries;
 pub mod error;
+pub mod gardener;
 pub mod kubectl;
 pub mod objects;
 pub mod process;

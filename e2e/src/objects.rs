@@ -410,3 +410,88 @@ pub async fn remove_leftovers(system: &System) -> Result<()> {
     }
     Ok(())
 }
+
+/// A finalizer of the suite that keeps a surplus Machine while a scenario waits for the
+/// overshooting freeze: a MachineSet deletes surplus machines at once, and without a finalizer
+/// they can vanish before the check counts them (a real machine always carries the machine
+/// controller's finalizer, so it stays while it terminates; the count includes terminating
+/// machines). [`release_hold`] removes it.
+pub const HOLD_FINALIZER: &str = "e2e.mcm/hold";
+
+/// Removes [`HOLD_FINALIZER`] from a machine (absent machine: nothing to do).
+pub async fn release_hold(system: &System, machine: &str) -> Result<()> {
+    let Some(object) = get(system, Kind::Machine, machine).await? else {
+        return Ok(());
+    };
+    let rest: Vec<&Value> = object["metadata"]["finalizers"]
+        .as_array()
+        .map(|f| f.iter().filter(|f| *f != HOLD_FINALIZER).collect())
+        .unwrap_or_default();
+    merge_patch(
+        system,
+        Kind::Machine,
+        machine,
+        json!({"metadata": {"finalizers": rest}}),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// A Machine named `machine` made from the MachineSet JSON `set`'s template and owned by it
+/// (controller reference), with `finalizers`: how a scenario makes a MachineSet overshoot.
+pub fn machine_of_set(system: &System, set: &Value, machine: &str, finalizers: &[&str]) -> Value {
+    json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1",
+        "kind": "Machine",
+        "metadata": {
+            "name": machine,
+            "namespace": system.namespace(),
+            "finalizers": finalizers,
+            "labels": set["spec"]["template"]["metadata"]["labels"],
+            "ownerReferences": [{
+                "apiVersion": "machine.sapcloud.io/v1alpha1",
+                "kind": "MachineSet",
+                "name": name(set),
+                "uid": set["metadata"]["uid"],
+                "controller": true,
+                "blockOwnerDeletion": true
+            }]
+        },
+        "spec": set["spec"]["template"]["spec"]
+    })
+}
+
+/// Whether the overshooting safety froze a MachineSet or MachineDeployment (label
+/// `freeze: True` or a `Frozen` condition).
+pub fn frozen(object: &Value) -> bool {
+    object["metadata"]["labels"]["freeze"] == "True"
+        || object["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Frozen"))
+}
+
+/// Waits until the MachineSet `set` is frozen for overshooting (its `freeze` label, or the
+/// `FrozeMachineSet` event when it was unfrozen again before a poll saw the label).
+pub async fn wait_frozen(system: &System, set: &str, seconds: u64) -> Result<()> {
+    eventually(
+        &format!("MachineSet {set} frozen for overshooting"),
+        seconds,
+        || async move {
+            let events = events_about(system, set).await?;
+            let object = must_get(system, Kind::MachineSet, set).await?;
+            Ok(
+                if object["metadata"]["labels"]["freeze"] == "True"
+                    || events.iter().any(|e| e.starts_with("FrozeMachineSet"))
+                {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(format!(
+                        "labels {}, events {events:?}",
+                        object["metadata"]["labels"]
+                    ))
+                },
+            )
+        },
+    )
+    .await
+}

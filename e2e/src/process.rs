@@ -16,6 +16,8 @@ pub struct Process {
     args: Vec<String>,
     envs: Vec<(String, String)>,
     log: PathBuf,
+    /// Working directory of the child (the test's own when `None`).
+    cwd: Option<PathBuf>,
     child: Option<Child>,
     starts: u32,
 }
@@ -29,12 +31,38 @@ impl Process {
         envs: Vec<(String, String)>,
         log: PathBuf,
     ) -> Result<Self> {
+        Self::spawned(name, None, program, args, envs, log)
+    }
+
+    /// Like [`Process::start`], in the working directory `cwd`: a relative `program` such as
+    /// `./machine-controller-manager` is then found there, as a container's command is found in
+    /// the image's `WORKDIR`.
+    pub fn start_in(
+        name: &str,
+        cwd: PathBuf,
+        program: PathBuf,
+        args: Vec<String>,
+        envs: Vec<(String, String)>,
+        log: PathBuf,
+    ) -> Result<Self> {
+        Self::spawned(name, Some(cwd), program, args, envs, log)
+    }
+
+    fn spawned(
+        name: &str,
+        cwd: Option<PathBuf>,
+        program: PathBuf,
+        args: Vec<String>,
+        envs: Vec<(String, String)>,
+        log: PathBuf,
+    ) -> Result<Self> {
         let mut process = Self {
             name: name.to_owned(),
             program,
             args,
             envs,
             log,
+            cwd,
             child: None,
             starts: 0,
         };
@@ -60,6 +88,9 @@ impl Process {
             .env("NO_COLOR", "1");
         for (key, value) in &self.envs {
             command.env(key, value);
+        }
+        if let Some(cwd) = &self.cwd {
+            command.current_dir(cwd);
         }
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "info");

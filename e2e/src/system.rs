@@ -54,6 +54,9 @@ pub struct SystemConfig {
     pub namespace: String,
     /// Extra flags of the manager, after the wiring flags (later flags win).
     pub manager_flags: Vec<String>,
+    /// Whether the system starts its manager (a scenario that starts its own, e.g. `gardener`,
+    /// sets `false`).
+    pub start_manager: bool,
 }
 
 impl SystemConfig {
@@ -63,6 +66,7 @@ impl SystemConfig {
             name: name.to_owned(),
             namespace: "e2e".to_owned(),
             manager_flags: default_manager_flags(),
+            start_manager: true,
         }
     }
 }
@@ -400,15 +404,21 @@ impl System {
             "--machine-metrics-port=0".into(),
         ];
         manager_args.extend(config.manager_flags.iter().cloned());
-        let mut manager = Process::start(
-            "manager",
-            manager_bin,
-            manager_args,
-            vec![],
-            logs.join("manager.log"),
-        )?;
-        let ready = wait_http_ready(&mut manager, addresses.manager_admin, "/readyz").await;
-        processes.manager = Some(manager);
+        // A scenario that starts its own manager (`gardener`) gets none.
+        let ready = if config.start_manager {
+            let mut manager = Process::start(
+                "manager",
+                manager_bin,
+                manager_args,
+                vec![],
+                logs.join("manager.log"),
+            )?;
+            let ready = wait_http_ready(&mut manager, addresses.manager_admin, "/readyz").await;
+            processes.manager = Some(manager);
+            ready
+        } else {
+            Ok(())
+        };
         let system = Self {
             name,
             namespace: config.namespace,
@@ -456,6 +466,11 @@ impl System {
         self.sandbox.as_ref().map(|s| s.addresses)
     }
 
+    /// The system's temp dir (logs in `logs/`; sandbox mode).
+    pub fn dir(&self) -> Option<&Path> {
+        self.sandbox.as_ref().map(|s| s.dir_path.as_path())
+    }
+
     /// The provider's gRPC socket (sandbox mode).
     pub fn driver_socket(&self) -> Option<&Path> {
         self.sandbox.as_ref().map(|s| s.socket.as_path())
@@ -495,7 +510,10 @@ impl System {
         processes.sandbox.check_alive()?;
         processes.webhook.check_alive()?;
         processes.provider.check_alive()?;
-        processes.manager()?.check_alive()
+        match processes.manager.as_mut() {
+            Some(manager) => manager.check_alive(),
+            None => Ok(()),
+        }
     }
 
     /// A call to the sandbox's `/sandbox/admin/<path>` (fault injection, counters).

@@ -7,6 +7,7 @@
 //! - `POST errors` (an [`ErrorRule`]), `DELETE errors`
 //! - `POST watches/close`
 //! - `GET denials` (403 answers per user), `POST denials/reset`
+//! - `GET requesters`, `POST requesters/reset` (see [`crate::requesters`])
 
 use crate::error::ApiError;
 use crate::faults::{ErrorRule, UnavailableMode};
@@ -112,6 +113,13 @@ pub async fn handle(state: &AppState, method: Method, rest: &str, body: Body) ->
         (Method::DELETE, "/errors") => {
             f.clear_errors();
             ok(json!({"cleared": true}))
+        }
+        (Method::GET, "/requesters") => {
+            ok(serde_json::to_value(f.requesters.snapshot()).unwrap_or(Value::Null))
+        }
+        (Method::POST, "/requesters/reset") => {
+            f.requesters.reset();
+            ok(json!({"reset": true}))
         }
         (Method::POST, "/watches/close") => {
             f.close_all_watches();

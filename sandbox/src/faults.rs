@@ -177,6 +177,8 @@ pub struct Faults {
     state: Mutex<FaultState>,
     watch_generation: tokio::sync::watch::Sender<u64>,
     refuse_generation: tokio::sync::watch::Sender<u64>,
+    /// Resource requests per requester (kept here so every handler that sees the faults sees it).
+    pub requesters: crate::requesters::RequestLog,
 }
 
 impl Default for Faults {
@@ -190,6 +192,7 @@ impl Default for Faults {
             }),
             watch_generation: tx,
             refuse_generation: refuse,
+            requesters: crate::requesters::RequestLog::default(),
         }
     }
 }

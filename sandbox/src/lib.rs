@@ -25,6 +25,7 @@ pub mod patch;
 pub mod pdb;
 pub mod proto;
 pub mod rbac;
+pub mod requesters;
 pub mod resources;
 pub mod schema;
 pub mod selector;

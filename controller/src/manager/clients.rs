@@ -78,6 +78,20 @@ pub enum ClientError {
         #[source]
         source: kube::config::InClusterError,
     },
+    /// `inClusterConfig` with [`SERVICE_ACCOUNT_DIR_ENV`] set, but the environment or the
+    /// directory does not describe a usable cluster.
+    #[error(
+        "cannot use in-cluster credentials from {} ({SERVICE_ACCOUNT_DIR_ENV}) for the {cluster} cluster: {message}",
+        dir.display()
+    )]
+    ServiceAccountDir {
+        /// Which cluster.
+        cluster: Cluster,
+        /// The directory.
+        dir: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// No kubeconfig flag and nothing to infer from.
     #[error(
         "cannot find credentials for the {cluster} cluster (no kubeconfig flag, KUBECONFIG, ~/.kube/config or in-cluster service account): {source}"
@@ -138,6 +152,94 @@ pub struct Clients {
     pub leader_election: Client,
 }
 
+/// Environment variable naming a directory that replaces the pod's service-account directory
+/// (`/var/run/secrets/kubernetes.io/serviceaccount`) for `inClusterConfig`: it holds `token`,
+/// `ca.crt` and optionally `namespace`; the API server is still `KUBERNETES_SERVICE_HOST` and
+/// `KUBERNETES_SERVICE_PORT`. client-go has no such override; ours lets a test or a non-pod
+/// process run Gardener's unchanged `--control-kubeconfig=inClusterConfig` (the e2e scenario
+/// `gardener` does). Unset or empty: the standard directory.
+pub const SERVICE_ACCOUNT_DIR_ENV: &str = "MCM_SERVICE_ACCOUNT_DIR";
+
+fn service_account_dir() -> Option<PathBuf> {
+    std::env::var_os(SERVICE_ACCOUNT_DIR_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The in-cluster configuration with the credentials of `dir` (see [`SERVICE_ACCOUNT_DIR_ENV`])
+/// and the API server `service` (`KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT`). Built as
+/// a kubeconfig with `tokenFile`, so a rotated token is re-read as in a pod.
+async fn in_cluster_from(
+    dir: &std::path::Path,
+    service: (Option<String>, Option<String>),
+    cluster: Cluster,
+) -> Result<kube::Config, ClientError> {
+    use kube::config::{AuthInfo, Context, NamedAuthInfo, NamedCluster, NamedContext};
+    let fail = |message: String| ClientError::ServiceAccountDir {
+        cluster,
+        dir: dir.to_path_buf(),
+        message,
+    };
+    let (host, port) = service;
+    let host = host.ok_or_else(|| fail("KUBERNETES_SERVICE_HOST is not set".to_owned()))?;
+    let port: u16 = port
+        .ok_or_else(|| fail("KUBERNETES_SERVICE_PORT is not set".to_owned()))?
+        .parse()
+        .map_err(|e| fail(format!("KUBERNETES_SERVICE_PORT: {e}")))?;
+    // As client-go: an IPv6 host goes in brackets.
+    let server = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => format!("https://{}", std::net::SocketAddr::new(ip, port)),
+        Err(_) => format!("https://{host}:{port}"),
+    };
+    let token = dir.join("token");
+    let ca = dir.join("ca.crt");
+    for file in [&token, &ca] {
+        if !file.is_file() {
+            return Err(fail(format!("{} does not exist", file.display())));
+        }
+    }
+    // The namespace file is optional: our clients always name the namespace (`--namespace`).
+    let namespace = std::fs::read_to_string(dir.join("namespace"))
+        .ok()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty());
+    const NAME: &str = "in-cluster";
+    let kubeconfig = Kubeconfig {
+        clusters: vec![NamedCluster {
+            name: NAME.to_owned(),
+            cluster: Some(kube::config::Cluster {
+                server: Some(server),
+                certificate_authority: Some(ca.display().to_string()),
+                ..Default::default()
+            }),
+            other: Default::default(),
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: NAME.to_owned(),
+            auth_info: Some(AuthInfo {
+                token_file: Some(token.display().to_string()),
+                ..Default::default()
+            }),
+            other: Default::default(),
+        }],
+        contexts: vec![NamedContext {
+            name: NAME.to_owned(),
+            context: Some(Context {
+                cluster: NAME.to_owned(),
+                user: Some(NAME.to_owned()),
+                namespace,
+                ..Default::default()
+            }),
+            other: Default::default(),
+        }],
+        current_context: Some(NAME.to_owned()),
+        ..Default::default()
+    };
+    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| fail(e.to_string()))
+}
+
 /// The kube client configuration for `source`.
 pub async fn kube_config(
     source: &KubeconfigSource,
@@ -147,9 +249,18 @@ pub async fn kube_config(
         KubeconfigSource::Default => kube::Config::infer()
             .await
             .map_err(|source| ClientError::Infer { cluster, source }),
-        KubeconfigSource::InCluster => {
-            kube::Config::incluster().map_err(|source| ClientError::InCluster { cluster, source })
-        }
+        KubeconfigSource::InCluster => match service_account_dir() {
+            Some(dir) => {
+                let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+                let service = (
+                    env("KUBERNETES_SERVICE_HOST"),
+                    env("KUBERNETES_SERVICE_PORT"),
+                );
+                in_cluster_from(&dir, service, cluster).await
+            }
+            None => kube::Config::incluster()
+                .map_err(|source| ClientError::InCluster { cluster, source }),
+        },
         KubeconfigSource::File(path) => {
             let kubeconfig =
                 Kubeconfig::read_from(path).map_err(|source| ClientError::ReadKubeconfig {
@@ -284,4 +395,56 @@ pub async fn target_version(client: &Client) -> Result<String, ClientError> {
             waited: Duration::ZERO,
             source,
         })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod service_account_dir_tests {
+    use super::*;
+
+    fn service(host: &str, port: &str) -> (Option<String>, Option<String>) {
+        (Some(host.to_owned()), Some(port.to_owned()))
+    }
+
+    #[tokio::test]
+    async fn a_service_account_dir_stands_in_for_the_pods() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), "t0ken").unwrap();
+        std::fs::write(dir.path().join("namespace"), "shoot--p--s\n").unwrap();
+        // Only the PEM framing is read here; TLS would check the certificate itself.
+        std::fs::write(
+            dir.path().join("ca.crt"),
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+
+        let config = in_cluster_from(dir.path(), service("127.0.0.1", "6443"), Cluster::Control)
+            .await
+            .expect("a complete directory");
+        assert_eq!(config.cluster_url.to_string(), "https://127.0.0.1:6443/");
+        assert_eq!(config.default_namespace, "shoot--p--s");
+        assert_eq!(
+            config.auth_info.token_file.as_deref(),
+            Some(dir.path().join("token").display().to_string().as_str())
+        );
+        assert!(config.root_cert.is_some_and(|c| c.len() == 1));
+
+        let v6 = in_cluster_from(dir.path(), service("fd00::1", "443"), Cluster::Control)
+            .await
+            .unwrap();
+        assert_eq!(v6.cluster_url.to_string(), "https://[fd00::1]:443/");
+
+        let missing_env = in_cluster_from(dir.path(), (None, None), Cluster::Control).await;
+        assert!(
+            matches!(&missing_env, Err(ClientError::ServiceAccountDir { message, .. }) if message.contains("KUBERNETES_SERVICE_HOST")),
+            "{missing_env:?}"
+        );
+        std::fs::remove_file(dir.path().join("token")).unwrap();
+        let no_token =
+            in_cluster_from(dir.path(), service("127.0.0.1", "6443"), Cluster::Target).await;
+        assert!(
+            matches!(&no_token, Err(ClientError::ServiceAccountDir { message, .. }) if message.contains("token")),
+            "{no_token:?}"
+        );
+    }
 }

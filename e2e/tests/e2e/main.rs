@@ -9,6 +9,7 @@
 mod admission;
 mod conversion;
 mod drain;
+mod gardener;
 mod harness;
 mod health;
 mod hot_update;
@@ -164,4 +165,27 @@ async fn disruptive_scenarios_on_their_own_system() {
     let mut config = SystemConfig::new("disruptive");
     config.namespace = "e2e-disruptive".to_owned();
     run_all(config, disruptive_scenarios(), false).await;
+}
+
+/// Gardener's MCM pod (issue 12 item 7): our manager with Gardener's exact arguments in split
+/// mode beside our machine-only manager as the provider sidecar, on a system of its own (no
+/// system manager). Run alone: `cargo nextest run -p mcm-e2e gardener`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gardener_split_mode_pod_with_gardeners_arguments() {
+    let scenario = Scenario {
+        name: "gardener_split_mode_pod",
+        sandbox_only: true,
+        run: |s| Box::pin(gardener::gardener_pod(s)),
+    };
+    if mcm_e2e::system::cluster_kubeconfig().is_some() {
+        println!(
+            "  SKIPPED {}: needs the sandbox system (MCM_E2E_KUBECONFIG is set)",
+            scenario.name
+        );
+        return;
+    }
+    let mut config = SystemConfig::new("gardener");
+    config.namespace = "shoot--e2e--gardener".to_owned();
+    config.start_manager = false;
+    run_all(config, vec![scenario], false).await;
 }

@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use mcm_e2e::admin_http::metric_value;
 use mcm_e2e::objects::{
-    Kind, create, create_class, delete, delete_deployment_and_wait, deployment, events_about,
-    machines, must_get, name, names, of_deployment, phase, wait_running,
+    HOLD_FINALIZER, Kind, create, create_class, delete, delete_deployment_and_wait, deployment,
+    frozen, machine_of_set, machines, must_get, name, names, of_deployment, phase, release_hold,
+    wait_frozen, wait_running,
 };
 use mcm_e2e::{E2eError, Probe, Result, System, ensure, eventually};
 use mcm_provider_proto::{DriverClient, Endpoint};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::harness::Outcome;
 
@@ -77,10 +78,9 @@ pub async fn orphan_vm_collected(system: Arc<System>) -> Result<Outcome> {
 
 /// Three extra machines owned by the MachineSet of a 1-replica deployment (maxSurge 1,
 /// safety-up 2: limit 4) freeze the MachineSet and deployment; they are unfrozen when the
-/// surplus is gone.
+/// surplus is gone (the extras carry [`HOLD_FINALIZER`] until the freeze is seen).
 pub async fn overshoot_freeze(system: Arc<System>) -> Result<Outcome> {
     let s = &*system;
-    let ns = s.namespace().to_owned();
     create_class(s, "os-class", json!({"bootDelay": "1s"}), "2").await?;
     create(
         s,
@@ -95,59 +95,23 @@ pub async fn overshoot_freeze(system: Arc<System>) -> Result<Outcome> {
         .ok_or_else(|| E2eError::Assertion("os-md has no MachineSet".to_owned()))?
         .clone();
     let set_name = name(&set).to_owned();
-    let template_labels = set["spec"]["template"]["metadata"]["labels"].clone();
     for i in 0..3 {
-        let extra = json!({
-            "apiVersion": "machine.sapcloud.io/v1alpha1",
-            "kind": "Machine",
-            "metadata": {
-                "name": format!("os-md-extra-{i}"),
-                "namespace": ns,
-                "labels": template_labels,
-                "ownerReferences": [{
-                    "apiVersion": "machine.sapcloud.io/v1alpha1",
-                    "kind": "MachineSet",
-                    "name": set_name,
-                    "uid": set["metadata"]["uid"],
-                    "controller": true,
-                    "blockOwnerDeletion": true
-                }]
-            },
-            "spec": set["spec"]["template"]["spec"].clone()
-        });
-        create(s, Kind::Machine, extra).await?;
+        create(
+            s,
+            Kind::Machine,
+            machine_of_set(s, &set, &format!("os-md-extra-{i}"), &[HOLD_FINALIZER]),
+        )
+        .await?;
     }
     let set_ref = set_name.as_str();
-    eventually(
-        &format!("MachineSet {set_name} frozen for overshooting"),
-        90,
-        || async move {
-            let events = events_about(s, set_ref).await?;
-            let set = must_get(s, Kind::MachineSet, set_ref).await?;
-            let frozen_now = set["metadata"]["labels"]["freeze"] == "True";
-            Ok(
-                if frozen_now || events.iter().any(|e| e.starts_with("FrozeMachineSet")) {
-                    Probe::Done(())
-                } else {
-                    Probe::Waiting(format!(
-                        "labels {}, events {events:?}",
-                        set["metadata"]["labels"]
-                    ))
-                },
-            )
-        },
-    )
-    .await?;
+    wait_frozen(s, set_ref, 90).await?;
+    for i in 0..3 {
+        release_hold(s, &format!("os-md-extra-{i}")).await?;
+    }
     eventually("os-md back to 1 machine and unfrozen", 180, || async move {
         let set = must_get(s, Kind::MachineSet, set_ref).await?;
         let md = must_get(s, Kind::MachineDeployment, "os-md").await?;
         let current = machines(s, "os-md").await?;
-        let frozen = |o: &Value| {
-            o["metadata"]["labels"]["freeze"] == "True"
-                || o["status"]["conditions"]
-                    .as_array()
-                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Frozen"))
-        };
         Ok(
             if !frozen(&set)
                 && !frozen(&md)

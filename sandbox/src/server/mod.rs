@@ -142,6 +142,7 @@ pub async fn dispatch(
         Some(s) => format!("{}/{}", rp.resource, s),
         None => rp.resource.clone(),
     };
+    let requester = crate::requesters::Requester::of(req.headers());
     let authorized = auth::authorize(&state, &user, &auth::resource_attributes(&rp, verb));
     let resp = match authorized.map(|()| state.faults.decide(verb, &counted)) {
         Err(e) => error_response(&e),
@@ -156,6 +157,7 @@ pub async fn dispatch(
         }
     };
     state.faults.count(verb, &counted, resp.status().as_u16());
+    state.faults.requesters.record(&requester, verb, &rp);
     resp
 }
 
