@@ -734,6 +734,36 @@ async fn force_deletion_label_deletes_pods_and_volume_attachments_without_evicti
     wait_event(&world, "VolumeAttachmentsDeleted", "m1").await;
 }
 
+// ----- a fixed class resumes a blocked deletion at once ------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creating_the_missing_class_resumes_a_blocked_deletion_at_once() {
+    let mut world = World::start().await;
+    // The VM is created with a class object that is not stored: the machine refers to class
+    // "late", which does not exist when the deletion starts.
+    let template = ready_class(&world, "template", json!({})).await;
+    let mut late = template.clone();
+    late.metadata.name = Some("late".to_owned());
+    let provider_id = running_machine(&world, "m1", &late, json!({})).await;
+    world.start_manager(termination_shells(), &[]).await;
+    delete_machine(&world, "m1").await;
+    // Blocked with LongRetry (10 min): only an event on the class can resume it in time.
+    wait_event(&world, "DeletionBlocked", "m1").await;
+    let created = std::time::Instant::now();
+    ready_class(&world, "late", json!({})).await;
+    eventually(
+        "machine m1 deleted after its class was created",
+        Duration::from_secs(20),
+        || async { matches!(world.machines().get_opt("m1").await, Ok(None)).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "deletion resumed and finished {:?} after the class was created",
+        created.elapsed()
+    );
+    assert!(!vm_exists(&world, &provider_id));
+}
+
 // ----- §8.4 DeleteMachine rows -----------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
