@@ -1297,6 +1297,7 @@ fn validate_object(
             });
         }
     }
+    causes.extend(crate::names::metadata_causes(&ctx.def.plural, obj));
     if let Some(v) = ctx
         .state
         .store
