@@ -764,6 +764,49 @@ async fn creating_the_missing_class_resumes_a_blocked_deletion_at_once() {
     assert!(!vm_exists(&world, &provider_id));
 }
 
+/// Issue 16 item 7: the events we write (events.k8s.io/v1) read back as core/v1 with
+/// lastTimestamp, firstTimestamp and count, so `kubectl get events --sort-by=.lastTimestamp`
+/// prints them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_carry_last_timestamp_for_kubectl_get_events() {
+    let mut world = World::start().await;
+    let template = ready_class(&world, "template", json!({})).await;
+    let mut missing = template.clone();
+    missing.metadata.name = Some("missing".to_owned());
+    running_machine(&world, "m1", &missing, json!({})).await;
+    world.start_manager(termination_shells(), &[]).await;
+    delete_machine(&world, "m1").await;
+    let event = wait_event(&world, "DeletionBlocked", "m1").await;
+    assert!(
+        event.last_timestamp.is_some(),
+        "core/v1 lastTimestamp: {event:?}"
+    );
+    assert!(
+        event.first_timestamp.is_some(),
+        "core/v1 firstTimestamp: {event:?}"
+    );
+    assert_eq!(event.count, Some(1));
+    let Some(sandbox) = world.control_sandbox.as_ref() else {
+        return;
+    };
+    let kubectl = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(sandbox.kubeconfig_path())
+        .args(["get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp"])
+        .output();
+    match kubectl {
+        Err(error) => eprintln!("SKIPPED: kubectl not runnable ({error}); the API check passed"),
+        Ok(output) => {
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                output.status.success() && stdout.contains("DeletionBlocked"),
+                "kubectl get events --sort-by=.lastTimestamp printed: {stdout}{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+}
+
 // ----- §8.4 DeleteMachine rows -----------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
