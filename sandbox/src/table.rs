@@ -267,6 +267,23 @@ pub fn builtin_columns(group: &str, plural: &str) -> Option<Vec<Value>> {
     }
 }
 
+/// The object of one watch event for a client that asked for a Table (`kubectl get -w`): a Table
+/// with the column definitions and the object's row, as kube-apiserver sends it.
+#[must_use]
+pub fn watch_row(columns: &[Value], obj: &Value, include: IncludeObject) -> Value {
+    let resource_version = obj
+        .pointer("/metadata/resourceVersion")
+        .cloned()
+        .unwrap_or(Value::Null);
+    build_table(
+        columns,
+        std::slice::from_ref(obj),
+        json!({"resourceVersion": resource_version}),
+        include,
+        jiff::Timestamp::now(),
+    )
+}
+
 /// How rows carry the object (`includeObject` query parameter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IncludeObject {
