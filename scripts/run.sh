@@ -27,6 +27,13 @@
 # ports of the webhook MCM_RUN_WEBHOOK_ADMIN_PORT (19260), provider MCM_RUN_PROVIDER_PORT (19259)
 # and manager MCM_RUN_MANAGER_PORT (19258). The sandbox picks a free port.
 #
+# Like a kubelet, a component that exits (the manager does when it loses its leader lease, e.g.
+# during an API outage) is restarted with a backoff (1s, doubling to 30s; reset after 60s of
+# running), and the screen says so: "manager exited (code N), restarting in Ns". Only the sandbox
+# is not restarted: it keeps everything in memory, so everything stops when it exits.
+# Ctrl-C (also with the output piped, `make run 2>&1 | tee log`), SIGTERM and SIGHUP stop every
+# process: each one runs in its own process group, which is stopped as a whole.
+#
 # A second run stops the processes of the first (pids in .run/*.pid) and starts from a clean
 # .run/: the sandbox keeps no state on disk and the provider's state file is wiped with it.
 set -euo pipefail
@@ -88,16 +95,21 @@ command -v curl >/dev/null || fail "curl not found on PATH (it is needed for the
 # --- stop what a previous run left behind -------------------------------------------------------
 # Only processes whose pid file we wrote and whose command line is still one of our binaries are
 # stopped, so a recycled pid is never hit.
+# Every component leads its own process group (setsid), so the group is signalled: whatever a
+# component started goes with it.
+signal_group() { # <signal> <pid>
+	kill "-$1" -- "-$2" 2>/dev/null || kill "-$1" "$2" 2>/dev/null
+}
 stop_pid() { # <pid> <name>
 	local pid=$1 name=$2
 	kill -0 "$pid" 2>/dev/null || return 0
-	kill -TERM "$pid" 2>/dev/null || return 0
+	signal_group TERM "$pid" || return 0
 	for _ in $(seq 1 100); do
 		kill -0 "$pid" 2>/dev/null || return 0
 		sleep 0.1
 	done
 	echo "warning: $name (pid $pid) did not stop within 10s; killing it" >&2
-	kill -KILL "$pid" 2>/dev/null || true
+	signal_group KILL "$pid" || true
 }
 if [ -d "$run_dir" ]; then
 	# The manager first and the API server last, as at Ctrl-C.
@@ -140,6 +152,12 @@ done
 # (Two indexed arrays rather than an associative one: macOS ships bash 3.2.)
 names=()
 pid_values=()
+# Per component: its command line (quoted, for a restart), the SECONDS it started, the backoff of
+# its next restart and when a pending restart is due (empty = running).
+commands=()
+started_at=()
+backoffs=()
+restart_due=()
 # Plain log files without colour codes (tracing-subscriber honours NO_COLOR).
 export NO_COLOR=1
 # Children run in their own session (setsid) so that Ctrl-C reaches only this script, which then
@@ -147,14 +165,28 @@ export NO_COLOR=1
 start() { # <name> <command...>
 	local name=$1
 	shift
+	# Appended: the log of a restarted component keeps what its previous run wrote.
 	if command -v setsid >/dev/null; then
-		setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
+		setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
 	else
-		"$@" >"$logs/$name.log" 2>&1 </dev/null &
+		"$@" >>"$logs/$name.log" 2>&1 </dev/null &
 	fi
+	local pid=$! i
+	echo "$pid" >"$run_dir/$name.pid"
+	for i in "${!names[@]}"; do
+		if [ "${names[i]}" = "$name" ]; then
+			pid_values[i]=$pid
+			started_at[i]=$SECONDS
+			restart_due[i]=""
+			return
+		fi
+	done
 	names+=("$name")
-	pid_values+=("$!")
-	echo $! >"$run_dir/$name.pid"
+	pid_values+=("$pid")
+	commands+=("$(printf '%q ' "$@")")
+	started_at+=("$SECONDS")
+	backoffs+=(1)
+	restart_due+=("")
 }
 pid_of() {
 	local i
@@ -172,7 +204,11 @@ cleanup() {
 	local status=$?
 	$stopping && return
 	stopping=true
-	trap - INT TERM
+	trap - INT TERM HUP
+	# With the output piped (`make run | tee log`), Ctrl-C ends the reader too: writing to the
+	# closed pipe must not kill this script before it has stopped the children.
+	trap '' PIPE
+	set +e
 	if [ ${#names[@]} -gt 0 ]; then
 		say "stopping ${names[*]}"
 		local i
@@ -191,6 +227,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP
+trap 'exit 141' PIPE
 
 show_log() { # <name>: the end of a log, for failures
 	echo "--- last lines of .run/logs/$1.log ---" >&2
@@ -345,13 +383,34 @@ all_running() { # desired machines all Running with Ready nodes
 	[ -n "$desired" ] && [ "$running" -eq "$desired" ] && [ "$ready" -ge "$desired" ] &&
 		[ "$(k get machines -o name 2>/dev/null | grep -c . || true)" -eq "$desired" ]
 }
+# Restarts components that exited, like a kubelet restarts a container: with a backoff (1s,
+# doubling to 30s, back to 1s after 60s of running). The sandbox holds all state in memory: when
+# it exits everything stops.
 check_children() {
-	local name
-	for name in "${names[@]}"; do
-		if ! alive "$name"; then
-			show_log "$name"
-			fail "$name exited (see .run/logs/$name.log)"
+	local i name pid code
+	for i in "${!names[@]}"; do
+		name=${names[i]}
+		if [ -n "${restart_due[i]}" ]; then
+			if [ "$SECONDS" -ge "${restart_due[i]}" ]; then
+				say "restarting $name"
+				eval "start $name ${commands[i]}"
+			fi
+			continue
 		fi
+		pid=${pid_values[i]}
+		kill -0 "$pid" 2>/dev/null && continue
+		code=0
+		wait "$pid" 2>/dev/null || code=$?
+		if [ "$name" = sandbox ]; then
+			show_log "$name"
+			fail "$name exited (code $code; see .run/logs/$name.log)"
+		fi
+		if [ $((SECONDS - started_at[i])) -ge 60 ]; then
+			backoffs[i]=1
+		fi
+		say "$name exited (code $code), restarting in ${backoffs[i]}s (log: .run/logs/$name.log)"
+		restart_due[i]=$((SECONDS + backoffs[i]))
+		backoffs[i]=$((backoffs[i] * 2 > 30 ? 30 : backoffs[i] * 2))
 	done
 }
 

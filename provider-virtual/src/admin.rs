@@ -4,6 +4,7 @@
 //! - `PUT /admin/nodes/{node}/conditions` with a JSON object such as
 //!   `{"Ready": "False", "DiskPressure": "True"}`: overrides those conditions of the node
 //!   (statuses `True`, `False`, `Unknown`); `DELETE` on the same path removes the overrides.
+//!   Both answer 404 for a node no VM of this provider has (a typo must not look applied).
 //!   The Node annotation `provider-virtual.mcm.gardener.cloud/conditions` does the same through the
 //!   API server and wins for the types it names.
 
@@ -80,12 +81,29 @@ async fn set_conditions(
         )
             .into_response();
     }
+    if let Some(missing) = unknown_node(&state.fleet, &node) {
+        return missing;
+    }
     tracing::info!(%node, ?overrides, "condition overrides set");
     state.fleet.set_overrides(&node, overrides);
     StatusCode::NO_CONTENT.into_response()
 }
 
+/// 404 when no VM has Node `node`.
+fn unknown_node(fleet: &Fleet, node: &str) -> Option<Response> {
+    (!fleet.has_node(node)).then(|| {
+        (
+            StatusCode::NOT_FOUND,
+            format!("no VM of this provider has node {node:?}\n"),
+        )
+            .into_response()
+    })
+}
+
 async fn clear_conditions(State(state): State<AppState>, Path(node): Path<String>) -> Response {
+    if let Some(missing) = unknown_node(&state.fleet, &node) {
+        return missing;
+    }
     state.fleet.set_overrides(&node, BTreeMap::new());
     StatusCode::NO_CONTENT.into_response()
 }
@@ -121,9 +139,46 @@ mod tests {
         (status, String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    async fn with_vm(fleet: &Arc<Fleet>, name: &str) {
+        let class: mcm_api::v1alpha1::MachineClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+            "metadata": {"name": "c", "namespace": "ns"}, "provider": "virtual", "providerSpec": {}
+        }))
+        .unwrap();
+        let request = mcm_provider_proto::MachineRequest {
+            machine: mcm_provider_proto::conformance::machine("ns", name, "c", None),
+            class,
+            secret: mcm_provider_proto::SecretData::new(),
+        };
+        mcm_provider_proto::Driver::create_machine(
+            &crate::driver::VirtualDriver::new(Arc::clone(fleet)),
+            request,
+        )
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_node_no_vm_has_is_404_and_gets_no_overrides() {
+        let (app, fleet) = app();
+        for method in ["PUT", "DELETE"] {
+            let (status, body) = send(
+                &app,
+                method,
+                "/admin/nodes/nope/conditions",
+                r#"{"Ready": "False"}"#,
+            )
+            .await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method}: {body}");
+            assert!(body.contains("nope"), "{body}");
+        }
+        assert!(fleet.overrides("nope").is_empty());
+    }
+
     #[tokio::test]
     async fn overrides_are_set_validated_and_cleared() {
         let (app, fleet) = app();
+        with_vm(&fleet, "n1").await;
         let (status, _) = send(
             &app,
             "PUT",

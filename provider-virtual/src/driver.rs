@@ -82,6 +82,15 @@ impl Fleet {
         locked(&self.current).state.vms.values().cloned().collect()
     }
 
+    /// Whether a VM of this fleet has the Node `node`.
+    pub fn has_node(&self, node: &str) -> bool {
+        locked(&self.current)
+            .state
+            .vms
+            .values()
+            .any(|vm| vm.node_name == node)
+    }
+
     /// The number of VMs.
     pub fn len(&self) -> usize {
         locked(&self.current).state.vms.len()

@@ -6,6 +6,12 @@
 //! status when it changed or the report interval passed, marks pods on its nodes Running and
 //! Ready, and completes pods whose grace period is over. A deleted VM simply drops out of the loop:
 //! its Node stops heartbeating (deleting the Node object is the controller's job).
+//!
+//! Recovery after an API outage is a matter of seconds, as with a real kubelet: the client does not
+//! retry inside a request (see [`target_client`]), every API call is bounded by
+//! [`KubeletConfig::request_timeout`], and each node's heartbeat (registration, Lease renewal,
+//! status post) runs as its own task, so one slow or stuck call never holds back the other nodes
+//! or the next tick.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -20,6 +26,8 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::driver::Fleet;
@@ -35,6 +43,30 @@ use crate::state::Vm;
 /// The namespace of node Leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 
+/// Default of [`KubeletConfig::request_timeout`]: the kubelet's own heartbeat client gives up
+/// after its node status update frequency (10 s) too.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A client for the target cluster without kube's built-in retries.
+///
+/// kube retries 429/503/504 inside one request up to 15 times with a backoff that grows to
+/// 1,000 s: during an API outage every heartbeat would sit in those retries and the nodes would
+/// freeze long after the API came back. The kubelet's answer to a failed call is the next
+/// heartbeat, so the loop retries instead (the manager builds its clients the same way).
+///
+/// # Errors
+///
+/// When the configuration cannot be turned into a client (e.g. TLS settings).
+pub fn target_client(mut config: kube::Config) -> Result<Client, kube::Error> {
+    config.default_retry = false;
+    Client::try_from(config)
+}
+
+/// An API call that did not answer within [`KubeletConfig::request_timeout`].
+#[derive(Debug, thiserror::Error)]
+#[error("no answer from the API server within {0:?}")]
+pub struct DeadlineExceeded(pub Duration);
+
 /// Settings of the loop.
 #[derive(Debug, Clone, Copy)]
 pub struct KubeletConfig {
@@ -42,8 +74,11 @@ pub struct KubeletConfig {
     pub tick: Duration,
     /// Lease and status intervals.
     pub heartbeat: HeartbeatConfig,
-    /// Concurrent API requests per tick.
+    /// Concurrent API requests (heartbeats of all nodes together, and pod updates per tick).
     pub concurrency: usize,
+    /// Deadline of every API call. A call still unanswered then counts as failed and is retried
+    /// at a later tick, so a hung connection costs one deadline, not the rest of the outage.
+    pub request_timeout: Duration,
 }
 
 impl Default for KubeletConfig {
@@ -52,6 +87,7 @@ impl Default for KubeletConfig {
             tick: Duration::from_secs(1),
             heartbeat: HeartbeatConfig::default(),
             concurrency: 32,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
 }
@@ -62,6 +98,40 @@ pub struct Kubelet {
     fleet: Arc<Fleet>,
     config: KubeletConfig,
     metrics: Arc<Metrics>,
+    /// Shared by the heartbeat tasks of all nodes: `config.concurrency` calls at a time.
+    permits: Arc<Semaphore>,
+}
+
+/// The heartbeat tasks in flight, at most one per node.
+#[derive(Default)]
+struct Heartbeats {
+    tasks: JoinSet<(String, NodeClock)>,
+    nodes: HashMap<tokio::task::Id, String>,
+}
+
+impl Heartbeats {
+    fn busy(&self, node: &str) -> bool {
+        self.nodes.values().any(|busy| busy == node)
+    }
+
+    /// The clocks of the heartbeats that finished since the last call.
+    fn finished(&mut self) -> Vec<(String, NodeClock)> {
+        let mut done = Vec::new();
+        while let Some(result) = self.tasks.try_join_next_with_id() {
+            match result {
+                Ok((id, (node, clock))) => {
+                    self.nodes.remove(&id);
+                    done.push((node, clock));
+                }
+                Err(error) => {
+                    // The node keeps its previous clock; its next heartbeat starts afresh.
+                    let node = self.nodes.remove(&error.id()).unwrap_or_default();
+                    tracing::warn!(%node, %error, "heartbeat task failed");
+                }
+            }
+        }
+        done
+    }
 }
 
 struct Stores {
@@ -129,46 +199,62 @@ impl Kubelet {
         Self {
             client,
             fleet,
+            permits: Arc::new(Semaphore::new(config.concurrency.max(1))),
             config,
             metrics,
         }
     }
 
+    /// `call` bounded by the request deadline; a missed deadline is a failed call.
+    async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, kube::Error> {
+        let deadline = self.config.request_timeout;
+        tokio::time::timeout(deadline, call)
+            .await
+            .unwrap_or_else(|_| Err(kube::Error::Service(Box::new(DeadlineExceeded(deadline)))))
+    }
+
     /// Runs until `shutdown` is cancelled.
     pub async fn run(self, shutdown: CancellationToken) {
+        let this = Arc::new(self);
         let stores = Stores {
             nodes: spawn_reflector(
-                Api::<Node>::all(self.client.clone()),
+                Api::<Node>::all(this.client.clone()),
                 watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")),
                 &shutdown,
             ),
             pods: spawn_reflector(
-                Api::<Pod>::all(self.client.clone()),
+                Api::<Pod>::all(this.client.clone()),
                 watcher::Config::default(),
                 &shutdown,
             ),
             claims: spawn_reflector(
-                Api::<PersistentVolumeClaim>::all(self.client.clone()),
+                Api::<PersistentVolumeClaim>::all(this.client.clone()),
                 watcher::Config::default(),
                 &shutdown,
             ),
             volumes: spawn_reflector(
-                Api::<PersistentVolume>::all(self.client.clone()),
+                Api::<PersistentVolume>::all(this.client.clone()),
                 watcher::Config::default(),
                 &shutdown,
             ),
         };
         let mut clocks: HashMap<String, NodeClock> = HashMap::new();
-        let mut ticker = tokio::time::interval(self.config.tick);
+        let mut heartbeats = Heartbeats::default();
+        let mut ticker = tokio::time::interval(this.config.tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tracing::info!(tick = ?self.config.tick, "virtual kubelet started");
+        tracing::info!(tick = ?this.config.tick, request_timeout = ?this.config.request_timeout, "virtual kubelet started");
         loop {
             tokio::select! {
                 _ = ticker.tick() => {}
                 () = shutdown.cancelled() => break,
             }
-            self.tick(&stores, &mut clocks).await;
+            this.tick(&stores, &mut clocks, &mut heartbeats).await;
         }
+        // Dropping the set aborts the heartbeats still in flight.
+        drop(heartbeats);
         tracing::info!("virtual kubelet stopped");
     }
 
@@ -184,7 +270,9 @@ impl Kubelet {
             },
             ..Namespace::default()
         };
-        let result = namespaces.create(&PostParams::default(), &namespace).await;
+        let result = self
+            .bounded(namespaces.create(&PostParams::default(), &namespace))
+            .await;
         if let Err(error) = &result
             && !is_status(&result, 409)
         {
@@ -192,7 +280,13 @@ impl Kubelet {
         }
     }
 
-    async fn tick(&self, stores: &Stores, clocks: &mut HashMap<String, NodeClock>) {
+    async fn tick(
+        self: &Arc<Self>,
+        stores: &Stores,
+        clocks: &mut HashMap<String, NodeClock>,
+        heartbeats: &mut Heartbeats,
+    ) {
+        clocks.extend(heartbeats.finished());
         let now = Timestamp::now();
         let running: Vec<Vm> = self
             .fleet
@@ -236,8 +330,12 @@ impl Kubelet {
             HashMap::new()
         };
 
-        let mut work = Vec::new();
         for vm in &running {
+            // Its previous heartbeat is still running (within its deadlines): the clock in
+            // `clocks` is stale until it ends, and two heartbeats of one node must not race.
+            if heartbeats.busy(&vm.node_name) {
+                continue;
+            }
             let observed = stores.nodes.get(&ObjectRef::new(&vm.node_name));
             let mut overrides = self.fleet.overrides(&vm.node_name);
             if let Some(text) = observed
@@ -263,14 +361,17 @@ impl Kubelet {
             let actions = node_actions(&clock, &key, now, &self.config.heartbeat);
             if !actions.is_empty() {
                 let node_uid = observed.and_then(|node| node.metadata.uid.clone());
-                work.push(self.heartbeat(vm, clock, key, actions, node_uid, now));
+                let this = Arc::clone(self);
+                let owned = vm.clone();
+                let task = heartbeats.tasks.spawn(async move {
+                    // The semaphore is never closed; without a permit the heartbeat still runs.
+                    let _permit = this.permits.acquire().await.ok();
+                    this.heartbeat(&owned, clock, key, actions, node_uid, now)
+                        .await
+                });
+                heartbeats.nodes.insert(task.id(), vm.node_name.clone());
             }
         }
-        let updated: Vec<(String, NodeClock)> = futures::stream::iter(work)
-            .buffer_unordered(self.config.concurrency.max(1))
-            .collect()
-            .await;
-        clocks.extend(updated);
 
         if pods_ready {
             let registered: HashSet<String> = clocks
@@ -321,8 +422,10 @@ impl Kubelet {
         for action in actions {
             match action {
                 NodeAction::Register => {
-                    let result = nodes
-                        .create(&PostParams::default(), &registration_node(vm, &key, now))
+                    let result = self
+                        .bounded(
+                            nodes.create(&PostParams::default(), &registration_node(vm, &key, now)),
+                        )
                         .await;
                     self.metrics
                         .record_kube("register_node", &api_result(&result));
@@ -353,8 +456,12 @@ impl Kubelet {
                     // conditions other components own on this Node are left alone.
                     let patch =
                         status_patch(vm, &key, clock.last_posted.as_ref(), &transitions, now);
-                    let result = nodes
-                        .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
+                    let result = self
+                        .bounded(nodes.patch_status(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Strategic(patch),
+                        ))
                         .await;
                     self.metrics
                         .record_kube("post_node_status", &api_result(&result));
@@ -386,12 +493,12 @@ impl Kubelet {
             renew_time: Some(MicroTime(now)),
             ..LeaseSpec::default()
         };
-        let result = leases
-            .patch(
+        let result = self
+            .bounded(leases.patch(
                 node,
                 &PatchParams::default(),
                 &Patch::Merge(serde_json::json!({"spec": spec})),
-            )
+            ))
             .await;
         self.metrics
             .record_kube("renew_lease", &api_result(&result));
@@ -415,10 +522,15 @@ impl Kubelet {
                     },
                     spec: Some(spec),
                 };
-                let mut result = leases.create(&PostParams::default(), &lease).await;
+                let mut result = self
+                    .bounded(leases.create(&PostParams::default(), &lease))
+                    .await;
                 if is_status(&result, 404) {
+                    // The lease namespace could not be created at start-up (API down then).
                     self.ensure_lease_namespace().await;
-                    result = leases.create(&PostParams::default(), &lease).await;
+                    result = self
+                        .bounded(leases.create(&PostParams::default(), &lease))
+                        .await;
                 }
                 self.metrics
                     .record_kube("create_lease", &api_result(&result));
@@ -459,12 +571,12 @@ impl Kubelet {
                     now,
                 );
                 let api = Api::<Pod>::namespaced(self.client.clone(), &namespace);
-                let result = api
-                    .patch_status(
+                let result = self
+                    .bounded(api.patch_status(
                         &name,
                         &PatchParams::default(),
                         &Patch::Merge(serde_json::json!({"status": status})),
-                    )
+                    ))
                     .await;
                 self.metrics
                     .record_kube("mark_pod_running", &api_result(&result));
@@ -486,7 +598,7 @@ impl Kubelet {
                     }),
                     ..DeleteParams::default()
                 };
-                let result = api.delete(&name, &params).await;
+                let result = self.bounded(api.delete(&name, &params)).await;
                 self.metrics
                     .record_kube("complete_pod", &api_result(&result));
                 match result {

@@ -53,6 +53,10 @@ struct Args {
     /// Concurrent API requests of the virtual kubelet.
     #[arg(long, default_value_t = 32)]
     kubelet_concurrency: usize,
+    /// Deadline of each API call of the virtual kubelet (a hung call is abandoned and retried at
+    /// the next heartbeat).
+    #[arg(long, default_value = "10s")]
+    kubelet_request_timeout: Duration,
 }
 
 fn init_logging(format: &str) {
@@ -95,7 +99,8 @@ async fn target_client(path: &PathBuf) -> anyhow::Result<kube::Client> {
     )
     .await
     .with_context(|| format!("loading target kubeconfig {}", path.display()))?;
-    kube::Client::try_from(config).context("building the target cluster client")
+    mcm_provider_virtual::kubelet::target_client(config)
+        .context("building the target cluster client")
 }
 
 #[tokio::main]
@@ -116,6 +121,7 @@ async fn main() -> anyhow::Result<()> {
             ..HeartbeatConfig::default()
         },
         concurrency: args.kubelet_concurrency,
+        request_timeout: to_std(args.kubelet_request_timeout, "kubelet-request-timeout")?,
     };
     to_std(args.lease_interval, "lease-interval")?;
     to_std(args.status_report_interval, "status-report-interval")?;

@@ -20,6 +20,7 @@ pub mod discovery;
 pub mod error;
 pub mod faults;
 pub mod gc;
+pub mod names;
 pub mod openapi;
 pub mod patch;
 pub mod pdb;

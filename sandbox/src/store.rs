@@ -518,9 +518,10 @@ impl Store {
         let mut name = meta_str(&obj, "name").unwrap_or_default().to_string();
         let table = st.tables.get(gr).ok_or_else(ApiError::not_found_path)?;
         if name.is_empty() {
-            let prefix = meta_str(&obj, "generateName")
-                .unwrap_or_default()
-                .to_string();
+            let prefix = crate::names::generated_name_base(
+                meta_str(&obj, "generateName").unwrap_or_default(),
+            )
+            .to_string();
             let mut seed = st.rv;
             loop {
                 let candidate = format!("{prefix}{}", random_suffix(seed));

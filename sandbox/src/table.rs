@@ -152,7 +152,7 @@ fn age(ts: &Value, now: jiff::Timestamp) -> Value {
 /// Cells kube's built-in printers compute rather than read from one field: `pod-ready`
 /// ("ready/total" containers), `pod-restarts` (sum of restart counts), `pod-status` (the reason
 /// kubectl shows, e.g. SchedulingGated, Terminating, CrashLoopBackOff) and `or-na` fields.
-fn computed_cell(o: &Value, kind: &str) -> Value {
+fn computed_cell(o: &Value, kind: &str, now: jiff::Timestamp) -> Value {
     let statuses = o
         .pointer("/status/containerStatuses")
         .and_then(Value::as_array)
@@ -178,6 +178,30 @@ fn computed_cell(o: &Value, kind: &str) -> Value {
                 .to_string()
         ),
         "pod-status" => json!(pod_status(o, statuses)),
+        // kube's event printer: LAST SEEN from lastTimestamp, else eventTime (events written
+        // through events.k8s.io without the deprecated fields); OBJECT as kind/name.
+        "event-last-seen" => {
+            let seen = [
+                "/lastTimestamp",
+                "/eventTime",
+                "/metadata/creationTimestamp",
+            ]
+            .iter()
+            .find_map(|p| o.pointer(p).filter(|v| v.is_string()));
+            seen.map_or(json!("<unknown>"), |t| age(t, now))
+        }
+        "event-object" => {
+            let field = |f: &str| {
+                o.pointer(&format!("/involvedObject/{f}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            };
+            json!(format!(
+                "{}/{}",
+                field("kind").to_lowercase(),
+                field("name")
+            ))
+        }
         other => match other.strip_prefix("or-na:") {
             Some(path) => match jsonpath(o, path).into_iter().next() {
                 Some(Value::String(s)) => json!(s),
@@ -225,6 +249,41 @@ fn pod_status(o: &Value, statuses: &[Value]) -> String {
     reason
 }
 
+/// Printer columns of built-in kinds whose kube printer computes cells (see [`computed_cell`]),
+/// `None` for the others. A column with `"x-name-priority"` sets the priority of the Name column
+/// (kube shows an Event's name only with `-o wide`).
+#[must_use]
+pub fn builtin_columns(group: &str, plural: &str) -> Option<Vec<Value>> {
+    match (group, plural) {
+        ("", "events") => Some(vec![
+            json!({"name": "Last Seen", "type": "string", "x-compute": "event-last-seen", "x-name-priority": 1}),
+            json!({"name": "Type", "type": "string", "jsonPath": ".type"}),
+            json!({"name": "Reason", "type": "string", "jsonPath": ".reason"}),
+            json!({"name": "Object", "type": "string", "x-compute": "event-object"}),
+            json!({"name": "Message", "type": "string", "jsonPath": ".message"}),
+            json!({"name": "Count", "type": "integer", "jsonPath": ".count", "priority": 1}),
+        ]),
+        _ => None,
+    }
+}
+
+/// The object of one watch event for a client that asked for a Table (`kubectl get -w`): a Table
+/// with the column definitions and the object's row, as kube-apiserver sends it.
+#[must_use]
+pub fn watch_row(columns: &[Value], obj: &Value, include: IncludeObject) -> Value {
+    let resource_version = obj
+        .pointer("/metadata/resourceVersion")
+        .cloned()
+        .unwrap_or(Value::Null);
+    build_table(
+        columns,
+        std::slice::from_ref(obj),
+        json!({"resourceVersion": resource_version}),
+        include,
+        jiff::Timestamp::now(),
+    )
+}
+
 /// How rows carry the object (`includeObject` query parameter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IncludeObject {
@@ -244,8 +303,12 @@ pub fn build_table(
     include: IncludeObject,
     now: jiff::Timestamp,
 ) -> Value {
+    let name_priority = columns
+        .iter()
+        .find_map(|c| c.get("x-name-priority").cloned())
+        .unwrap_or(json!(0));
     let mut defs = vec![
-        json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names", "priority": 0}),
+        json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names", "priority": name_priority}),
     ];
     let cols: Vec<Value> = if columns.is_empty() {
         vec![json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})]
@@ -269,7 +332,7 @@ pub fn build_table(
                 let path = c.get("jsonPath").and_then(Value::as_str).unwrap_or_default();
                 let ty = c.get("type").and_then(Value::as_str).unwrap_or("string");
                 if let Some(kind) = c.get("x-compute").and_then(Value::as_str) {
-                    cells.push(computed_cell(o, kind));
+                    cells.push(computed_cell(o, kind, now));
                     continue;
                 }
                 if let Some(paths) = c.get("x-count").and_then(Value::as_array) {
@@ -333,25 +396,78 @@ mod tests {
                 {"name": "a", "ready": true, "restartCount": 2},
                 {"name": "b", "ready": false, "restartCount": 1,
                  "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}});
-        assert_eq!(computed_cell(&pod, "pod-ready"), json!("1/2"));
-        assert_eq!(computed_cell(&pod, "pod-restarts"), json!("3"));
-        assert_eq!(computed_cell(&pod, "pod-status"), json!("CrashLoopBackOff"));
+        assert_eq!(
+            computed_cell(&pod, "pod-ready", jiff::Timestamp::UNIX_EPOCH),
+            json!("1/2")
+        );
+        assert_eq!(
+            computed_cell(&pod, "pod-restarts", jiff::Timestamp::UNIX_EPOCH),
+            json!("3")
+        );
+        assert_eq!(
+            computed_cell(&pod, "pod-status", jiff::Timestamp::UNIX_EPOCH),
+            json!("CrashLoopBackOff")
+        );
         let gated = json!({"spec": {"schedulingGates": [{"name": "g"}], "containers": [{"name": "a"}]},
                            "status": {"phase": "Pending"}});
         assert_eq!(
-            computed_cell(&gated, "pod-status"),
+            computed_cell(&gated, "pod-status", jiff::Timestamp::UNIX_EPOCH),
             json!("SchedulingGated")
         );
-        assert_eq!(computed_cell(&gated, "pod-ready"), json!("0/1"));
+        assert_eq!(
+            computed_cell(&gated, "pod-ready", jiff::Timestamp::UNIX_EPOCH),
+            json!("0/1")
+        );
         let mut deleting = gated.clone();
         deleting["metadata"] = json!({"deletionTimestamp": "2026-01-01T00:00:00Z"});
-        assert_eq!(computed_cell(&deleting, "pod-status"), json!("Terminating"));
-        let pdb = json!({"spec": {"minAvailable": 1}});
-        assert_eq!(computed_cell(&pdb, "or-na:.spec.minAvailable"), json!("1"));
         assert_eq!(
-            computed_cell(&pdb, "or-na:.spec.maxUnavailable"),
+            computed_cell(&deleting, "pod-status", jiff::Timestamp::UNIX_EPOCH),
+            json!("Terminating")
+        );
+        let pdb = json!({"spec": {"minAvailable": 1}});
+        assert_eq!(
+            computed_cell(
+                &pdb,
+                "or-na:.spec.minAvailable",
+                jiff::Timestamp::UNIX_EPOCH
+            ),
+            json!("1")
+        );
+        assert_eq!(
+            computed_cell(
+                &pdb,
+                "or-na:.spec.maxUnavailable",
+                jiff::Timestamp::UNIX_EPOCH
+            ),
             json!("N/A")
         );
+    }
+
+    #[test]
+    fn event_rows_show_last_seen_type_reason_object_and_message() {
+        let columns = builtin_columns("", "events").unwrap();
+        let event = json!({
+            "metadata": {"name": "m1.abc", "creationTimestamp": "2020-01-01T00:00:00Z"},
+            "eventTime": "2020-01-01T00:00:00.000000Z", "type": "Warning", "reason": "Blocked",
+            "involvedObject": {"kind": "Machine", "name": "m1"}, "message": "why", "count": 1
+        });
+        let table = build_table(
+            &columns,
+            &[event],
+            json!({}),
+            IncludeObject::None,
+            "2020-01-01T01:00:00Z".parse().unwrap(),
+        );
+        assert_eq!(
+            table["columnDefinitions"][0]["priority"], 1,
+            "Name only with -o wide"
+        );
+        let cells = &table["rows"][0]["cells"];
+        assert_eq!(cells[2], "Warning");
+        assert_eq!(cells[3], "Blocked");
+        assert_eq!(cells[4], "machine/m1");
+        assert_eq!(cells[5], "why");
+        assert_eq!(cells[1], "60m", "LAST SEEN from eventTime");
     }
 
     #[test]

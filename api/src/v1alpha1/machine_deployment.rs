@@ -122,7 +122,9 @@ pub struct MachineDeploymentSpec {
 #[serde(rename_all = "camelCase")]
 pub struct MachineDeploymentStrategy {
     /// Type of MachineDeployment. Can be "Recreate", "RollingUpdate" or "InPlaceUpdate".
-    /// There is no default: an absent type fails validation upstream.
+    /// Default: RollingUpdate, set by the mutating webhook (with the maxSurge/maxUnavailable
+    /// defaults); without the webhook an absent type fails validation and the
+    /// MachineDeployment is not reconciled.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub type_: Option<MachineDeploymentStrategyType>,
 

@@ -235,11 +235,16 @@ impl MachineController {
             let Some(class_name) = change.object().metadata.name.clone() else {
                 return;
             };
-            for machine in machines.filter(|machine| {
+            // Deleting machines of the class are requeued by the termination shell.
+            let users = machines.filter(|machine| {
                 routing::class_key_for_machine(machine).as_deref() == Some(class_name.as_str())
-                    && machine.metadata.deletion_timestamp.is_none()
-            }) {
-                queue.add(name_of(&machine));
+            });
+            for (name, route) in
+                routing::route_class_change(&class_name, users.iter().map(|machine| &**machine))
+            {
+                if route == MachineQueue::Machine {
+                    queue.add(&name);
+                }
             }
         });
     }

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
-use mcm_api::v1alpha1::Machine;
+use mcm_api::v1alpha1::{Machine, MachineClass};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -142,6 +142,31 @@ fn subscribe(shell: &Arc<TerminationContext>, queue: &WorkQueue, shutdown: &Canc
             machines_queue.add(name);
         }
     });
+    // A class created or fixed resumes the deletions it blocked (a missing or unusable class
+    // makes a deletion wait LongRetry = 10 min) at once, as upstream requeues every machine of a
+    // changed class. Live machines of the class are the Machine shell's business.
+    let class_queue = queue.clone();
+    let class_machines = shell.machines.clone();
+    shell
+        .machine_classes
+        .subscribe(move |change: &Change<MachineClass>| {
+            if let Change::Deleted(_) = change {
+                return;
+            }
+            let Some(class_name) = change.object().metadata.name.as_deref() else {
+                return;
+            };
+            let users = class_machines.filter(|machine| {
+                routing::class_key_for_machine(machine).as_deref() == Some(class_name)
+            });
+            for (name, route) in
+                routing::route_class_change(class_name, users.iter().map(|machine| &**machine))
+            {
+                if route == MachineQueue::Termination {
+                    class_queue.add(name);
+                }
+            }
+        });
     // A node whose attached volumes changed (a drained pod's volume detached) or that is gone
     // wakes the machine draining it. Other node updates (heartbeats, our own cordon) must not:
     // they would defeat the retry periods of the other stages (e.g. LongRetry after an aborted

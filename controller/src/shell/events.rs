@@ -251,41 +251,64 @@ impl EventSink {
     }
 
     fn write(&self, pending: Pending) {
-        let timestamp = jiff::Timestamp::now();
-        let namespace = pending
-            .regarding
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".to_owned());
-        let event = Event {
-            metadata: kube::api::ObjectMeta {
-                // client-go's naming: the object's name and the time in hex nanoseconds.
-                name: Some(format!(
-                    "{}.{:x}",
-                    pending.regarding.name.clone().unwrap_or_default(),
-                    timestamp.as_nanosecond()
-                )),
-                namespace: Some(namespace.clone()),
-                ..Default::default()
-            },
-            event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-                timestamp,
-            )),
-            type_: Some(if pending.warning { "Warning" } else { "Normal" }.to_owned()),
-            reason: Some(pending.reason),
-            action: Some(pending.action),
-            note: Some(pending.note),
-            regarding: Some(pending.regarding),
-            reporting_controller: Some(self.reporting_controller.to_owned()),
-            reporting_instance: Some(self.instance.clone()),
-            ..Default::default()
-        };
+        let event = event_object(
+            pending,
+            jiff::Timestamp::now(),
+            self.reporting_controller,
+            &self.instance,
+        );
+        let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         tokio::spawn(async move {
             if let Err(error) = api.create(&Default::default(), &event).await {
                 tracing::debug!(%error, reason = event.reason, "cannot record an event");
             }
         });
+    }
+}
+
+/// The events.k8s.io/v1 Event written for `pending` at `timestamp`.
+///
+/// The deprecated fields are filled too: the core/v1 view of an events.k8s.io Event takes
+/// `lastTimestamp`, `firstTimestamp` and `count` from them, and `kubectl get events` (which reads
+/// core/v1) sorts and prints by `lastTimestamp`; without them `--sort-by=.lastTimestamp` shows
+/// nothing and the LAST SEEN column is empty.
+#[must_use]
+pub fn event_object(
+    pending: Pending,
+    timestamp: jiff::Timestamp,
+    reporting_controller: &str,
+    instance: &str,
+) -> Event {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+    let namespace = pending
+        .regarding
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
+    Event {
+        metadata: kube::api::ObjectMeta {
+            // client-go's naming: the object's name and the time in hex nanoseconds.
+            name: Some(format!(
+                "{}.{:x}",
+                pending.regarding.name.clone().unwrap_or_default(),
+                timestamp.as_nanosecond()
+            )),
+            namespace: Some(namespace),
+            ..Default::default()
+        },
+        event_time: Some(MicroTime(timestamp)),
+        deprecated_first_timestamp: Some(Time(timestamp)),
+        deprecated_last_timestamp: Some(Time(timestamp)),
+        deprecated_count: Some(1),
+        type_: Some(if pending.warning { "Warning" } else { "Normal" }.to_owned()),
+        reason: Some(pending.reason),
+        action: Some(pending.action),
+        note: Some(pending.note),
+        regarding: Some(pending.regarding),
+        reporting_controller: Some(reporting_controller.to_owned()),
+        reporting_instance: Some(instance.to_owned()),
+        ..Default::default()
     }
 }
 
@@ -319,6 +342,18 @@ mod tests {
             action: "Scale".to_owned(),
             note: note.to_owned(),
         }
+    }
+
+    #[test]
+    fn events_fill_the_fields_kubectl_get_events_sorts_and_prints_by() {
+        let at = jiff::Timestamp::from_second(1_700_000_000).unwrap();
+        let written = event_object(event("m1", true, "Blocked", "why"), at, "mcm", "host");
+        assert_eq!(written.deprecated_last_timestamp.map(|t| t.0), Some(at));
+        assert_eq!(written.deprecated_first_timestamp.map(|t| t.0), Some(at));
+        assert_eq!(written.deprecated_count, Some(1));
+        assert_eq!(written.event_time.map(|t| t.0), Some(at));
+        assert_eq!(written.metadata.namespace.as_deref(), Some("default"));
+        assert_eq!(written.type_.as_deref(), Some("Warning"));
     }
 
     #[test]

@@ -1453,3 +1453,67 @@ async fn a_mass_failure_trips_the_meltdown_guard_and_nothing_is_replaced() {
     .await;
     event_seen(&world, "melt", "MeltdownProtectionLifted", None).await;
 }
+
+/// Issue 16 item 5: the longest name a real cluster takes for a deployment whose machines join as
+/// nodes. The sandbox enforces kube-apiserver's rules (generateName cut to 58 + 5, label values
+/// ≤ 63), so every machine name, Node name and `node` label the controllers and the provider
+/// produce must fit them, and the machines must come up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_with_a_63_character_name_brings_up_machines_and_nodes() {
+    let name = format!("long-{}", "x".repeat(58));
+    assert_eq!(name.len(), 63);
+    let mut world = World::start().await;
+    world.create_class("long", json!({})).await;
+    world
+        .start_manager(mcm_controller::manager::compose::registry(), &[])
+        .await;
+    world
+        .machine_deployments()
+        .create(
+            &PostParams::default(),
+            &deployment(&name, 2, rolling(json!(1), json!(0)), "long"),
+        )
+        .await
+        .unwrap();
+    let machines = eventually("2 Running machines with Ready nodes", LIMIT, || async {
+        let md = world.machine_deployments().get(&name).await.ok()?;
+        let machines = world.machines().list(&ListParams::default()).await.ok()?;
+        let running = machines
+            .items
+            .iter()
+            .filter(|m| {
+                m.status
+                    .as_ref()
+                    .and_then(|s| s.current_status.as_ref())
+                    .and_then(|c| c.phase.as_ref())
+                    == Some(&mcm_api::v1alpha1::MachinePhase::Running)
+            })
+            .count();
+        (md.status?.available_replicas == Some(2) && running == 2).then_some(machines.items)
+    })
+    .await;
+    for machine in &machines {
+        let machine_name = machine.metadata.name.clone().unwrap_or_default();
+        assert!(
+            machine_name.len() <= 63,
+            "machine name of {} characters: {machine_name}",
+            machine_name.len()
+        );
+        let node = machine
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get("node"))
+            .cloned()
+            .unwrap_or_default();
+        assert!(!node.is_empty() && node.len() <= 63, "node label {node:?}");
+        let registered = world.nodes().get(&node).await.unwrap();
+        let ready = registered
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        assert!(ready, "node {node} Ready");
+    }
+}

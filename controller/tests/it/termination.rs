@@ -832,6 +832,79 @@ async fn force_deletion_label_deletes_pods_and_volume_attachments_without_evicti
     wait_event(&world, "VolumeAttachmentsDeleted", "m1").await;
 }
 
+// ----- a fixed class resumes a blocked deletion at once ------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creating_the_missing_class_resumes_a_blocked_deletion_at_once() {
+    let mut world = World::start().await;
+    // The VM is created with a class object that is not stored: the machine refers to class
+    // "late", which does not exist when the deletion starts.
+    let template = ready_class(&world, "template", json!({})).await;
+    let mut late = template.clone();
+    late.metadata.name = Some("late".to_owned());
+    let provider_id = running_machine(&world, "m1", &late, json!({})).await;
+    world.start_manager(termination_shells(), &[]).await;
+    delete_machine(&world, "m1").await;
+    // Blocked with LongRetry (10 min): only an event on the class can resume it in time.
+    wait_event(&world, "DeletionBlocked", "m1").await;
+    let created = std::time::Instant::now();
+    ready_class(&world, "late", json!({})).await;
+    eventually(
+        "machine m1 deleted after its class was created",
+        Duration::from_secs(20),
+        || async { matches!(world.machines().get_opt("m1").await, Ok(None)).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "deletion resumed and finished {:?} after the class was created",
+        created.elapsed()
+    );
+    assert!(!vm_exists(&world, &provider_id));
+}
+
+/// Issue 16 item 7: the events we write (events.k8s.io/v1) read back as core/v1 with
+/// lastTimestamp, firstTimestamp and count, so `kubectl get events --sort-by=.lastTimestamp`
+/// prints them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_carry_last_timestamp_for_kubectl_get_events() {
+    let mut world = World::start().await;
+    let template = ready_class(&world, "template", json!({})).await;
+    let mut missing = template.clone();
+    missing.metadata.name = Some("missing".to_owned());
+    running_machine(&world, "m1", &missing, json!({})).await;
+    world.start_manager(termination_shells(), &[]).await;
+    delete_machine(&world, "m1").await;
+    let event = wait_event(&world, "DeletionBlocked", "m1").await;
+    assert!(
+        event.last_timestamp.is_some(),
+        "core/v1 lastTimestamp: {event:?}"
+    );
+    assert!(
+        event.first_timestamp.is_some(),
+        "core/v1 firstTimestamp: {event:?}"
+    );
+    assert_eq!(event.count, Some(1));
+    let Some(sandbox) = world.control_sandbox.as_ref() else {
+        return;
+    };
+    let kubectl = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(sandbox.kubeconfig_path())
+        .args(["get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp"])
+        .output();
+    match kubectl {
+        Err(error) => eprintln!("SKIPPED: kubectl not runnable ({error}); the API check passed"),
+        Ok(output) => {
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                output.status.success() && stdout.contains("DeletionBlocked"),
+                "kubectl get events --sort-by=.lastTimestamp printed: {stdout}{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+}
+
 // ----- §8.4 DeleteMachine rows -----------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -54,6 +54,7 @@ async fn setup(lease_interval: jiff::SignedDuration) -> Setup {
             ..HeartbeatConfig::default()
         },
         concurrency: 8,
+        ..KubeletConfig::default()
     };
     tokio::spawn(
         Kubelet::new(client.clone(), fleet.clone(), config, metrics.clone()).run(stop.clone()),

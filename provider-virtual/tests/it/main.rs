@@ -6,4 +6,5 @@
 mod common;
 mod conformance;
 mod kubelet;
+mod outage;
 mod restart;

@@ -92,7 +92,7 @@ pub(super) fn printer_columns(def: &ResourceDef, version: &str) -> Vec<Value> {
             json!({"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"}),
             age,
         ],
-        _ => vec![age],
+        (group, plural) => table::builtin_columns(group, plural).unwrap_or_else(|| vec![age]),
     }
 }
 

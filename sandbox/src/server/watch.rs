@@ -98,6 +98,13 @@ pub(super) async fn watch(ctx: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Respo
     let start = ctx.state.store.watch(&ctx.gr, from_rv)?;
     let start_rv = ctx.state.store.current_rv();
     let partial_mode = render_mode(headers) == Render::Partial;
+    // `kubectl get -w` watches as Table: every event carries a one-row Table, as kube-apiserver does.
+    let table_mode = (render_mode(headers) == Render::Table).then(|| {
+        (
+            printer_columns(&ctx.def, &ctx.rp.version),
+            include_object(ctx.query),
+        )
+    });
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::convert::Infallible>>(256);
     let store = ctx.state.store.clone();
     let def = ctx.def.clone();
@@ -119,7 +126,15 @@ pub(super) async fn watch(ctx: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Respo
             if filter.translate(&ev).is_some() {
                 *last_rv = (*last_rv).max(ev.rv);
             }
-            render_event(&app, &def, &version, &filter, partial_mode, ev)
+            render_event(
+                &app,
+                &def,
+                &version,
+                &filter,
+                partial_mode,
+                table_mode.as_ref(),
+                ev,
+            )
         };
         // Events held back by the watch-delay fault, with the instant they arrived; each is due at
         // arrival + the delay configured now (lowering the delay releases them early).
@@ -242,6 +257,7 @@ pub(super) async fn render_event(
     version: &str,
     filter: &WatchFilter,
     partial_mode: bool,
+    table_mode: Option<&(Vec<Value>, crate::table::IncludeObject)>,
     ev: Arc<Event>,
 ) -> Option<Bytes> {
     let t = filter.translate(&ev)?;
@@ -250,6 +266,10 @@ pub(super) async fn render_event(
         Err(e) => return Some(encode_event("ERROR", &e.status_body())),
     };
     let obj = if partial_mode { partial(&obj) } else { obj };
+    let obj = match table_mode {
+        Some((columns, include)) => crate::table::watch_row(columns, &obj, *include),
+        None => obj,
+    };
     Some(encode_event(t.as_str(), &obj))
 }
 

@@ -82,6 +82,7 @@ pub(super) fn validate_object(
             });
         }
     }
+    causes.extend(crate::names::metadata_causes(&ctx.def.plural, obj));
     if let Some(v) = ctx
         .state
         .store

@@ -327,6 +327,13 @@ async fn kubectl_workflow_on_mcm_crds() {
         "explain lists spec fields:\n{explain}"
     );
 
+    // Issue 16 item 7: the default the mutating webhook applies is what explain says.
+    let explain = k.ok(&["explain", "mcd.spec.strategy.type"]).await;
+    assert!(
+        explain.contains("Default: RollingUpdate"),
+        "explain shows the strategy default:\n{explain}"
+    );
+
     let resources = k
         .ok(&["api-resources", "--api-group=machine.sapcloud.io"])
         .await;

@@ -18,6 +18,7 @@ mod discovery;
 mod eviction;
 mod faults;
 mod kubectl;
+mod names;
 mod patches;
 mod sandbox_config;
 mod selectors;

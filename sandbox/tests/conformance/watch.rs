@@ -724,3 +724,51 @@ async fn cluster_wide_watch_sees_every_namespace() {
         .expect("delete second namespace");
     t.finish().await;
 }
+
+/// `kubectl get -w` asks for `as=Table`: kube-apiserver answers every watch event with a Table of
+/// one row (the printer columns), so updates show all columns, not just NAME and AGE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_as_table_sends_one_row_tables() {
+    let t = Target::sandbox_or_env().await;
+    let api: Api<ConfigMap> = t.api();
+    api.create(
+        &PostParams::default(),
+        &configmap("tabled", &[], &[("a", "1"), ("b", "2")]),
+    )
+    .await
+    .expect("create");
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps?watch=true&timeoutSeconds=1",
+        t.ns
+    );
+    let answer = crate::common::raw(
+        &t.client,
+        "GET",
+        &path,
+        &[(
+            "Accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(answer.status, 200);
+    let text = String::from_utf8_lossy(&answer.body).into_owned();
+    let event: serde_json::Value = serde_json::from_str(
+        text.lines()
+            .find(|line| line.contains("tabled"))
+            .unwrap_or_else(|| panic!("an event about the ConfigMap: {text}")),
+    )
+    .expect("one JSON event per line");
+    let object = &event["object"];
+    assert_eq!(object["kind"], "Table", "{event}");
+    let names: Vec<&str> = object["columnDefinitions"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|d| d["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["Name", "Data", "Age"], "{event}");
+    let cells = &object["rows"][0]["cells"];
+    assert_eq!(cells[0], "tabled");
+    assert_eq!(cells[1], 2, "the Data column is filled: {event}");
+    t.finish().await;
+}

@@ -110,8 +110,11 @@ pub fn machine_class(
         (context.operation, old.and_then(|o| o.spec.as_ref()))
         && old_spec.provider_spec != spec.provider_spec
     {
+        // Hot-updatable fields (the provider's GetCapabilities) are pushed to running machines;
+        // a change of any other field makes the controller warn on each machine that a new
+        // class (a rollout) is needed.
         report.warn(
-            "providerSpec change does not roll existing machines; create a new MachineClass"
+            "providerSpec change: hot-updatable fields reach existing machines via UpdateMachine, other fields only new ones"
                 .to_owned(),
         );
     }

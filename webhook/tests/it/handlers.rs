@@ -533,7 +533,11 @@ async fn warnings_are_short_and_do_not_deny() {
     let answer = validate("MachineClass", &new, Some(&old), false).await;
     assert_eq!(answer["response"]["allowed"], true);
     let warning = answer["response"]["warnings"][0].as_str().unwrap();
-    assert!(warning.contains("does not roll existing machines") && warning.len() <= 120);
+    assert!(
+        warning.contains("hot-updatable fields reach existing machines via UpdateMachine")
+            && warning.len() <= 120,
+        "{warning}"
+    );
 
     let mut owned = machine_set();
     set(

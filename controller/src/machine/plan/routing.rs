@@ -84,6 +84,25 @@ pub fn class_key_for_machine(machine: &Machine) -> Option<String> {
         .flatten()
 }
 
+/// The machines to requeue when MachineClass `class` is added or updated, with their queue: every
+/// machine of the class, as upstream does. Deleting ones go to the termination queue, because a
+/// missing or invalid class is exactly what blocks a deletion (with LongRetry = 10 min); fixing it
+/// must resume the deletion at once rather than at the next resync.
+#[must_use]
+pub fn route_class_change<'a>(
+    class: &str,
+    machines: impl IntoIterator<Item = &'a Machine>,
+) -> Vec<(String, MachineQueue)> {
+    machines
+        .into_iter()
+        .filter(|machine| class_key_for_machine(machine).as_deref() == Some(class))
+        .filter_map(|machine| {
+            let name = machine.metadata.name.clone()?;
+            Some((name, route_machine_add(machine, false)))
+        })
+        .collect()
+}
+
 fn node_annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     node.metadata
         .annotations
@@ -368,6 +387,31 @@ mod tests {
             name: Some("c".into()),
         });
         assert_eq!(class_key_for_machine(&m), Some("c".into()));
+    }
+
+    #[test]
+    fn a_class_change_requeues_every_machine_of_the_class_deleting_ones_to_termination() {
+        let of_class = |name: &str, class: &str| {
+            let mut m = machine(name);
+            m.spec.class = Some(mcm_api::v1alpha1::ClassSpec {
+                api_group: None,
+                kind: Some("MachineClass".into()),
+                name: Some(class.into()),
+            });
+            m
+        };
+        let machines = [
+            of_class("live", "c"),
+            of_class("deleting", "c").deleting_since(at(3)),
+            of_class("other", "d"),
+        ];
+        assert_eq!(
+            route_class_change("c", &machines),
+            vec![
+                ("live".to_owned(), MachineQueue::Machine),
+                ("deleting".to_owned(), MachineQueue::Termination),
+            ]
+        );
     }
 
     #[test]
