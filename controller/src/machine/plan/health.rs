@@ -7,6 +7,9 @@
 //! acquire it (1s) and calls the plan again with [`FailurePermit::Granted`] or
 //! [`FailurePermit::Busy`], holding it until its cache shows the write (or 10s, as upstream).
 
+use std::borrow::Borrow;
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use mcm_api::duration::Duration;
@@ -55,8 +58,9 @@ pub struct HealthInput<'a> {
     pub node: NodeLookup<'a>,
     /// Effective settings.
     pub settings: &'a EffectiveSettings,
-    /// Machines with the same `name` label (the machine itself may be included).
-    pub siblings: &'a [Machine],
+    /// Machines with the same `name` label (the machine itself may be included), shared with the
+    /// cache: a health pass must not copy a deployment's machines.
+    pub siblings: &'a [Arc<Machine>],
     /// `--machine-meltdown-threshold` (0 = off).
     pub meltdown_threshold: f64,
     /// Permit state.
@@ -187,9 +191,9 @@ fn node_annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 /// Upstream `canMarkMachineFailed` (meltdown protection, one replacement at a time): siblings not
 /// `Unknown`/`Running` count once unless preserved, `Terminating` ones count once more.
 #[must_use]
-pub fn can_mark_machine_failed(siblings: &[Machine]) -> bool {
+pub fn can_mark_machine_failed<M: Borrow<Machine>>(siblings: &[M]) -> bool {
     let mut count = 0u32;
-    for sibling in siblings {
+    for sibling in siblings.iter().map(Borrow::borrow) {
         let phase = phase_of(sibling);
         if matches!(phase, Some(MachinePhase::Unknown | MachinePhase::Running)) {
             continue;
@@ -478,8 +482,10 @@ fn timeouts(input: &HealthInput<'_>, plan: &mut HealthPlan) {
             }
             // Meltdown guard (issue 14): too many siblings down at once; replacing them would
             // only churn VMs. The machine stays Unknown until the share drops.
-            if let Some(reason) = super::meltdown::assess(input.siblings, input.meltdown_threshold)
-            {
+            if let Some(reason) = super::meltdown::assess(
+                input.siblings.iter().map(|sibling| &**sibling),
+                input.meltdown_threshold,
+            ) {
                 plan.outcome = HealthOutcome::EndPass {
                     retry: Retry::Short,
                     reason: format!(

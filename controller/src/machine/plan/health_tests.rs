@@ -25,6 +25,9 @@ fn run_guarded(
     meltdown_threshold: f64,
 ) -> HealthPlan {
     let settings = effective_settings(machine, &ControllerSettings::default());
+    let siblings: Vec<std::sync::Arc<Machine>> =
+        siblings.iter().cloned().map(std::sync::Arc::new).collect();
+    let siblings = siblings.as_slice();
     plan_health(&HealthInput {
         machine,
         node: node.map_or(NodeLookup::NotFound, NodeLookup::Found),

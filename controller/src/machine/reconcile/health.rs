@@ -3,6 +3,7 @@
 //! the per-MachineDeployment failure permit for Unknown → Failed, and the events of the in-place
 //! update results (§3.9).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -39,15 +40,14 @@ impl MachineController {
         let settings = effective_settings(machine, &self.settings);
         let node = node_name_of(machine).and_then(|node| self.shell.nodes.get(node));
         let deployment = machine_label(machine, label::NAME).map(str::to_owned);
-        let read_siblings = || -> Vec<Machine> {
+        // Shared with the cache: copying every sibling on every pass cost O(machines²) memory
+        // under load (the largest heap consumer of a 300-machine rollout).
+        let read_siblings = || -> Vec<Arc<Machine>> {
             match deployment.as_deref() {
                 Some(deployment) => self
                     .shell
                     .machines
-                    .filter(|m| machine_label(m, label::NAME) == Some(deployment))
-                    .iter()
-                    .map(|m| Machine::clone(m))
-                    .collect(),
+                    .filter(|m| machine_label(m, label::NAME) == Some(deployment)),
                 None => Vec::new(),
             }
         };
