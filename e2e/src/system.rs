@@ -212,7 +212,6 @@ impl System {
                 "get CRD machines.machine.sapcloud.io (is the chart installed?)",
             ))?;
         system.ensure_userdata_secret().await?;
-        crate::objects::remove_leftovers(&system).await?;
         println!(
             "mcm-e2e[{name}]: using the cluster of {} (namespace {})",
             system.kubeconfig.display(),

@@ -59,6 +59,12 @@ pub async fn run_all(config: SystemConfig, scenarios: Vec<Scenario>, concurrentl
         Ok(system) => system,
         Err(e) => panic!("mcm-e2e[{label}]: the system did not start: {e}"),
     };
+    // A reused cluster may hold objects of an earlier run (a fresh sandbox holds none).
+    if !system.is_sandbox()
+        && let Err(e) = mcm_e2e::objects::remove_leftovers(&system).await
+    {
+        panic!("mcm-e2e[{label}]: cannot remove an earlier run's objects: {e}");
+    }
     let shared = Arc::new(system);
     let mut results: Vec<(&'static str, f64, Result<Outcome>)> = Vec::new();
     let run_one = |scenario: &Scenario, system: Arc<System>| {
