@@ -11,16 +11,25 @@
 //!   `machine-controller`, machine-level series on `--machine-metrics-port`.
 //!
 //! In Gardener both containers share the pod's service account and the generic target
-//! kubeconfig. Here every (process, cluster) pair gets its own bearer token so the sandbox's
-//! request record (`/sandbox/admin/requesters`) tells them apart; [`GARDENER_ROLE`] and
-//! [`GARDENER_TARGET_CLUSTER_ROLE`] are Gardener's grants to check them against
-//! (`/work/shared/reference/gardener-deployment.md`, `docs/gardener.md`).
+//! kubeconfig. Here every (process, cluster) pair is a ServiceAccount of its own ([`Identities`],
+//! tokens from the TokenRequest API) so that the sandbox's request record
+//! (`/sandbox/admin/requesters`) tells them apart by user name. Each holds exactly Gardener's
+//! grants, created from [`GARDENER_ROLE`], [`GARDENER_TARGET_CLUSTER_ROLE`] and
+//! [`GARDENER_TARGET_KUBE_SYSTEM_ROLE`] (`/work/shared/reference/gardener-deployment.md`,
+//! `docs/gardener.md`), plus what kube-apiserver's bootstrap policy gives every authenticated
+//! user (discovery, `/version`, health); the sandbox enforces them, so a missing grant is a 403.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use serde::Deserialize;
 
 use crate::admin_http;
@@ -29,16 +38,30 @@ use crate::error::{E2eError, Result};
 use crate::process::Process;
 use crate::system::System;
 
-/// Token of the manager's control-cluster identity (the pod's service account).
-pub const MANAGER_CONTROL_USER: &str = "gardener-mcm-serviceaccount";
-/// Token of the manager's target-cluster identity (Gardener's generic token kubeconfig).
-pub const MANAGER_TARGET_USER: &str = "gardener-mcm-target";
-/// Token of the machine controller's control-cluster identity.
-pub const MACHINE_CONTROLLER_CONTROL_USER: &str = "gardener-mc-serviceaccount";
-/// Token of the machine controller's target-cluster identity.
-pub const MACHINE_CONTROLLER_TARGET_USER: &str = "gardener-mc-target";
+/// ServiceAccount of the manager's control-cluster identity (the pod's service account), in the
+/// control namespace.
+pub const MANAGER_SERVICE_ACCOUNT: &str = "gardener-mcm";
+/// ServiceAccount of the manager's target-cluster identity (Gardener's generic token
+/// kubeconfig), in [`TARGET_NAMESPACE`].
+pub const MANAGER_TARGET_SERVICE_ACCOUNT: &str = "gardener-mcm-target";
+/// ServiceAccount of the machine controller's control-cluster identity, in the control namespace.
+pub const MACHINE_CONTROLLER_SERVICE_ACCOUNT: &str = "gardener-mc";
+/// ServiceAccount of the machine controller's target-cluster identity, in [`TARGET_NAMESPACE`].
+pub const MACHINE_CONTROLLER_TARGET_SERVICE_ACCOUNT: &str = "gardener-mc-target";
+/// Namespace of the target identities: Gardener's generic token kubeconfig is a ServiceAccount in
+/// the shoot's `kube-system`.
+pub const TARGET_NAMESPACE: &str = "kube-system";
+/// Name of the scenario's Role (control namespace), ClusterRole and `kube-system` Role, and of
+/// their bindings; unique to the scenario so no other identity gains or loses anything.
+pub const ROLE_NAME: &str = "e2e-gardener:machine-controller-manager";
 
-/// One rule of an RBAC role: API groups, resources (`plural` or `plural/sub`), verbs.
+/// The user name kube-apiserver gives a ServiceAccount's tokens.
+pub fn service_account_user(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
+/// One rule of an RBAC role: API groups, resources (`plural` or `plural/sub`), verbs, and the
+/// object names it is limited to.
 #[derive(Debug, Clone, Copy)]
 pub struct Rule {
     /// API groups (`""` is core).
@@ -47,6 +70,22 @@ pub struct Rule {
     pub resources: &'static [&'static str],
     /// Verbs.
     pub verbs: &'static [&'static str],
+    /// `resourceNames`; empty for any name.
+    pub names: &'static [&'static str],
+}
+
+impl Rule {
+    /// The rule as an RBAC `PolicyRule`.
+    pub fn policy_rule(&self) -> PolicyRule {
+        let strings = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        PolicyRule {
+            api_groups: Some(strings(self.groups)),
+            resources: Some(strings(self.resources)),
+            verbs: strings(self.verbs),
+            resource_names: (!self.names.is_empty()).then(|| strings(self.names)),
+            non_resource_urls: None,
+        }
+    }
 }
 
 const ALL_WRITE: &[&str] = &[
@@ -62,8 +101,8 @@ const ALL_WRITE: &[&str] = &[
 
 /// Gardener's Role for MCM in the shoot namespace of the seed (the control cluster). Leases:
 /// `create` for any name, `get`/`watch`/`update` only on `machine-controller` and
-/// `machine-controller-manager` (the names are not in the request record; the scenario checks
-/// the two Leases themselves).
+/// `machine-controller-manager` (the names are not in the request record, so [`granted`] ignores
+/// them; the sandbox enforces them, and the scenario checks the two Leases themselves).
 pub const GARDENER_ROLE: &[Rule] = &[
     Rule {
         groups: &["machine.sapcloud.io"],
@@ -78,21 +117,31 @@ pub const GARDENER_ROLE: &[Rule] = &[
             "machinesets/status",
         ],
         verbs: ALL_WRITE,
+        names: &[],
     },
     Rule {
         groups: &[""],
         resources: &["secrets"],
         verbs: ALL_WRITE,
+        names: &[],
     },
     Rule {
         groups: &["", "events.k8s.io"],
         resources: &["events"],
         verbs: &["get", "list", "create", "patch", "update"],
+        names: &[],
     },
     Rule {
         groups: &["coordination.k8s.io"],
         resources: &["leases"],
-        verbs: &["create", "get", "watch", "update"],
+        verbs: &["create"],
+        names: &[],
+    },
+    Rule {
+        groups: &["coordination.k8s.io"],
+        resources: &["leases"],
+        verbs: &["get", "watch", "update"],
+        names: &["machine-controller", "machine-controller-manager"],
     },
 ];
 
@@ -111,31 +160,37 @@ pub const GARDENER_TARGET_CLUSTER_ROLE: &[Rule] = &[
             "persistentvolumeclaims",
         ],
         verbs: ALL_WRITE,
+        names: &[],
     },
     Rule {
         groups: &[""],
         resources: &["pods/eviction"],
         verbs: &["create"],
+        names: &[],
     },
     Rule {
         groups: &["apps"],
         resources: &["replicasets", "statefulsets", "daemonsets", "deployments"],
         verbs: ALL_WRITE,
+        names: &[],
     },
     Rule {
         groups: &["batch"],
         resources: &["jobs", "cronjobs"],
         verbs: ALL_WRITE,
+        names: &[],
     },
     Rule {
         groups: &["policy"],
         resources: &["poddisruptionbudgets"],
         verbs: &["list", "watch"],
+        names: &[],
     },
     Rule {
         groups: &["storage.k8s.io"],
         resources: &["volumeattachments"],
         verbs: &["delete", "get", "list", "watch"],
+        names: &[],
     },
 ];
 
@@ -145,6 +200,7 @@ pub const GARDENER_TARGET_KUBE_SYSTEM_ROLE: &[Rule] = &[Rule {
     groups: &[""],
     resources: &["secrets"],
     verbs: &["create", "delete", "get", "list"],
+    names: &[],
 }];
 
 /// Whether Gardener's grants in the shoot (the target cluster) allow `request`: the ClusterRole,
@@ -159,7 +215,7 @@ pub fn granted_in_target(request: &Request) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Request {
-    /// Bearer token (the identity).
+    /// User name as authentication identified it (`system:serviceaccount:<ns>:<name>`).
     pub user: String,
     /// User-Agent.
     #[serde(default)]
@@ -252,6 +308,246 @@ pub fn gardener_args(namespace: &str, port: u16, target_kubeconfig: &Path) -> Ve
     ]
 }
 
+/// The user names of the four (process, cluster) identities, as the sandbox records them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identities {
+    /// The manager in the control cluster (the pod's service account).
+    pub manager_control: String,
+    /// The manager in the target cluster (the generic token kubeconfig).
+    pub manager_target: String,
+    /// The machine controller in the control cluster.
+    pub machine_controller_control: String,
+    /// The machine controller in the target cluster.
+    pub machine_controller_target: String,
+}
+
+impl Identities {
+    /// The identities of ServiceAccounts in `control_namespace` and [`TARGET_NAMESPACE`].
+    pub fn new(control_namespace: &str) -> Self {
+        Self {
+            manager_control: service_account_user(control_namespace, MANAGER_SERVICE_ACCOUNT),
+            manager_target: service_account_user(TARGET_NAMESPACE, MANAGER_TARGET_SERVICE_ACCOUNT),
+            machine_controller_control: service_account_user(
+                control_namespace,
+                MACHINE_CONTROLLER_SERVICE_ACCOUNT,
+            ),
+            machine_controller_target: service_account_user(
+                TARGET_NAMESPACE,
+                MACHINE_CONTROLLER_TARGET_SERVICE_ACCOUNT,
+            ),
+        }
+    }
+
+    /// All four user names.
+    pub fn all(&self) -> [&str; 4] {
+        [
+            &self.manager_control,
+            &self.manager_target,
+            &self.machine_controller_control,
+            &self.machine_controller_target,
+        ]
+    }
+}
+
+/// Bearer tokens of the four identities (TokenRequest API).
+struct Tokens {
+    manager_control: String,
+    manager_target: String,
+    machine_controller_control: String,
+    machine_controller_target: String,
+}
+
+/// Creates `object` unless one of that name exists (a rerun against the same cluster).
+async fn create_if_absent<K>(api: &Api<K>, what: &str, object: &K) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(E2eError::kube(format!("create {what}"))(e)),
+    }
+}
+
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        ..Default::default()
+    }
+}
+
+fn service_account_subject(namespace: &str, name: &str) -> Subject {
+    Subject {
+        kind: "ServiceAccount".to_owned(),
+        name: name.to_owned(),
+        namespace: Some(namespace.to_owned()),
+        api_group: None,
+    }
+}
+
+fn rules(rules: &[Rule]) -> Vec<PolicyRule> {
+    rules.iter().map(Rule::policy_rule).collect()
+}
+
+/// A token of ServiceAccount `namespace/name` from its TokenRequest subresource, as the kubelet
+/// obtains the projected token of a pod (and Gardener the generic token kubeconfig's).
+async fn token(client: &kube::Client, namespace: &str, name: &str) -> Result<String> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            // One day: longer than any run of the scenario.
+            expiration_seconds: Some(86_400),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .map_err(E2eError::kube(format!(
+            "create serviceaccounts/{name}/token in {namespace}"
+        )))?;
+    answer
+        .status
+        .map(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            E2eError::Assertion(format!(
+                "TokenRequest of {namespace}/{name} answered no token"
+            ))
+        })
+}
+
+/// Creates the four ServiceAccounts and Gardener's grants for them: [`GARDENER_ROLE`] as a Role
+/// in the control namespace bound to both control identities, [`GARDENER_TARGET_CLUSTER_ROLE`]
+/// as a ClusterRole and [`GARDENER_TARGET_KUBE_SYSTEM_ROLE`] as a Role in `kube-system`, both
+/// bound to both target identities (in Gardener both containers share each identity, so both get
+/// the same grants). Nothing else is granted beyond the bootstrap policy every authenticated user
+/// has. Returns their tokens.
+async fn create_identities(system: &System) -> Result<Tokens> {
+    let client = system.client();
+    let control = system.namespace();
+    let control_subjects = vec![
+        service_account_subject(control, MANAGER_SERVICE_ACCOUNT),
+        service_account_subject(control, MACHINE_CONTROLLER_SERVICE_ACCOUNT),
+    ];
+    let target_subjects = vec![
+        service_account_subject(TARGET_NAMESPACE, MANAGER_TARGET_SERVICE_ACCOUNT),
+        service_account_subject(TARGET_NAMESPACE, MACHINE_CONTROLLER_TARGET_SERVICE_ACCOUNT),
+    ];
+    for subject in control_subjects.iter().chain(&target_subjects) {
+        let namespace = subject.namespace.as_deref().unwrap_or(control);
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+        let account = ServiceAccount {
+            metadata: meta(&subject.name, Some(namespace)),
+            ..Default::default()
+        };
+        let what = format!("ServiceAccount {namespace}/{}", subject.name);
+        create_if_absent(&accounts, &what, &account).await?;
+    }
+    let role_ref = |kind: &str| RoleRef {
+        api_group: "rbac.authorization.k8s.io".to_owned(),
+        kind: kind.to_owned(),
+        name: ROLE_NAME.to_owned(),
+    };
+    for (namespace, role_rules, subjects) in [
+        (control, GARDENER_ROLE, &control_subjects),
+        (
+            TARGET_NAMESPACE,
+            GARDENER_TARGET_KUBE_SYSTEM_ROLE,
+            &target_subjects,
+        ),
+    ] {
+        let role = Role {
+            metadata: meta(ROLE_NAME, Some(namespace)),
+            rules: Some(rules(role_rules)),
+        };
+        let roles: Api<Role> = Api::namespaced(client.clone(), namespace);
+        create_if_absent(&roles, &format!("Role {namespace}/{ROLE_NAME}"), &role).await?;
+        let binding = RoleBinding {
+            metadata: meta(ROLE_NAME, Some(namespace)),
+            role_ref: role_ref("Role"),
+            subjects: Some(subjects.clone()),
+        };
+        let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
+        let what = format!("RoleBinding {namespace}/{ROLE_NAME}");
+        create_if_absent(&bindings, &what, &binding).await?;
+    }
+    let cluster_role = ClusterRole {
+        metadata: meta(ROLE_NAME, None),
+        rules: Some(rules(GARDENER_TARGET_CLUSTER_ROLE)),
+        aggregation_rule: None,
+    };
+    let what = format!("ClusterRole {ROLE_NAME}");
+    create_if_absent(&Api::all(client.clone()), &what, &cluster_role).await?;
+    let cluster_binding = ClusterRoleBinding {
+        metadata: meta(ROLE_NAME, None),
+        role_ref: role_ref("ClusterRole"),
+        subjects: Some(target_subjects),
+    };
+    let what = format!("ClusterRoleBinding {ROLE_NAME}");
+    create_if_absent(&Api::all(client.clone()), &what, &cluster_binding).await?;
+    Ok(Tokens {
+        manager_control: token(&client, control, MANAGER_SERVICE_ACCOUNT).await?,
+        manager_target: token(&client, TARGET_NAMESPACE, MANAGER_TARGET_SERVICE_ACCOUNT).await?,
+        machine_controller_control: token(&client, control, MACHINE_CONTROLLER_SERVICE_ACCOUNT)
+            .await?,
+        machine_controller_target: token(
+            &client,
+            TARGET_NAMESPACE,
+            MACHINE_CONTROLLER_TARGET_SERVICE_ACCOUNT,
+        )
+        .await?,
+    })
+}
+
+/// Deletes what [`GardenerPod::start`] created for the identities (ServiceAccounts, roles,
+/// bindings); absent objects are fine. Call after the processes stopped: they lose their grants.
+pub async fn delete_identities(system: &System) -> Result<()> {
+    let client = system.client();
+    let control = system.namespace();
+    let params = DeleteParams::default();
+    // 404 is the goal state, not an error.
+    let gone = |r: std::result::Result<(), kube::Error>, what: String| match r {
+        Ok(()) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(E2eError::kube(format!("delete {what}"))(e)),
+    };
+    for (namespace, name) in [
+        (control, MANAGER_SERVICE_ACCOUNT),
+        (control, MACHINE_CONTROLLER_SERVICE_ACCOUNT),
+        (TARGET_NAMESPACE, MANAGER_TARGET_SERVICE_ACCOUNT),
+        (TARGET_NAMESPACE, MACHINE_CONTROLLER_TARGET_SERVICE_ACCOUNT),
+    ] {
+        let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+        let r = api.delete(name, &params).await.map(|_| ());
+        gone(r, format!("ServiceAccount {namespace}/{name}"))?;
+    }
+    for namespace in [control, TARGET_NAMESPACE] {
+        let api: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
+        let r = api.delete(ROLE_NAME, &params).await.map(|_| ());
+        gone(r, format!("RoleBinding {namespace}/{ROLE_NAME}"))?;
+        let api: Api<Role> = Api::namespaced(client.clone(), namespace);
+        let r = api.delete(ROLE_NAME, &params).await.map(|_| ());
+        gone(r, format!("Role {namespace}/{ROLE_NAME}"))?;
+    }
+    let api: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let r = api.delete(ROLE_NAME, &params).await.map(|_| ());
+    gone(r, format!("ClusterRoleBinding {ROLE_NAME}"))?;
+    let api: Api<ClusterRole> = Api::all(client);
+    let r = api.delete(ROLE_NAME, &params).await.map(|_| ());
+    gone(r, format!("ClusterRole {ROLE_NAME}"))
+}
+
+/// 403 answers per user so far (`GET /sandbox/admin/denials`).
+pub async fn denials(system: &System) -> Result<std::collections::BTreeMap<String, u64>> {
+    let value = system
+        .sandbox_admin(::http::Method::GET, "denials", None)
+        .await?;
+    serde_json::from_value(value).map_err(E2eError::decode("GET /sandbox/admin/denials"))
+}
+
 /// The two processes of Gardener's MCM pod.
 #[derive(Debug)]
 pub struct GardenerPod {
@@ -263,6 +559,8 @@ pub struct GardenerPod {
     pub machine_controller_admin: SocketAddr,
     /// The machine controller's `--machine-metrics-port` (Gardener's `providermetrics`).
     pub machine_metrics: SocketAddr,
+    /// Whom the sandbox sees as each process in each cluster.
+    pub identities: Identities,
 }
 
 fn free_port() -> Result<SocketAddr> {
@@ -343,8 +641,9 @@ impl GardenerPod {
         let (api_server, ca) = server_and_ca(system.kubeconfig())?;
         let namespace = system.namespace().to_owned();
 
+        let tokens = create_identities(system).await?;
         // The manager's service account, as the kubelet projects it into a pod.
-        write(&serviceaccount.join("token"), MANAGER_CONTROL_USER)?;
+        write(&serviceaccount.join("token"), &tokens.manager_control)?;
         write(&serviceaccount.join("ca.crt"), &ca)?;
         write(&serviceaccount.join("namespace"), &namespace)?;
         let kubeconfig = |file: &str, token: &str| -> Result<PathBuf> {
@@ -352,14 +651,14 @@ impl GardenerPod {
             write(&path, &kubeconfig_with_token(&admin_kubeconfig, token)?)?;
             Ok(path)
         };
-        let manager_target = kubeconfig("generic-kubeconfig", MANAGER_TARGET_USER)?;
+        let manager_target = kubeconfig("generic-kubeconfig", &tokens.manager_target)?;
         let mc_control = kubeconfig(
             "machine-controller-control-kubeconfig",
-            MACHINE_CONTROLLER_CONTROL_USER,
+            &tokens.machine_controller_control,
         )?;
         let mc_target = kubeconfig(
             "machine-controller-target-kubeconfig",
-            MACHINE_CONTROLLER_TARGET_USER,
+            &tokens.machine_controller_target,
         )?;
 
         let manager_port = free_port()?;
@@ -422,6 +721,7 @@ impl GardenerPod {
             manager_port: SocketAddr::from(([127, 0, 0, 1], manager_port.port())),
             machine_controller_admin,
             machine_metrics,
+            identities: Identities::new(&namespace),
         };
         let manager_admin = pod.manager_port;
         wait_ready(&mut pod.manager, manager_admin).await?;
@@ -551,6 +851,32 @@ mod tests {
         assert!(granted_in_target(&token));
         token.verb = "update".to_owned();
         assert!(!granted_in_target(&token));
+    }
+
+    #[test]
+    fn lease_names_limit_only_get_watch_update() {
+        let leases: Vec<PolicyRule> = GARDENER_ROLE
+            .iter()
+            .filter(|r| r.resources.contains(&"leases"))
+            .map(Rule::policy_rule)
+            .collect();
+        assert_eq!(leases.len(), 2);
+        assert_eq!(leases[0].verbs, ["create"]);
+        assert_eq!(leases[0].resource_names, None, "create: any name");
+        assert_eq!(leases[1].verbs, ["get", "watch", "update"]);
+        assert_eq!(
+            leases[1].resource_names.as_deref(),
+            Some(
+                &[
+                    "machine-controller".to_owned(),
+                    "machine-controller-manager".to_owned()
+                ][..]
+            )
+        );
+        assert_eq!(
+            Identities::new("shoot--p--s").all()[0],
+            "system:serviceaccount:shoot--p--s:gardener-mcm"
+        );
     }
 
     #[test]

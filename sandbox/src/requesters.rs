@@ -1,9 +1,14 @@
-//! Who asked for what: resource requests counted per requester (bearer token and User-Agent),
-//! verb, API group, resource, subresource and namespace.
+//! Who asked for what: resource requests counted per requester (user and User-Agent), verb, API
+//! group, resource, subresource and namespace.
 //!
-//! The sandbox authenticates nobody, so a bearer token is taken as the name of the user that
-//! sent it. Tests give each component its own token and then check that a component only used
-//! the verbs and resources its RBAC role would grant (`GET /sandbox/admin/requesters`).
+//! The user is the one authentication identified: a ServiceAccount token's
+//! `system:serviceaccount:<ns>:<name>`, a client certificate's CN, a static token's user (after
+//! impersonation, the impersonated user, whose permissions the request used). Only when nobody
+//! was identified, which happens with authorization off and an unknown token, the bearer token
+//! itself stands in for the name, so tests without RBAC can still tell components apart by
+//! giving each its own token. Tests then check that a component only used the verbs and
+//! resources its RBAC role grants (`GET /sandbox/admin/requesters`); with RBAC enforced, refused
+//! requests are recorded too (and counted per user under `GET /sandbox/admin/denials`).
 //! Discovery, OpenAPI and health requests are not resource requests and are not recorded.
 
 use crate::faults::Verb;
@@ -11,21 +16,22 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-/// User name recorded for a request without a bearer token.
+/// User name recorded for a request that neither authenticated nor sent a bearer token.
 pub const ANONYMOUS: &str = "system:anonymous";
 
 /// The sender of a request, read off its headers.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Requester {
-    /// The bearer token (the sandbox's stand-in for a user name), else [`ANONYMOUS`].
+    /// The authenticated user's name; else the bearer token; else [`ANONYMOUS`].
     pub user: String,
     /// The User-Agent header, empty when absent.
     pub user_agent: String,
 }
 
 impl Requester {
-    /// The requester of a request with these headers.
-    pub fn of(headers: &http::HeaderMap) -> Self {
+    /// The requester of a request with these headers, `authenticated` naming the user that
+    /// authentication identified (`None` when it identified nobody).
+    pub fn of(authenticated: Option<&str>, headers: &http::HeaderMap) -> Self {
         let header = |name: http::header::HeaderName| {
             headers
                 .get(name)
@@ -34,13 +40,15 @@ impl Requester {
                 .trim()
                 .to_owned()
         };
-        let authorization = header(http::header::AUTHORIZATION);
-        let user = authorization
-            .strip_prefix("Bearer ")
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .unwrap_or(ANONYMOUS)
-            .to_owned();
+        let user = match authenticated {
+            Some(name) => name.to_owned(),
+            None => header(http::header::AUTHORIZATION)
+                .strip_prefix("Bearer ")
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .unwrap_or(ANONYMOUS)
+                .to_owned(),
+        };
         Self {
             user,
             user_agent: header(http::header::USER_AGENT),
@@ -144,11 +152,16 @@ mod tests {
             http::header::USER_AGENT,
             http::HeaderValue::from_static("kube-rs/5"),
         );
-        let mcm = Requester::of(&headers);
+        // Nobody identified (authorization off, unknown token): the token names the user.
+        let mcm = Requester::of(None, &headers);
         assert_eq!(mcm.user, "mcm");
         assert_eq!(mcm.user_agent, "kube-rs/5");
-        let anonymous = Requester::of(&http::HeaderMap::new());
+        let anonymous = Requester::of(None, &http::HeaderMap::new());
         assert_eq!(anonymous.user, ANONYMOUS);
+        // An authenticated user is named as authentication knows it, never by the token.
+        let account = Requester::of(Some("system:serviceaccount:ns:mcm"), &headers);
+        assert_eq!(account.user, "system:serviceaccount:ns:mcm");
+        assert_eq!(account.user_agent, "kube-rs/5");
 
         let log = RequestLog::default();
         let lease =

@@ -4,6 +4,8 @@
 //! scale through the scale subresource (as the cluster-autoscaler's PUT), the autoscaler's
 //! `trigger-deletion-by-mcm`, the overshooting freeze, both Leases held, the dashboard's series
 //! on both ports, and that every request stayed within Gardener's Role with split ownership.
+//! Each process runs as ServiceAccounts bound to exactly Gardener's Role and ClusterRole, with
+//! the sandbox enforcing RBAC: no request of theirs may be refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -11,8 +13,8 @@ use std::sync::Arc;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use mcm_e2e::gardener::{
-    GARDENER_ROLE, GardenerPod, MACHINE_CONTROLLER_CONTROL_USER, MACHINE_CONTROLLER_TARGET_USER,
-    MANAGER_CONTROL_USER, MANAGER_TARGET_USER, Request, granted, granted_in_target, requests,
+    GARDENER_ROLE, GardenerPod, Identities, Request, delete_identities, denials, granted,
+    granted_in_target, requests,
 };
 use mcm_e2e::objects::{
     HOLD_FINALIZER, Kind, api, create, create_class, delete, delete_deployment_and_wait,
@@ -35,7 +37,7 @@ pub async fn gardener_pod(system: Arc<System>) -> Result<Outcome> {
     s.sandbox_admin(::http::Method::POST, "requesters/reset", None)
         .await?;
     let mut pod = GardenerPod::start(s).await?;
-    let result = proof(s, &pod).await;
+    let result = proof(s, &pod, &pod.identities).await;
     let alive = pod.check_alive();
     if result.is_err() || alive.is_err() {
         eprintln!("{}", pod.tails(60));
@@ -47,10 +49,13 @@ pub async fn gardener_pod(system: Arc<System>) -> Result<Outcome> {
     ensure(codes == (Some(0), Some(0)), || {
         format!("exit codes after SIGTERM (manager, machine controller): {codes:?}")
     })?;
+    // Releasing the Leases on the way out was the last chance for a 403.
+    no_denials(s, &pod.identities).await?;
+    delete_identities(s).await?;
     Ok(Outcome::Passed)
 }
 
-async fn proof(s: &System, pod: &GardenerPod) -> Result<()> {
+async fn proof(s: &System, pod: &GardenerPod, identities: &Identities) -> Result<()> {
     create_class(s, "gd-a", json!({"bootDelay": "1s"}), "2").await?;
     create_class(s, "gd-b", json!({"bootDelay": "1s"}), "4").await?;
     create(
@@ -91,7 +96,22 @@ async fn proof(s: &System, pod: &GardenerPod) -> Result<()> {
         })
     })
     .await?;
-    verbs_within_gardeners_role(s).await
+    verbs_within_gardeners_role(s, identities).await?;
+    no_denials(s, identities).await
+}
+
+/// The sandbox enforces RBAC, so a grant missing from Gardener's roles is a 403 that the
+/// processes may retry around; any 403 of the four identities fails the scenario.
+async fn no_denials(s: &System, identities: &Identities) -> Result<()> {
+    let all = denials(s).await?;
+    let ours: Vec<String> = identities
+        .all()
+        .iter()
+        .filter_map(|user| all.get(*user).map(|n| format!("{user}: {n}")))
+        .collect();
+    ensure(ours.is_empty(), || {
+        format!("Gardener's roles refused requests (403s per user, see the sandbox log): {ours:?}")
+    })
 }
 
 /// Both Leases exist with a holder, renewed within their duration; the two holders are the two
@@ -429,14 +449,14 @@ fn print_requests(who: &str, requests: &[&Request]) {
 /// and the target ClusterRole, and the split manager writes nothing the machine controller owns:
 /// no Machine status, no MachineClass (finalizers), no Secret, no Node. The machine controller's
 /// requests fit the same grants (in Gardener both containers share them).
-async fn verbs_within_gardeners_role(s: &System) -> Result<()> {
+async fn verbs_within_gardeners_role(s: &System, identities: &Identities) -> Result<()> {
     let all = requests(s).await?;
     let ns = s.namespace();
     let mut problems = Vec::new();
-    let manager_control = of_user(&all, MANAGER_CONTROL_USER);
-    let manager_target = of_user(&all, MANAGER_TARGET_USER);
-    let mc_control = of_user(&all, MACHINE_CONTROLLER_CONTROL_USER);
-    let mc_target = of_user(&all, MACHINE_CONTROLLER_TARGET_USER);
+    let manager_control = of_user(&all, &identities.manager_control);
+    let manager_target = of_user(&all, &identities.manager_target);
+    let mc_control = of_user(&all, &identities.machine_controller_control);
+    let mc_target = of_user(&all, &identities.machine_controller_target);
     print_requests("the manager (control, service account)", &manager_control);
     print_requests("the manager (target kubeconfig)", &manager_target);
     print_requests("the machine controller (control)", &mc_control);

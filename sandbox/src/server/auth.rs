@@ -29,14 +29,16 @@ fn unauthorized() -> ApiError {
     ApiError::new(401, "Unauthorized", "Unauthorized")
 }
 
-/// Who is asking. With authorization off, anything that is not a valid credential is the admin
-/// (the sandbox's behaviour before authentication existed, which tests rely on).
+/// Who is asking, and whether a credential identified them. With authorization off, anything
+/// that is not a valid credential is the admin (the sandbox's behaviour before authentication
+/// existed, which tests rely on) and `false` says so, so the request record can fall back to the
+/// bearer token as the name (see [`crate::requesters`]).
 pub(super) fn authenticate(
     state: &AppState,
     path: &str,
     headers: &HeaderMap,
     peer: Option<&PeerUser>,
-) -> ApiResult<User> {
+) -> ApiResult<(User, bool)> {
     let header = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
@@ -44,13 +46,16 @@ pub(super) fn authenticate(
         .authn
         .authenticate(&state.store, header, peer.map(|p| &p.0));
     match result {
-        Authn::User(u) if state.authorization => impersonate(state, u, headers),
-        Authn::User(u) => Ok(u),
-        _ if !state.authorization => Ok(User::admin()),
-        Authn::Anonymous if public_path(path) => Ok(User {
-            name: "system:anonymous".into(),
-            groups: vec!["system:unauthenticated".into()],
-        }),
+        Authn::User(u) if state.authorization => Ok((impersonate(state, u, headers)?, true)),
+        Authn::User(u) => Ok((u, true)),
+        _ if !state.authorization => Ok((User::admin(), false)),
+        Authn::Anonymous if public_path(path) => Ok((
+            User {
+                name: "system:anonymous".into(),
+                groups: vec!["system:unauthenticated".into()],
+            },
+            false,
+        )),
         Authn::Anonymous | Authn::Invalid => {
             tracing::debug!(path, "unauthenticated request refused");
             Err(unauthorized())

@@ -52,10 +52,11 @@ pub async fn dispatch(
     }
     let method = req.method().clone();
     let query = parse_query(req.uri().query());
-    let user = match auth::authenticate(&state, &path, req.headers(), req.extensions().get()) {
-        Ok(u) => u,
-        Err(e) => return error_response(&e),
-    };
+    let (user, identified) =
+        match auth::authenticate(&state, &path, req.headers(), req.extensions().get()) {
+            Ok(u) => u,
+            Err(e) => return error_response(&e),
+        };
     let parsed = parse_resource_path(&path);
     if parsed.is_none()
         && let Err(e) = auth::authorize(&state, &user, &auth::path_attributes(&method, &path))
@@ -142,7 +143,10 @@ pub async fn dispatch(
         Some(s) => format!("{}/{}", rp.resource, s),
         None => rp.resource.clone(),
     };
-    let requester = crate::requesters::Requester::of(req.headers());
+    // The record names whom authentication identified; the raw token only when nobody was
+    // (authorization off and an unknown token).
+    let requester =
+        crate::requesters::Requester::of(identified.then_some(user.name.as_str()), req.headers());
     let authorized = auth::authorize(&state, &user, &auth::resource_attributes(&rp, verb));
     let resp = match authorized.map(|()| state.faults.decide(verb, &counted)) {
         Err(e) => error_response(&e),

@@ -491,6 +491,15 @@ async fn client_certificates_and_static_tokens_name_their_users() {
         Some(&1),
         "the sandbox counts 403s per user"
     );
+    // The request record names the authenticated user, never the token.
+    let records = sb.faults().requesters.snapshot();
+    assert!(
+        records
+            .iter()
+            .any(|r| r.user == "bob" && r.resource == "nodes" && r.count == 1),
+        "{records:?}"
+    );
+    assert!(records.iter().all(|r| r.user != "bob-token"), "{records:?}");
     t.finish().await;
 }
 
