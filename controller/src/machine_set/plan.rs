@@ -1010,6 +1010,36 @@ pub fn status_needs_update(ms: &MachineSet, new: &MachineSetStatus) -> bool {
         || ms.metadata.generation != old.observed_generation
 }
 
+/// Shortest time between two status writes of one MachineSet that only change replica counts.
+pub const STATUS_COUNT_WRITE_INTERVAL: SignedDuration = SignedDuration::from_secs(1);
+
+/// How long to hold back writing `new` (which [`status_needs_update`] wants written) when the
+/// set's status was last written at `last_written`: `None` writes now.
+///
+/// While a fleet scales, every machine that turns Running changes the counts, and each count
+/// written is also a MachineDeployment status write: at 1,000 machines that was about half a
+/// control-cluster write per machine. Counts are therefore written at most once per
+/// [`STATUS_COUNT_WRITE_INTERVAL`], the last value always (the shell requeues for it).
+/// Conditions, failed machines and a new generation are written at once.
+#[must_use]
+pub fn status_write_delay(
+    ms: &MachineSet,
+    new: &MachineSetStatus,
+    last_written: Option<Timestamp>,
+    now: Timestamp,
+) -> Option<SignedDuration> {
+    let old = ms.status.clone().unwrap_or_default();
+    let counts_only = semantic::equal(&old.conditions, &new.conditions)
+        && semantic::equal(&old.failed_machines, &new.failed_machines)
+        && ms.metadata.generation == old.observed_generation;
+    if !counts_only {
+        return None;
+    }
+    let since = now.duration_since(last_written?);
+    (since >= SignedDuration::ZERO && since < STATUS_COUNT_WRITE_INTERVAL)
+        .then(|| STATUS_COUNT_WRITE_INTERVAL - since)
+}
+
 #[cfg(test)]
 #[path = "plan_tests.rs"]
 mod tests;

@@ -895,3 +895,49 @@ fn creation_and_deletion_events_are_one_per_pass() {
         "Deleted machine: pool-0"
     );
 }
+
+#[test]
+fn count_changes_are_written_at_most_once_per_interval_and_others_at_once() {
+    let now: Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
+    let mut s = ms(3);
+    s.metadata.generation = Some(1);
+    s.status = Some(MachineSetStatus {
+        replicas: Some(2),
+        observed_generation: Some(1),
+        ..MachineSetStatus::default()
+    });
+    let counts = MachineSetStatus {
+        replicas: Some(3),
+        observed_generation: Some(1),
+        ..MachineSetStatus::default()
+    };
+    // Never written by this process, or written long enough ago: now.
+    assert_eq!(status_write_delay(&s, &counts, None, now), None);
+    let long_ago = now - SignedDuration::from_secs(5);
+    assert_eq!(status_write_delay(&s, &counts, Some(long_ago), now), None);
+    // Written 300 ms ago: held back for the rest of the interval.
+    let recent = now - SignedDuration::from_millis(300);
+    assert_eq!(
+        status_write_delay(&s, &counts, Some(recent), now),
+        Some(STATUS_COUNT_WRITE_INTERVAL - SignedDuration::from_millis(300))
+    );
+    // A condition, a failed machine or a new generation is written at once.
+    let mut with_condition = counts.clone();
+    with_condition.conditions = Some(vec![MachineSetCondition {
+        type_: MachineSetConditionType::ReplicaFailure,
+        status: ConditionStatus::True,
+        last_transition_time: None,
+        reason: None,
+        message: None,
+    }]);
+    assert_eq!(
+        status_write_delay(&s, &with_condition, Some(recent), now),
+        None
+    );
+    let mut new_generation = s.clone();
+    new_generation.metadata.generation = Some(2);
+    assert_eq!(
+        status_write_delay(&new_generation, &counts, Some(recent), now),
+        None
+    );
+}

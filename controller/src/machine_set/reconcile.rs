@@ -11,7 +11,7 @@
 mod execute;
 mod metrics;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -89,6 +89,8 @@ pub(crate) struct Controller {
     shell: Arc<MachineSetContext>,
     queue: WorkQueue,
     expectations: Mutex<Expectations>,
+    /// When each set's status was last written ([`plan::status_write_delay`]).
+    status_written: Mutex<HashMap<String, Timestamp>>,
 }
 
 /// Runs the MachineSet controller until `shutdown`.
@@ -101,6 +103,7 @@ pub fn run(
             queue: WorkQueue::new(QUEUE, Some(shell.metrics.clone())),
             shell,
             expectations: Mutex::new(Expectations::default()),
+            status_written: Mutex::new(HashMap::new()),
         });
         metrics::register(&controller.shell);
 
@@ -149,6 +152,12 @@ pub fn run(
 impl Controller {
     fn expectations(&self) -> MutexGuard<'_, Expectations> {
         self.expectations
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn status_written(&self) -> MutexGuard<'_, HashMap<String, Timestamp>> {
+        self.status_written
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -275,6 +284,7 @@ impl Controller {
             .map_err(|e| SyncError::api("get", "MachineSet", name, e))?
         else {
             self.expectations().forget(name);
+            self.status_written().remove(name);
             return Ok(Outcome::Done);
         };
         let uid = ms.metadata.uid.clone().unwrap_or_default();
@@ -354,13 +364,21 @@ impl Controller {
             }
         }
         let status = plan::machine_set_status(&ms, &planned.claimed, replica_error.as_ref(), now);
+        let mut requeue_after = planned.requeue_after;
         if plan::status_needs_update(&ms, &status) {
-            self.write_status(ms, status).await?;
+            let last_written = self.status_written().get(name).copied();
+            match plan::status_write_delay(&ms, &status, last_written, now) {
+                Some(wait) => requeue_after = requeue_after.min(wait),
+                None => {
+                    self.write_status(ms, status).await?;
+                    self.status_written().insert(name.to_owned(), now);
+                }
+            }
         }
         if replica_error.is_some() {
             return Ok(Outcome::Retry);
         }
-        let requeue = Duration::try_from(planned.requeue_after).unwrap_or(Duration::from_secs(1));
+        let requeue = Duration::try_from(requeue_after).unwrap_or(Duration::from_secs(1));
         Ok(Outcome::RequeueAfter(
             requeue.max(Duration::from_millis(100)),
         ))
