@@ -640,13 +640,17 @@ async fn scaling_during_a_rollout_is_proportional() {
     })
     .await;
     assert_eq!((old, new), (6, 2));
-    // Scale out 5 → 9: only the new set grows (allowed 12, total 8 → +4).
+    // Scale out 5 → 9: only the new set grows (allowed 12, total 8 → +4). The growth waits
+    // until the old set's machines beyond its new size are gone (issue 17: every existing
+    // machine counts against replicas + maxSurge), so the sizes are read once the new set has
+    // grown, and the old set must not have grown meanwhile.
     patch_md(&world, "prop", json!({"spec": {"replicas": 9}})).await;
     let (old, new) = eventually("the scale-out", LIMIT, || async {
         let sets = sets_of(&world, "prop").await;
         let new = sets.iter().find(|s| class_of(s) == "large")?;
         let old = sets.iter().find(|s| class_of(s) == "small")?;
-        (annotation(new, "deployment.kubernetes.io/desired-replicas") == Some("9"))
+        (annotation(new, "deployment.kubernetes.io/desired-replicas") == Some("9")
+            && spec(new) == 6)
             .then(|| (spec(old), spec(new)))
     })
     .await;
