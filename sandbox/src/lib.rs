@@ -34,6 +34,7 @@ pub mod server;
 pub mod state;
 pub mod store;
 pub mod table;
+pub mod verb;
 
 pub use faults::{ErrorRule, Faults, RequestCounters, UnavailableMode, Verb};
 

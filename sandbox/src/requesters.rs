@@ -11,7 +11,7 @@
 //! requests are recorded too (and counted per user under `GET /sandbox/admin/denials`).
 //! Discovery, OpenAPI and health requests are not resource requests and are not recorded.
 
-use crate::faults::Verb;
+use crate::verb::Verb;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -26,29 +26,8 @@ pub const JITTER: f64 = 0.2;
 /// Marker that starts the suffix in a description.
 const MARK_START: &str = " (attempt ";
 
-/// The backoff flags (`--machine-retry-backoff-initial`, `-factor`, `-max`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BackoffSettings {
-    /// Delay after the first failure of a call that upstream retries after ShortRetry.
-    pub initial: Duration,
-    /// Growth per consecutive failure (≥ 1; 1 gives upstream's constant retry).
-    pub factor: f64,
-    /// Upper bound of the delay. Errors that upstream retries after MediumRetry are never retried
-    /// sooner than that, whatever this bound says.
-    pub max: Duration,
-}
-
-impl Default for BackoffSettings {
-    /// 5s (today's ShortRetry), doubling, at most 60s: a recovered provider is picked up within a
-    /// minute.
-    fn default() -> Self {
-        Self {
-            initial: retry::SHORT,
-            factor: 2.0,
-            max: Duration::from_secs(60),
-        }
-    }
-}
+// The flags' type lives with the other effective settings, which backoff reads (one-way).
+pub use super::common::BackoffSettings;
 
 /// The retry period upstream would use for an error, which sets the backoff's floor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

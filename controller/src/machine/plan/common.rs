@@ -463,7 +463,7 @@ pub struct ControllerSettings {
     pub resource_exhausted_retry: Duration,
     /// `--machine-retry-backoff-{initial,factor,max}` (5s, 2, 60s): backoff of failing
     /// CreateMachine, InitializeMachine and DeleteMachine calls.
-    pub retry_backoff: super::backoff::BackoffSettings,
+    pub retry_backoff: BackoffSettings,
     /// `--machine-meltdown-threshold` (0 = off): share of a deployment's (or zone's) machines
     /// Unknown/Failed above which unhealthy machines are not replaced.
     pub meltdown_threshold: f64,
@@ -486,7 +486,7 @@ impl Default for ControllerSettings {
             pv_detach_timeout: Duration::from_mins(2),
             pv_reattach_timeout: Duration::from_secs(90),
             resource_exhausted_retry: Duration::from_mins(10),
-            retry_backoff: super::backoff::BackoffSettings::default(),
+            retry_backoff: BackoffSettings::default(),
             meltdown_threshold: 0.0,
             bootstrap_token_auth_extra_groups: String::new(),
             target_cluster: true,
@@ -678,6 +678,30 @@ pub fn set_entries(
         }
     }
     changed
+}
+
+/// The backoff flags (`--machine-retry-backoff-initial`, `-factor`, `-max`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BackoffSettings {
+    /// Delay after the first failure of a call that upstream retries after ShortRetry.
+    pub initial: Duration,
+    /// Growth per consecutive failure (≥ 1; 1 gives upstream's constant retry).
+    pub factor: f64,
+    /// Upper bound of the delay. Errors that upstream retries after MediumRetry are never retried
+    /// sooner than that, whatever this bound says.
+    pub max: Duration,
+}
+
+impl Default for BackoffSettings {
+    /// 5s (today's ShortRetry), doubling, at most 60s: a recovered provider is picked up within a
+    /// minute.
+    fn default() -> Self {
+        Self {
+            initial: retry::SHORT,
+            factor: 2.0,
+            max: Duration::from_secs(60),
+        }
+    }
 }
 
 #[cfg(test)]
