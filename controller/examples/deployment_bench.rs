@@ -40,6 +40,7 @@
 )]
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -186,11 +187,14 @@ impl ChildProcess {
             .map(|w| w.split_whitespace().map(str::to_owned).collect())
             .unwrap_or_default();
         words.push(program.display().to_string());
+        // Its own process group: a wrapper (heaptrack's script) may run the program as a child,
+        // which killing the wrapper alone would leave running.
         let child = Command::new(&words[0])
             .args(&words[1..])
             .args(args)
             .stdout(Stdio::null())
             .stderr(log)
+            .process_group(0)
             .spawn()
             .unwrap();
         Self(child)
@@ -203,6 +207,20 @@ impl ChildProcess {
 
 impl Drop for ChildProcess {
     fn drop(&mut self) {
+        // SIGTERM to the group first (a profiler writes its data on a clean exit), then SIGKILL.
+        let group = format!("-{}", self.0.id());
+        let signal = |name: &str| {
+            let _ = Command::new("kill")
+                .args([name, "--", &group])
+                .stderr(Stdio::null())
+                .status();
+        };
+        signal("-TERM");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        signal("-KILL");
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
