@@ -590,6 +590,19 @@ async fn a_blocking_pdb_is_retried_until_it_allows_the_eviction() {
         }),
     )
     .await;
+    // A Pending pod may always be evicted (as in kube): the budget only guards pair-a once the
+    // provider's kubelet reports it Running and Ready.
+    eventually("pair-a Running and Ready", LIMIT, || async {
+        let pod = pods(&world).get("pair-a").await.ok()?;
+        let status = pod.status?;
+        let ready = status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        (status.phase.as_deref() == Some("Running") && ready).then_some(())
+    })
+    .await;
     world
         .start_manager(termination_shells(), &["--machine-drain-timeout=2m"])
         .await;
@@ -1094,9 +1107,18 @@ async fn deleting_a_node_deletes_its_machine_and_unmanaged_nodes_are_ignored() {
         .delete("m1", &DeleteParams::default())
         .await
         .unwrap();
-    wait_machine(&world, "m1", "deletion triggered by the node", |m| {
-        m.metadata.deletion_timestamp.is_some()
-    })
+    // The whole deletion may finish between two polls: gone counts as triggered (nothing else
+    // deletes m1 here, and the NodeDeleted event below shows the flow ran).
+    eventually(
+        "machine m1: deletion triggered by the node",
+        LIMIT,
+        || async {
+            match world.machines().get_opt("m1").await.ok()? {
+                None => Some(()),
+                Some(m) => m.metadata.deletion_timestamp.is_some().then_some(()),
+            }
+        },
+    )
     .await;
     wait_event(&world, "NodeDeleted", "m1").await;
     wait_gone(&world.machines(), "m1", "machine").await;
