@@ -1100,11 +1100,14 @@ async fn hot_update_of_a_class_change_before_the_first_pass_reaches_the_vm() {
             .then_some(())
     })
     .await;
+    // The Update/Successful lastOperation is transient here: the creation interrupted by the
+    // kill goes on after the hot update and writes its own lastOperation, which a poll may see
+    // first. The stored last-applied providerSpec is the lasting record of the hot update.
     let updated = wait_machine(&world, "machine-u2", "hot update recorded", |m| {
-        m.last_operation().is_some_and(|op| {
-            op.type_ == Some(mcm_api::v1alpha1::MachineOperationType::Update)
-                && op.state == Some(mcm_api::v1alpha1::MachineState::Successful)
-        })
+        m.annotations()
+            .get(ANNOTATION)
+            .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok())
+            .is_some_and(|applied| applied["tags"]["team"] == "b")
     })
     .await;
     let applied: serde_json::Value =
