@@ -426,29 +426,8 @@ pub(super) async fn patch(ctx: &Ctx<'_>, kind: PatchKind, p: Value) -> ApiResult
     for attempt in 0..8 {
         let Some(old) = ctx.state.store.get(&ctx.gr, &ctx.ns, &name) else {
             if kind == PatchKind::Apply && ctx.rp.sub.is_none() {
-                let manager = ctx.query.get("fieldManager").cloned().unwrap_or_default();
-                let force = ctx.query.get("force").is_some_and(|f| f == "true");
                 let empty = json!({"apiVersion": ctx.def.api_version(&ctx.rp.version), "kind": ctx.def.kind, "metadata": {"name": name}});
-                let now = crate::store::now_rfc3339();
-                let obj = match crate::apply::server_side_apply(
-                    &empty,
-                    &p,
-                    &manager,
-                    force,
-                    &ctx.def.api_version(&ctx.rp.version),
-                    &now,
-                )
-                .map_err(ApiError::bad_request)?
-                {
-                    crate::apply::ApplyOutcome::Apply(o) => o,
-                    crate::apply::ApplyOutcome::Conflicts(c) => {
-                        return Err(ApiError::new(
-                            409,
-                            "Conflict",
-                            crate::apply::conflict_message(&c),
-                        ));
-                    }
-                };
+                let obj = apply_to(ctx, &empty, &p)?;
                 match create(ctx, obj).await {
                     Err(e) if e.code == 409 && e.reason == "AlreadyExists" && attempt < 7 => {
                         continue;
@@ -467,28 +446,7 @@ pub(super) async fn patch(ctx: &Ctx<'_>, kind: PatchKind, p: Value) -> ApiResult
             return update_scale(ctx, &name, patched).await;
         }
         let patched = if kind == PatchKind::Apply {
-            let manager = ctx.query.get("fieldManager").cloned().unwrap_or_default();
-            let force = ctx.query.get("force").is_some_and(|f| f == "true");
-            let now = crate::store::now_rfc3339();
-            match crate::apply::server_side_apply(
-                &old_v,
-                &p,
-                &manager,
-                force,
-                &ctx.def.api_version(&ctx.rp.version),
-                &now,
-            )
-            .map_err(ApiError::bad_request)?
-            {
-                crate::apply::ApplyOutcome::Apply(o) => o,
-                crate::apply::ApplyOutcome::Conflicts(c) => {
-                    return Err(ApiError::new(
-                        409,
-                        "Conflict",
-                        crate::apply::conflict_message(&c),
-                    ));
-                }
-            }
+            apply_to(ctx, &old_v, &p)?
         } else {
             patch::apply_patch(kind, &old_v, &p).map_err(|e| match kind {
                 PatchKind::Json => ApiError::new(422, "Invalid", e),
@@ -524,4 +482,29 @@ pub(super) async fn patch(ctx: &Ctx<'_>, kind: PatchKind, p: Value) -> ApiResult
         }
     }
     Err(ApiError::conflict(ctx.target(&name)))
+}
+
+/// Server-side apply of `patch` onto `base` with the request's field manager and `force`; field
+/// conflicts answer 409 as kube-apiserver does.
+fn apply_to(ctx: &Ctx<'_>, base: &Value, patch: &Value) -> ApiResult<Value> {
+    let manager = ctx.query.get("fieldManager").cloned().unwrap_or_default();
+    let force = ctx.query.get("force").is_some_and(|f| f == "true");
+    let now = crate::store::now_rfc3339();
+    match crate::apply::server_side_apply(
+        base,
+        patch,
+        &manager,
+        force,
+        &ctx.def.api_version(&ctx.rp.version),
+        &now,
+    )
+    .map_err(ApiError::bad_request)?
+    {
+        crate::apply::ApplyOutcome::Apply(object) => Ok(object),
+        crate::apply::ApplyOutcome::Conflicts(conflicts) => Err(ApiError::new(
+            409,
+            "Conflict",
+            crate::apply::conflict_message(&conflicts),
+        )),
+    }
 }
