@@ -1246,14 +1246,21 @@ async fn deleting_a_machine_during_its_creation_waits_and_leaks_no_vm() {
         .await
         .unwrap();
     // Delete while CreateMachine (3s) is running: the VM it creates must still be deleted.
-    // The Machine controller records its intent right before calling CreateMachine.
+    // The Machine controller stores its finalizer and then calls CreateMachine in the same pass;
+    // deleting a moment later lands inside the 3 s call (and earlier would be just as safe).
     wait_machine(
         &world,
         "slow-machine-1",
-        "the CreateMachine call to start",
-        |m| description(m).contains("CreateMachine"),
+        "the machine finalizer (CreateMachine follows)",
+        |m| {
+            m.metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|f| f == finalizer::MACHINE_CONTROLLER_MANAGER))
+        },
     )
     .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     delete_machine(&world, "slow-machine-1").await;
     wait_gone(&world.machines(), "slow-machine-1", "machine").await;
     eventually("no VM left", LIMIT, || async {

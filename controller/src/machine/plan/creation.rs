@@ -4,12 +4,19 @@
 //! ([`CreationPass`]), executes the returned step (a driver call or an API write), records the
 //! result in the pass and asks again, until [`CreationStep::Finish`].
 //!
-//! Crash safety (DESIGN.md §4): before `CreateMachine` the plan always returns
-//! [`CreationStep::RecordCreateIntent`] unless the machine's status already records the intent, so
-//! after a crash at any point the Machine shows that a VM may exist; the orphan collector keeps the
-//! VMs of such machines, and the next pass finds the VM again (GetMachineStatus, or CreateMachine
-//! which providers implement idempotently by machine name). `InitializeMachine` is only called once
-//! the providerID is persisted on the Machine.
+//! Crash safety (DESIGN.md §4): the durable record that a VM may exist is the Machine's finalizer,
+//! stored before the first pass reaches this plan; [`CreationStep::CallCreateMachine`] is never
+//! returned for a machine without it. Until the providerID is stored the machine has no phase (or
+//! CrashLoopBackOff) and no providerID, which is what the orphan collector keeps VMs for, and a
+//! deletion goes through the termination flow, which deletes the VM by machine name. The next pass
+//! finds a VM created before a crash again (GetMachineStatus, or CreateMachine, which providers
+//! implement idempotently by machine name). `InitializeMachine` is only called once the providerID
+//! is persisted on the Machine.
+//!
+//! Earlier versions wrote a status of their own before CreateMachine ([`CREATE_INTENT_DESCRIPTION`]);
+//! upstream writes none, and the finalizer already records the intent, so the write is gone (one
+//! write less per machine, issue 17). Stored machines that still show it are recognised
+//! ([`has_create_intent`]).
 
 use std::collections::BTreeMap;
 
@@ -17,18 +24,19 @@ use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{NodeAddress, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use mcm_api::keys::{annotation, misc, value};
+use mcm_api::keys::{annotation, finalizer, misc, value};
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
 use mcm_provider_proto::{Code, CreateMachineResponse, InitializeMachineResponse, MachineStatus};
 
-use super::backoff::{RetryClass, RetryMark, next_backoff, previous_attempts, wait_before_retry};
+use super::backoff::{RetryClass, next_backoff, wait_before_retry};
 use super::common::{
     ControllerSettings, DriverError, EffectiveSettings, Event, Retry, StatusWrite, WriteFailure,
-    add, current_of, current_status, elapsed, is_transient, last_operation, machine_annotation,
-    name_of, node_name_of, phase_of, provider_id_of,
+    add, current_of, current_status, elapsed, has_finalizer, is_transient, last_operation,
+    machine_annotation, name_of, node_name_of, phase_of, provider_id_of,
 };
 
-/// Description written before `CreateMachine` is called: the durable record that a VM may exist.
+/// Description that earlier versions wrote before calling `CreateMachine`; still recognised on
+/// stored machines.
 pub const CREATE_INTENT_DESCRIPTION: &str = "Calling CreateMachine on cloud provider";
 /// Description of the Pending phase once the VM exists (upstream text).
 pub const CREATING_DESCRIPTION: &str = "Creating machine on cloud provider";
@@ -303,8 +311,6 @@ pub struct StatusCallError {
 pub struct CreationPass {
     /// Result of GetMachineStatus.
     pub get_status: Option<Result<MachineStatus, StatusCallError>>,
-    /// The intent write before CreateMachine succeeded.
-    pub create_intent_recorded: bool,
     /// Result of CreateMachine.
     pub create: Option<Result<CreateMachineResponse, DriverError>>,
     /// Result of the DeleteMachine of a VM that reused a stale node name.
@@ -340,12 +346,12 @@ pub struct CreationOutcome {
 }
 
 /// The next thing the shell must do.
+// A step lives for one turn of the shell's loop; boxing the final outcome would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum CreationStep {
     /// Call GetMachineStatus with the patched secret.
     CallGetMachineStatus,
-    /// Write the intent status, then continue (set `create_intent_recorded`).
-    RecordCreateIntent(StatusWrite),
     /// Call CreateMachine with the patched secret.
     CallCreateMachine,
     /// Delete the VM just created because its node name belongs to an existing Node (synthetic
@@ -374,22 +380,6 @@ pub fn has_create_intent(machine: &Machine) -> bool {
                 .as_deref()
                 .is_some_and(|text| super::backoff::strip_mark(text) == CREATE_INTENT_DESCRIPTION)
     })
-}
-
-/// The intent description: upstream-style text, plus the failed attempts so far so that the
-/// intent write does not reset the backoff.
-#[must_use]
-pub fn create_intent_description(machine: &Machine) -> String {
-    match previous_attempts(machine, &MachineOperationType::Create) {
-        0 => CREATE_INTENT_DESCRIPTION.to_owned(),
-        attempt => super::backoff::with_mark(
-            CREATE_INTENT_DESCRIPTION,
-            RetryMark {
-                attempt,
-                next_retry_at: None,
-            },
-        ),
-    }
 }
 
 /// `Failed` once the effective creation timeout has passed since creation, else
@@ -553,20 +543,19 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
                     uninitialized: false,
                 },
                 None => match &pass.create {
-                    None if pass.create_intent_recorded || has_create_intent(machine) => {
+                    None if has_finalizer(machine, finalizer::MACHINE_CONTROLLER_MANAGER) => {
                         return CreationStep::CallCreateMachine;
                     }
                     None => {
-                        let current = current_of(machine);
-                        let operation = last_operation(
-                            create_intent_description(machine),
-                            MachineState::Processing,
-                            MachineOperationType::Create,
-                            ctx.now,
+                        // The entry step stores the finalizer before any pass gets here; without
+                        // it a VM could outlive a deletion of its Machine.
+                        return finish(
+                            None,
+                            Retry::Short,
+                            format!(
+                                "machine {name:?}: no finalizer stored yet, CreateMachine waits for it"
+                            ),
                         );
-                        return CreationStep::RecordCreateIntent(StatusWrite::new(
-                            operation, current,
-                        ));
                     }
                     Some(Err(error)) => {
                         return CreationStep::Finish(create_error_outcome(ctx, error, None));

@@ -105,30 +105,14 @@ fn written_phase(outcome: &CreationOutcome) -> MachinePhase {
 }
 
 #[test]
-fn happy_path_records_intent_before_create_then_initializes() {
+fn happy_path_creates_without_a_status_write_then_initializes() {
     let f = Fixture::new(machine("shoot-worker-abcde"));
     let mut pass = CreationPass::default();
     assert_eq!(f.step(&pass), CreationStep::CallGetMachineStatus);
 
+    // The stored finalizer is the record that a VM may exist: no status write before the call
+    // (upstream writes none either).
     pass.get_status = Some(Err(status_error(Code::NotFound)));
-    let CreationStep::RecordCreateIntent(write) = f.step(&pass) else {
-        panic!("intent must be recorded before CreateMachine");
-    };
-    assert_eq!(
-        write.last_operation.description.as_deref(),
-        Some(CREATE_INTENT_DESCRIPTION)
-    );
-    assert_eq!(write.last_operation.state, Some(MachineState::Processing));
-    assert_eq!(
-        write.last_operation.type_,
-        Some(MachineOperationType::Create)
-    );
-    assert!(
-        !write.skip_if_similar,
-        "the intent write must never be skipped"
-    );
-
-    pass.create_intent_recorded = true;
     assert_eq!(f.step(&pass), CreationStep::CallCreateMachine);
 
     pass.create = Some(Ok(created("aws:///eu/i-1", "ip-10-0-0-1")));
@@ -178,7 +162,7 @@ fn second_pass_with_vm_sets_pending() {
 }
 
 #[test]
-fn intent_already_on_the_machine_calls_create_directly() {
+fn intent_written_by_an_earlier_version_calls_create_directly() {
     let f = Fixture::new(machine("shoot-worker-abcde").with_operation(
         CREATE_INTENT_DESCRIPTION,
         MachineState::Processing,
@@ -190,6 +174,21 @@ fn intent_already_on_the_machine_calls_create_directly() {
         ..CreationPass::default()
     };
     assert_eq!(f.step(&pass), CreationStep::CallCreateMachine);
+}
+
+#[test]
+fn create_machine_waits_for_the_stored_finalizer() {
+    let mut bare = machine("shoot-worker-abcde");
+    bare.metadata.finalizers = None;
+    let f = Fixture::new(bare);
+    let pass = CreationPass {
+        get_status: Some(Err(status_error(Code::NotFound))),
+        ..CreationPass::default()
+    };
+    let done = outcome(f.step(&pass));
+    assert!(done.status.is_none(), "nothing is written");
+    assert_eq!(done.retry, Retry::Short);
+    assert!(done.reason.contains("finalizer"), "{}", done.reason);
 }
 
 #[test]
@@ -328,7 +327,6 @@ fn create_machine_matrix() {
         let f = Fixture::new(machine("shoot-worker-abcde"));
         let pass = CreationPass {
             get_status: Some(Err(status_error(Code::NotFound))),
-            create_intent_recorded: true,
             create: Some(Err(error.clone())),
             ..CreationPass::default()
         };
@@ -445,7 +443,6 @@ fn stale_node_deletes_new_vm_and_fails_machine() {
     f.nodes = vec!["old-node".into()];
     let mut pass = CreationPass {
         get_status: Some(Err(status_error(Code::NotFound))),
-        create_intent_recorded: true,
         create: Some(Ok(created("p-new", "old-node"))),
         ..CreationPass::default()
     };
@@ -617,10 +614,10 @@ fn arb_driver_error() -> impl Strategy<Value = DriverError> {
 }
 
 proptest! {
-    /// Whatever the driver answers, a pass never reaches CreateMachine unless the machine already
-    /// records the intent or the pass wrote it before.
+    /// Whatever the driver answers, a pass never reaches CreateMachine unless the machine's
+    /// finalizer is stored (the record that a VM may exist), and never writes a status before it.
     #[test]
-    fn prop_create_only_after_intent(
+    fn prop_create_only_with_the_finalizer_stored(
         status in prop_oneof![
             Just(Ok(())),
             arb_driver_error().prop_map(Err),
@@ -629,6 +626,7 @@ proptest! {
         create_error in arb_driver_error(),
         init in proptest::option::of(arb_driver_error()),
         has_intent in any::<bool>(),
+        has_finalizer in any::<bool>(),
         provider_id in any::<bool>(),
         metadata_ok in any::<bool>(),
     ) {
@@ -639,9 +637,11 @@ proptest! {
         if provider_id {
             m = m.with_provider_id("p");
         }
+        if !has_finalizer {
+            m.metadata.finalizers = None;
+        }
         let f = Fixture::new(m.clone());
         let mut pass = CreationPass::default();
-        let mut intent_seen = has_create_intent(&m);
         for _ in 0..12 {
             match f.step(&pass) {
                 CreationStep::CallGetMachineStatus => {
@@ -650,13 +650,8 @@ proptest! {
                         Err(error) => Err(StatusCallError { error: error.clone(), response: Some(vm_status("p", "n")) }),
                     });
                 }
-                CreationStep::RecordCreateIntent(write) => {
-                    prop_assert_eq!(write.last_operation.description.as_deref(), Some(CREATE_INTENT_DESCRIPTION));
-                    intent_seen = true;
-                    pass.create_intent_recorded = true;
-                }
                 CreationStep::CallCreateMachine => {
-                    prop_assert!(intent_seen, "CreateMachine without recorded intent");
+                    prop_assert!(has_finalizer, "CreateMachine without the stored finalizer");
                     prop_assert!(pass.create.is_none(), "CreateMachine called twice in one pass");
                     pass.create = Some(if create_ok { Ok(created("p", "n")) } else { Err(create_error.clone()) });
                 }

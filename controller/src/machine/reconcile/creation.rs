@@ -1,10 +1,10 @@
 //! Executes the creation flow (§3.4) planned by [`plan::creation::next_creation_step`]: user-data
-//! placeholders and the bootstrap token Secret, GetMachineStatus → (intent) → CreateMachine →
+//! placeholders and the bootstrap token Secret, GetMachineStatus → CreateMachine →
 //! labels/providerID → InitializeMachine, with the §8.4 error reactions decided by the plan.
 //!
-//! The intent write ("Calling CreateMachine on cloud provider") always lands before
-//! CreateMachine, and CreateMachine is idempotent by machine name, so a crash at any point
-//! leaves at most one VM per Machine.
+//! The Machine's finalizer is stored before CreateMachine is called, and CreateMachine is
+//! idempotent by machine name, so a crash at any point leaves at most one VM per Machine and a
+//! deletion always reaches the VM (see `plan::creation`).
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
@@ -108,18 +108,6 @@ impl MachineController {
                         error: DriverError::Coded(error.error),
                         response: error.response,
                     }));
-                }
-                CreationStep::RecordCreateIntent(write) => {
-                    match writes::write_status(&self.shell, machine, &write).await {
-                        Ok(stored) => {
-                            *machine = stored;
-                            pass.create_intent_recorded = true;
-                        }
-                        Err(error) => {
-                            tracing::info!(machine = %name, %error, "cannot record the creation intent");
-                            return Ok(Step::End(error.retry()));
-                        }
-                    }
                 }
                 CreationStep::CallCreateMachine => {
                     tracing::info!(machine = %name, "calling CreateMachine");
