@@ -4,7 +4,7 @@
 //! ```text
 //! cargo build --release --bin machine-controller-manager --bin provider-virtual
 //! cargo run --release -p mcm-controller --example deployment_bench -- [--machines 1000]
-//!     [--qps 500] [--concurrent-syncs 50] [--limit-secs 1800] [--faults]
+//!     [--qps 500] [--concurrent-syncs 50] [--limit-secs 1800] [--settle-secs 5] [--faults]
 //! ```
 //!
 //! A control and a target sandbox run in this process; `provider-virtual` (zero boot delay) and
@@ -16,7 +16,9 @@
 //!
 //! Per phase it prints the wall time, the requests and writes per machine by verb and resource on
 //! the control and the target cluster (the benchmark's own reads are not counted), the manager's
-//! CPU seconds and peak RSS, the sandboxes' peak RSS (this process), and what a watch on the
+//! CPU seconds and RSS (peak during the phase, at its end, and settled: `--settle-secs` after
+//! the end, with nothing happening, i.e. the steady state of N Running machines or of none),
+//! the sandboxes' peak RSS (this process), and what a watch on the
 //! Machines saw: the most Machine objects that existed at once (terminating ones included)
 //! against `replicas + maxSurge`, and the fewest Running ones against `replicas −
 //! maxUnavailable`; for the rollout also how long after the template change the new MachineSet
@@ -349,6 +351,8 @@ struct Phase {
     manager_cpu_seconds: f64,
     manager_peak_rss_kib: u64,
     manager_end_rss_kib: u64,
+    /// RSS once the manager has been idle for the settle time after the phase (steady state).
+    manager_settled_rss_kib: u64,
     sandbox_peak_rss_kib: u64,
     seen: Seen,
     rollout_start: Option<f64>,
@@ -360,6 +364,7 @@ struct Bench {
     target_sb: Sandbox,
     manager_pid: u32,
     observer: Arc<Mutex<Observer>>,
+    settle: Duration,
 }
 
 impl Bench {
@@ -418,6 +423,14 @@ impl Bench {
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         let seconds = started.elapsed().as_secs_f64();
+        let manager_end_rss_kib = rss_kib(&pid);
+        let control = self.control_sb.faults().counters();
+        let target = self.target_sb.faults().counters();
+        let manager_cpu_seconds =
+            cpu_ticks(self.manager_pid).saturating_sub(cpu_before) as f64 / 100.0;
+        // Steady state: what stays once the burst's buffers and freed pages are returned.
+        tokio::time::sleep(self.settle).await;
+        let manager_settled_rss_kib = rss_kib(&pid);
         let seen = self.observer.lock().unwrap().seen.clone();
         let rollout_start = seen
             .new_set_at
@@ -425,13 +438,13 @@ impl Bench {
         Phase {
             name,
             seconds,
-            control: self.control_sb.faults().counters(),
-            target: self.target_sb.faults().counters(),
+            control,
+            target,
             own_control_reads: polls,
-            manager_cpu_seconds: cpu_ticks(self.manager_pid).saturating_sub(cpu_before) as f64
-                / 100.0,
+            manager_cpu_seconds,
             manager_peak_rss_kib: manager_peak,
-            manager_end_rss_kib: rss_kib(&pid),
+            manager_end_rss_kib,
+            manager_settled_rss_kib,
             sandbox_peak_rss_kib: sandbox_peak,
             seen,
             rollout_start,
@@ -501,6 +514,7 @@ async fn main() {
     let faults = flag("--faults");
     let qps = arg("--qps", 500);
     let syncs = arg("--concurrent-syncs", 50);
+    let settle = Duration::from_secs(arg("--settle-secs", 5));
     let work = tempfile::tempdir().unwrap();
 
     let sandbox_idle_rss = rss_kib("self");
@@ -565,6 +579,7 @@ async fn main() {
         target_sb,
         manager_pid: manager.pid(),
         observer: Arc::new(Mutex::new(Observer::default())),
+        settle,
     };
     spawn_observers(&control, &bench.observer);
 
@@ -755,7 +770,7 @@ async fn main() {
         }
     );
     println!(
-        "{:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "{:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
         "phase",
         "seconds",
         "ctl req/m",
@@ -766,6 +781,7 @@ async fn main() {
         "mgr CPU",
         "mgr MiB",
         "mgr end",
+        "mgr set",
         "sbx MiB",
         "max/bound"
     );
@@ -777,7 +793,7 @@ async fn main() {
             p.own_control_reads
         };
         println!(
-            "{:<20} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.1} {:>8.1} {:>9.0} {:>9}{}",
+            "{:<20} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.1} {:>8.1} {:>8.1} {:>9.0} {:>9}{}",
             p.name,
             p.seconds,
             p.control.total().saturating_sub(own) as f64 / nf,
@@ -788,6 +804,7 @@ async fn main() {
             p.manager_cpu_seconds,
             mib(p.manager_peak_rss_kib),
             mib(p.manager_end_rss_kib),
+            mib(p.manager_settled_rss_kib),
             mib(p.sandbox_peak_rss_kib),
             format!("{}/{}", p.seen.max_machines, n + surge),
             if p.completed { "" } else { "  INCOMPLETE" }

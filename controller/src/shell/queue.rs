@@ -257,7 +257,9 @@ impl WorkQueue {
                         queue.inner.ready.notify_one();
                     }
                     let started = Instant::now();
-                    let outcome = process(key.clone()).await;
+                    // Boxed: a reconcile's future is many KiB, and inline it would make every
+                    // idle worker (`--concurrent-syncs` per queue) that large for good.
+                    let outcome = Box::pin(process(key.clone())).await;
                     if let Some(metrics) = &queue.inner.metrics {
                         metrics.reconcile_finished(&queue.inner.name, started.elapsed());
                     }

@@ -299,10 +299,11 @@ impl Controller {
         self.expectations()
             .expect_deletions(&key, to_delete.iter().map(|v| v.name.as_str()), now);
         tracing::info!(machine_set = %key, count = to_delete.len(), "deleting machines");
-        let deletions: Vec<_> = to_delete
-            .into_iter()
-            .map(|victim| self.delete_one(ms, cache, victim, now))
-            .collect();
+        // Lazily mapped: only DELETE_CONCURRENCY deletion futures exist at a time, not one per
+        // victim (a scale-down of 1,000 held them all at once).
+        // (Indices, not references: a closure over `&MachineRef` trips the compiler's Send check
+        // for higher-ranked lifetimes.)
+        let deletions = (0..to_delete.len()).map(|i| self.delete_one(ms, cache, to_delete[i], now));
         let outcomes: Vec<Option<(String, bool)>> = futures::stream::iter(deletions)
             .buffer_unordered(DELETE_CONCURRENCY)
             .collect()
