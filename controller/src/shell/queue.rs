@@ -3,7 +3,7 @@
 //! added while it is being processed runs again afterwards, and a key queued several times runs
 //! once.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -36,7 +36,13 @@ struct State {
     processing: HashSet<String>,
     dirty: HashSet<String>,
     failures: HashMap<String, u32>,
-    delayed: HashMap<String, Instant>,
+    /// The pending delayed add of each key: when, and its entry in `timers`.
+    delayed: HashMap<String, (tokio::time::Instant, u64)>,
+    /// Pending delayed adds in due order, served by one timer task per queue (one task per
+    /// delayed add would cost a task, a timer entry and a key per machine, kept until due).
+    timers: BTreeMap<(tokio::time::Instant, u64), String>,
+    next_timer: u64,
+    timer_task: bool,
     /// When each waiting key was added (client-go's queue duration starts here).
     added_at: HashMap<String, Instant>,
     /// When each running key was handed to its worker (work duration, in-progress metrics).
@@ -47,6 +53,8 @@ struct Inner {
     name: String,
     state: Mutex<State>,
     ready: Notify,
+    /// Wakes the timer task when a delayed add is due earlier than every pending one.
+    timer_wake: Notify,
     metrics: Option<Metrics>,
 }
 
@@ -64,6 +72,7 @@ impl WorkQueue {
                 name: name.into(),
                 state: Mutex::new(State::default()),
                 ready: Notify::new(),
+                timer_wake: Notify::new(),
                 metrics,
             }),
         };
@@ -138,32 +147,66 @@ impl WorkQueue {
             self.add(key);
             return;
         }
-        let due = Instant::now() + delay;
-        {
+        let due = tokio::time::Instant::now() + delay;
+        let (earliest, start_task) = {
             let mut state = self.lock();
-            match state.delayed.get(&key) {
-                Some(pending) if *pending <= due => return,
-                _ => {
-                    state.delayed.insert(key.clone(), due);
+            if let Some((pending, id)) = state.delayed.get(&key).copied() {
+                if pending <= due {
+                    return;
                 }
+                state.timers.remove(&(pending, id));
+            }
+            let id = state.next_timer;
+            state.next_timer = state.next_timer.wrapping_add(1);
+            let earliest = state.timers.keys().next().is_none_or(|(at, _)| due < *at);
+            state.timers.insert((due, id), key.clone());
+            state.delayed.insert(key, (due, id));
+            let start_task = !state.timer_task;
+            state.timer_task = true;
+            (earliest, start_task)
+        };
+        if start_task {
+            tokio::spawn(self.clone().serve_timers());
+        } else if earliest {
+            self.inner.timer_wake.notify_one();
+        }
+    }
+
+    /// The queue's timer task: adds each delayed key when it is due. It lives as long as the
+    /// runtime (a queue lives as long as its controller).
+    async fn serve_timers(self) {
+        loop {
+            let next = self.add_due_keys();
+            match next {
+                Some(at) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(at) => {}
+                        () = self.inner.timer_wake.notified() => {}
+                    }
+                }
+                None => self.inner.timer_wake.notified().await,
             }
         }
-        let queue = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            let still_ours = {
-                let mut state = queue.lock();
-                if state.delayed.get(&key) == Some(&due) {
-                    state.delayed.remove(&key);
-                    true
-                } else {
-                    false
+    }
+
+    /// Adds the keys whose delayed add is due; returns when the next one is due.
+    fn add_due_keys(&self) -> Option<tokio::time::Instant> {
+        let now = tokio::time::Instant::now();
+        let (due, next) = {
+            let mut state = self.lock();
+            let later = state.timers.split_off(&(now, u64::MAX));
+            let due = std::mem::replace(&mut state.timers, later);
+            for (entry, key) in &due {
+                if state.delayed.get(key) == Some(entry) {
+                    state.delayed.remove(key);
                 }
-            };
-            if still_ours {
-                queue.add(key);
             }
-        });
+            (due, state.timers.keys().next().map(|(at, _)| *at))
+        };
+        for key in due.into_values() {
+            self.add(key);
+        }
+        next
     }
 
     /// Queues `key` after its exponential backoff and counts one more failure for it.
@@ -377,6 +420,33 @@ mod tests {
             )),
             "nothing runs any more: {text}"
         );
+    }
+
+    #[tokio::test]
+    async fn delayed_adds_fire_once_in_due_order_and_the_earlier_add_wins() {
+        let queue = WorkQueue::new("test", None);
+        queue.add_after("late", Duration::from_millis(400));
+        queue.add_after("a", Duration::from_millis(300));
+        // An earlier add of the same key replaces the later one; a later one is ignored.
+        queue.add_after("a", Duration::from_millis(50));
+        queue.add_after("a", Duration::from_millis(350));
+        queue.add_after("b", Duration::from_millis(120));
+        assert_eq!(queue.take(), None, "nothing is due yet");
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while seen.len() < 3 && Instant::now() < deadline {
+            if let Some(key) = queue.take() {
+                queue.done(&key);
+                seen.push(key);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(seen, ["a", "b", "late"]);
+        // Nothing else fires: the replaced and the ignored adds of "a" are gone.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(queue.take(), None);
+        let state = queue.lock();
+        assert!(state.timers.is_empty() && state.delayed.is_empty());
     }
 
     #[tokio::test]
