@@ -3,7 +3,7 @@
 //! added while it is being processed runs again afterwards, and a key queued several times runs
 //! once.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -36,12 +36,11 @@ struct State {
     processing: HashSet<String>,
     dirty: HashSet<String>,
     failures: HashMap<String, u32>,
-    /// The pending delayed add of each key: when, and its entry in `timers`.
-    delayed: HashMap<String, (tokio::time::Instant, u64)>,
-    /// Pending delayed adds in due order, served by one timer task per queue (one task per
-    /// delayed add would cost a task, a timer entry and a key per machine, kept until due).
-    timers: BTreeMap<(tokio::time::Instant, u64), String>,
-    next_timer: u64,
+    /// When the pending delayed add of each key is due.
+    delayed: HashMap<String, tokio::time::Instant>,
+    /// The same adds in due order, served by one timer task per queue (one task per delayed add
+    /// would cost a task, a timer entry and a key per machine, kept until due).
+    timers: BTreeSet<(tokio::time::Instant, String)>,
     timer_task: bool,
     /// When each waiting key was added (client-go's queue duration starts here).
     added_at: HashMap<String, Instant>,
@@ -150,17 +149,15 @@ impl WorkQueue {
         let due = tokio::time::Instant::now() + delay;
         let (earliest, start_task) = {
             let mut state = self.lock();
-            if let Some((pending, id)) = state.delayed.get(&key).copied() {
+            if let Some(pending) = state.delayed.get(&key).copied() {
                 if pending <= due {
                     return;
                 }
-                state.timers.remove(&(pending, id));
+                state.timers.remove(&(pending, key.clone()));
             }
-            let id = state.next_timer;
-            state.next_timer = state.next_timer.wrapping_add(1);
-            let earliest = state.timers.keys().next().is_none_or(|(at, _)| due < *at);
-            state.timers.insert((due, id), key.clone());
-            state.delayed.insert(key, (due, id));
+            let earliest = state.timers.first().is_none_or(|(at, _)| due < *at);
+            state.timers.insert((due, key.clone()));
+            state.delayed.insert(key, due);
             let start_task = !state.timer_task;
             state.timer_task = true;
             (earliest, start_task)
@@ -192,18 +189,18 @@ impl WorkQueue {
     /// Adds the keys whose delayed add is due; returns when the next one is due.
     fn add_due_keys(&self) -> Option<tokio::time::Instant> {
         let now = tokio::time::Instant::now();
-        let (due, next) = {
+        let mut due = Vec::new();
+        let next = {
             let mut state = self.lock();
-            let later = state.timers.split_off(&(now, u64::MAX));
-            let due = std::mem::replace(&mut state.timers, later);
-            for (entry, key) in &due {
-                if state.delayed.get(key) == Some(entry) {
-                    state.delayed.remove(key);
+            while state.timers.first().is_some_and(|(at, _)| *at <= now) {
+                if let Some((_, key)) = state.timers.pop_first() {
+                    state.delayed.remove(&key);
+                    due.push(key);
                 }
             }
-            (due, state.timers.keys().next().map(|(at, _)| *at))
+            state.timers.first().map(|(at, _)| *at)
         };
-        for key in due.into_values() {
+        for key in due {
             self.add(key);
         }
         next

@@ -161,6 +161,23 @@ async fn wait_machine(
     }
 }
 
+/// Waits until machine `name` satisfies `check` or is gone: a deletion flow may finish between
+/// two polls, so a machine already gone counts as having passed through the state.
+async fn wait_machine_or_gone(
+    world: &World,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Machine) -> bool,
+) {
+    eventually(&format!("machine {name}: {what}"), LIMIT, || async {
+        match world.machines().get_opt(name).await.ok()? {
+            None => Some(()),
+            Some(machine) => check(&machine).then_some(()),
+        }
+    })
+    .await;
+}
+
 async fn wait_gone<K>(api: &Api<K>, name: &str, what: &str)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -1121,16 +1138,9 @@ async fn deleting_a_node_deletes_its_machine_and_unmanaged_nodes_are_ignored() {
         .unwrap();
     // The whole deletion may finish between two polls: gone counts as triggered (nothing else
     // deletes m1 here, and the NodeDeleted event below shows the flow ran).
-    eventually(
-        "machine m1: deletion triggered by the node",
-        LIMIT,
-        || async {
-            match world.machines().get_opt("m1").await.ok()? {
-                None => Some(()),
-                Some(m) => m.metadata.deletion_timestamp.is_some().then_some(()),
-            }
-        },
-    )
+    wait_machine_or_gone(&world, "m1", "deletion triggered by the node", |m| {
+        m.metadata.deletion_timestamp.is_some()
+    })
     .await;
     wait_event(&world, "NodeDeleted", "m1").await;
     wait_gone(&world.machines(), "m1", "machine").await;
@@ -1219,16 +1229,9 @@ async fn a_machine_without_node_label_finds_its_node_through_the_driver() {
     // GetMachineStatus names the node; the label is set and the node is drained and deleted.
     // The whole deletion may finish between two polls; the node and pod checks below show the
     // node was found through the driver either way.
-    eventually(
-        "m1: the node label from GetMachineStatus",
-        LIMIT,
-        || async {
-            match world.machines().get_opt("m1").await.ok()? {
-                None => Some(()),
-                Some(m) => (m.node_name() == Some("m1")).then_some(()),
-            }
-        },
-    )
+    wait_machine_or_gone(&world, "m1", "the node label from GetMachineStatus", |m| {
+        m.node_name() == Some("m1")
+    })
     .await;
     wait_gone(&world.machines(), "m1", "machine").await;
     assert!(!vm_exists(&world, &provider_id));
