@@ -7,7 +7,8 @@
 //!   [`validation`]: the rules (pure); [`ratchet`]: UPDATE ratcheting; [`defaulting`]: JSON
 //!   Patch defaults; [`paths`]: field paths per version.
 //! - [`admission`]: AdmissionReview in, AdmissionReview out (pure).
-//! - [`server`]: axum routers and the TLS accept loop; [`limits`]: connection timeouts and cap;
+//! - [`server`]: axum routers and the TLS accept loop; [`limits`]: connection timeouts, caps
+//!   and which connection to give up (pure); [`pool`]: the books of open connections;
 //!   [`metrics`]: Prometheus metrics.
 //! - [`tls`]: certificate store, file mode with hot reload; [`self_managed`]: own CA with
 //!   rotation and caBundle injection.
@@ -19,6 +20,7 @@ pub mod field;
 pub mod limits;
 pub mod metrics;
 pub mod paths;
+pub mod pool;
 pub mod ratchet;
 pub mod request;
 pub mod self_managed;

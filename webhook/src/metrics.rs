@@ -1,5 +1,9 @@
 //! Prometheus metrics of the webhook: requests, latency, denials by rule, converted objects, and
-//! connections (open, and closed by a limit).
+//! connections (open, and closed or refused by a limit).
+//!
+//! Every counter family is exported from the start, its label sets at 0 (as Go's client exports
+//! its counters), so dashboards and `rate()`/`increase()` see the first event: a series that
+//! appears with value 1 has no earlier sample to count the increase from.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -7,6 +11,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::request::Kind;
+use crate::limits::CloseReason;
 
 /// Labels of a request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -38,26 +45,81 @@ pub struct DenialLabels {
 /// Labels of a connection closed by a limit.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CloseLabels {
-    /// `refused` (connection cap), `tls_handshake_timeout`, `header_read_timeout` or
-    /// `idle_timeout`.
+    /// A [`CloseReason::label`]: `per_peer_limit`, `global_limit` (refused at accept),
+    /// `global_limit_evicted_idle` (given up for a new connection), `tls_handshake_timeout`,
+    /// `header_read_timeout` or `idle_timeout`.
     pub reason: &'static str,
 }
 
 /// Connection metrics of the HTTPS listener; cheap to clone (the values are shared).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ConnectionMetrics {
-    /// Connections holding a slot (accepted and not yet closed).
+    /// Connections being served (accepted and not yet closed).
     pub open: Gauge,
-    /// Connections closed by a limit, by reason.
+    /// Connections closed or refused by a limit, by reason.
     pub closed: Family<CloseLabels, Counter>,
 }
 
-impl ConnectionMetrics {
-    /// Counts one connection closed by the limit `reason`.
-    pub fn closed_by(&self, reason: &'static str) {
-        self.closed.get_or_create(&CloseLabels { reason }).inc();
+impl Default for ConnectionMetrics {
+    /// Every reason at 0.
+    fn default() -> Self {
+        let closed = Family::<CloseLabels, Counter>::default();
+        for reason in CloseReason::ALL {
+            let _ = closed.get_or_create(&CloseLabels {
+                reason: reason.label(),
+            });
+        }
+        Self {
+            open: Gauge::default(),
+            closed,
+        }
     }
 }
+
+impl ConnectionMetrics {
+    /// Counts one connection closed or refused by the limit `reason`.
+    pub fn closed_by(&self, reason: CloseReason) {
+        self.closed
+            .get_or_create(&CloseLabels {
+                reason: reason.label(),
+            })
+            .inc();
+    }
+}
+
+/// The `endpoint`, `kind`, `outcome` combinations the handlers count, to export them at 0.
+fn request_label_sets() -> Vec<RequestLabels> {
+    let mut sets = Vec::new();
+    for kind in Kind::ALL {
+        for outcome in ["allowed", "denied", "error"] {
+            sets.push(RequestLabels {
+                endpoint: "validate",
+                kind: kind.name(),
+                outcome,
+            });
+        }
+        for outcome in ["allowed", "patched", "denied", "error"] {
+            sets.push(RequestLabels {
+                endpoint: "mutate",
+                kind: kind.name(),
+                outcome,
+            });
+        }
+    }
+    for outcome in ["converted", "error"] {
+        sets.push(RequestLabels {
+            endpoint: "convert",
+            kind: "",
+            outcome,
+        });
+    }
+    sets
+}
+
+/// Denial rules every kind can hit: `decode` (a field of the wrong type) and `bad-request` (not
+/// an AdmissionReview). The rules of one kind (`docs/webhook-rules.md`) appear with their first
+/// denial.
+const COMMON_DENIAL_RULES: [&str; 2] = ["decode", "bad-request"];
 
 type HistogramFamily = Family<EndpointLabels, Histogram, fn() -> Histogram>;
 
@@ -89,6 +151,20 @@ impl Default for Metrics {
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let denials = Family::<DenialLabels, Counter>::default();
         let converted_objects = Counter::default();
+        for labels in request_label_sets() {
+            let _ = requests.get_or_create(&labels);
+        }
+        for endpoint in ["validate", "mutate", "convert"] {
+            let _ = latency.get_or_create(&EndpointLabels { endpoint });
+        }
+        for kind in Kind::ALL {
+            for rule in COMMON_DENIAL_RULES {
+                let _ = denials.get_or_create(&DenialLabels {
+                    kind: kind.name(),
+                    rule,
+                });
+            }
+        }
         registry.register(
             "requests",
             "Webhook requests by endpoint, kind and outcome",
@@ -117,7 +193,7 @@ impl Default for Metrics {
         );
         registry.register(
             "closed_connections",
-            "Connections closed by a limit (cap, handshake, header-read or idle timeout)",
+            "Connections closed or refused by a limit (per-peer or global cap, eviction for a new connection, handshake, header-read or idle timeout)",
             connections.closed.clone(),
         );
         Self {

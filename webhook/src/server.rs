@@ -5,27 +5,29 @@
 //! [`crate::admission`] and [`mcm_conversion`], record metrics and log. Every policy decision is
 //! an HTTP 200 with an `AdmissionReview`/`ConversionReview`.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use kube::core::conversion::ConversionReview;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use crate::admission::{self, Action, Kind};
-use crate::limits::{ConnectionLimits, Tracked};
+use crate::limits::{CloseReason, ConnectionLimits, Tracked, peer_key};
 use crate::metrics::{ConnectionMetrics, DenialLabels, EndpointLabels, Metrics, RequestLabels};
+use crate::pool::{Admitted, Lease, Pool};
 use crate::tls::CertStore;
 
 /// Largest request body accepted (API server requests are ≤3 MiB plus the old object).
@@ -59,20 +61,98 @@ pub fn router(state: Arc<AppState>) -> Router {
         router = router
             .route(
                 &format!("/validate-machine-sapcloud-io-{}", kind.path_name()),
-                post(move |state: State<Arc<AppState>>, body: Bytes| {
-                    admit(state, kind, Action::Validate, body)
+                post(move |state: State<Arc<AppState>>, request: Request| {
+                    admit(state, kind, Action::Validate, request)
                 }),
             )
             .route(
                 &format!("/mutate-machine-sapcloud-io-{}", kind.path_name()),
-                post(move |state: State<Arc<AppState>>, body: Bytes| {
-                    admit(state, kind, Action::Mutate, body)
+                post(move |state: State<Arc<AppState>>, request: Request| {
+                    admit(state, kind, Action::Mutate, request)
                 }),
             );
     }
-    router
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .with_state(state)
+    router.with_state(state)
+}
+
+/// A Kubernetes `Status` (`kind: Status`, `status: Failure`) answering a request the webhook did
+/// not take in, with the HTTP status `code`.
+fn status_response(code: StatusCode, reason: &str, message: &str) -> Response {
+    let status = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        to_json(&status, 256),
+    )
+        .into_response()
+}
+
+/// Reads a request body of at most [`BODY_LIMIT`] bytes. A larger one is answered with 413 and a
+/// `Status` (reason `RequestEntityTooLarge`): at once when its `Content-Length` says so, else
+/// once the limit is crossed. The rest of the body is left unread; the connection then closes
+/// and discards it (`linger_close`), so the client reads the 413 instead of a reset.
+async fn read_body(request: Request) -> Result<Bytes, Response> {
+    let too_large = || {
+        status_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestEntityTooLarge",
+            &format!("request body is larger than the webhook's limit of {BODY_LIMIT} bytes"),
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > BODY_LIMIT as u64) {
+        return Err(too_large());
+    }
+    match axum::body::to_bytes(request.into_body(), BODY_LIMIT).await {
+        Ok(body) => Ok(body),
+        Err(error) if is_length_limit(&error) => Err(too_large()),
+        Err(error) => Err(status_response(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            &format!("cannot read the request body: {error}"),
+        )),
+    }
+}
+
+/// Whether reading a body failed because it crossed the limit (the error wraps
+/// `http_body_util::LengthLimitError`).
+fn is_length_limit(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if current
+            .downcast_ref::<http_body_util::LengthLimitError>()
+            .is_some()
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// Counts a request whose body was not taken in (too large or unreadable).
+fn count_unread(state: &AppState, endpoint: &'static str, kind: &'static str) {
+    state
+        .metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            endpoint,
+            kind,
+            outcome: "error",
+        })
+        .inc();
 }
 
 /// The admin routes: `/healthz`, `/readyz` (ready only once a certificate is loaded) and
@@ -126,14 +206,21 @@ async fn admit(
     State(state): State<Arc<AppState>>,
     kind: Kind,
     action: Action,
-    body: Bytes,
+    request: Request,
 ) -> Response {
     let started = Instant::now();
-    let answer = admission::review(kind, action, &body);
     let endpoint = match action {
         Action::Validate => "validate",
         Action::Mutate => "mutate",
     };
+    let body = match read_body(request).await {
+        Ok(body) => body,
+        Err(response) => {
+            count_unread(&state, endpoint, kind.name());
+            return response;
+        }
+    };
+    let answer = admission::review(kind, action, &body);
     let outcome = if answer.patched {
         "patched"
     } else if answer.allowed {
@@ -178,8 +265,15 @@ async fn admit(
     json_response(body)
 }
 
-async fn convert(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+async fn convert(State(state): State<Arc<AppState>>, request: Request) -> Response {
     let started = Instant::now();
+    let body = match read_body(request).await {
+        Ok(body) => body,
+        Err(response) => {
+            count_unread(&state, "convert", "");
+            return response;
+        }
+    };
     let (review, outcome, count) = match serde_json::from_slice::<ConversionReview>(&body) {
         Ok(review) => {
             let answer = mcm_conversion::convert_review(review);
@@ -239,10 +333,19 @@ pub async fn serve_tls(listener: TcpListener, router: Router, tls: Arc<rustls::S
     .await;
 }
 
+/// How long a closing connection reads (and discards) what its client still sends after the last
+/// response: closing a socket with unread data makes the kernel answer with a reset, which can
+/// destroy the response before the client reads it (a 413 for a body the client is still
+/// sending).
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Rate limit of the warnings about refused and evicted connections.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
 /// Serves `router` over TLS on `listener` until the task is dropped. Each connection is HTTP/1.1
-/// (ALPN `http/1.1`) and bounded by `limits`; connections closed by a limit are counted in
-/// `metrics` (pass [`Metrics::connections`] to expose them); handshake failures and timeouts are
-/// logged at debug and do not stop the loop.
+/// (ALPN `http/1.1`) and bounded by `limits` (per peer, in all, timeouts); connections closed or
+/// refused by a limit are counted in `metrics` (pass [`Metrics::connections`] to expose them);
+/// handshake failures and timeouts are logged at debug and do not stop the loop.
 pub async fn serve_tls_with_limits(
     listener: TcpListener,
     router: Router,
@@ -251,8 +354,8 @@ pub async fn serve_tls_with_limits(
     metrics: ConnectionMetrics,
 ) {
     let acceptor = TlsAcceptor::from(tls);
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let mut saturated = false;
+    let pool = Pool::new(limits);
+    let mut last_warning: HashMap<CloseReason, Instant> = HashMap::new();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -261,84 +364,122 @@ pub async fn serve_tls_with_limits(
                 continue;
             }
         };
-        // Accepting and closing at once (rather than not accepting) keeps the kernel backlog
-        // empty, and the client learns at once that it was refused.
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            if !saturated {
-                tracing::warn!(
-                    max_connections = limits.max_connections,
-                    "connection limit reached; refusing new connections"
-                );
+        let now = Instant::now();
+        let mut warn = |reason: CloseReason| {
+            let due = last_warning
+                .get(&reason)
+                .is_none_or(|last| now.duration_since(*last) >= WARN_EVERY);
+            if due {
+                last_warning.insert(reason, now);
             }
-            saturated = true;
-            tracing::debug!(%peer, "connection refused: limit reached");
-            metrics.closed_by("refused");
-            drop(stream);
-            continue;
+            due
         };
-        saturated = false;
+        let lease = match pool.admit(peer_key(peer), now) {
+            Admitted::Yes { lease, evicted } => {
+                if evicted {
+                    metrics.closed_by(CloseReason::GlobalLimitEvictedIdle);
+                    if warn(CloseReason::GlobalLimitEvictedIdle) {
+                        tracing::warn!(
+                            max_connections = limits.max_connections,
+                            %peer,
+                            "connection limit reached; giving up idle connections for new ones"
+                        );
+                    }
+                }
+                lease
+            }
+            // Accepting and closing at once (rather than not accepting) keeps the kernel backlog
+            // empty, and the client learns at once that it was refused.
+            Admitted::No(reason) => {
+                if warn(reason) {
+                    tracing::warn!(
+                        %peer,
+                        reason = reason.label(),
+                        max_connections = limits.max_connections,
+                        max_connections_per_peer = limits.max_connections_per_peer,
+                        "connection refused by a limit (logged once a minute per limit)"
+                    );
+                }
+                tracing::debug!(%peer, reason = reason.label(), "connection refused");
+                metrics.closed_by(reason);
+                drop(stream);
+                continue;
+            }
+        };
         metrics.open.inc();
         let acceptor = acceptor.clone();
         let router = router.clone();
         let metrics = metrics.clone();
         tokio::spawn(async move {
-            if let Some(reason) = serve_connection(acceptor, stream, peer, router, limits).await {
+            if let Some(reason) =
+                serve_connection(acceptor, stream, peer, router, limits, &lease).await
+            {
                 metrics.closed_by(reason);
             }
             metrics.open.dec();
-            drop(slot);
+            drop(lease);
         });
     }
 }
 
-/// Serves one connection; returns the limit that closed it, if one did.
+/// Serves one connection; returns the limit that closed it, if one did (an eviction is counted
+/// by the accept loop).
 async fn serve_connection(
     acceptor: TlsAcceptor,
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     router: Router,
     limits: ConnectionLimits,
-) -> Option<&'static str> {
+    lease: &Lease,
+) -> Option<CloseReason> {
     let _ = stream.set_nodelay(true);
-    let tls = match tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(stream))
-        .await
-    {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(error)) => {
-            tracing::debug!(%peer, %error, "TLS handshake failed");
+    let handshake = tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(stream));
+    let tls = tokio::select! {
+        result = handshake => match result {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(error)) => {
+                tracing::debug!(%peer, %error, "TLS handshake failed");
+                return None;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, timeout = ?limits.tls_handshake_timeout, "TLS handshake timed out");
+                return Some(CloseReason::TlsHandshakeTimeout);
+            }
+        },
+        () = lease.evicted() => {
+            tracing::debug!(%peer, "connection given up in the TLS handshake for a new one");
             return None;
-        }
-        Err(_) => {
-            tracing::debug!(%peer, timeout = ?limits.tls_handshake_timeout, "TLS handshake timed out");
-            return Some("tls_handshake_timeout");
         }
     };
     let (io, clock) = Tracked::new(tls);
+    lease.established(clock.clone());
     let service = TowerToHyperService::new(router);
-    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
+    let mut builder = hyper::server::conn::http1::Builder::new();
     // hyper's header timer would also end idle keep-alive connections (see `limits`); the
     // header timeout is enforced below instead.
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(None);
-    let connection = builder.serve_connection(TokioIo::new(io), service);
-    tokio::pin!(connection);
+    builder.timer(TokioTimer::new()).header_read_timeout(None);
+    // Without shutdown: the connection is closed below, reading what the client still sends.
+    let mut connection = builder.serve_connection(TokioIo::new(io), service);
     // Set once the idle timeout asked for a graceful close: the request in progress gets one
     // more idle period to finish.
     let mut close_by: Option<Instant> = None;
-    loop {
+    let reason = loop {
         let idle_deadline = close_by.unwrap_or(clock.last_traffic() + limits.idle_timeout);
         let deadline = match clock.head_started() {
             Some(started) => idle_deadline.min(started + limits.header_read_timeout),
             None => idle_deadline,
         };
         tokio::select! {
-            result = connection.as_mut() => {
+            result = std::future::poll_fn(|cx| connection.poll_without_shutdown(cx)) => {
                 if let Err(error) = result {
                     tracing::debug!(%peer, %error, "connection ended with an error");
+                    return close_by.map(|_| CloseReason::IdleTimeout);
                 }
-                return close_by.map(|_| "idle_timeout");
+                break close_by.map(|_| CloseReason::IdleTimeout);
+            }
+            () = lease.evicted() => {
+                tracing::debug!(%peer, "idle connection given up for a new one");
+                return None;
             }
             // A head started: its deadline may be nearer; compute again.
             () = clock.head_start() => {}
@@ -346,24 +487,49 @@ async fn serve_connection(
                 let now = Instant::now();
                 if clock.head_started().is_some_and(|started| started + limits.header_read_timeout <= now) {
                     tracing::debug!(%peer, timeout = ?limits.header_read_timeout, "request headers not complete in time; closing");
-                    return Some("header_read_timeout");
+                    return Some(CloseReason::HeaderReadTimeout);
                 }
                 match close_by {
                     Some(close_by) if close_by <= now => {
                         tracing::debug!(%peer, "request still not finished after the idle close; dropping");
-                        return Some("idle_timeout");
+                        return Some(CloseReason::IdleTimeout);
                     }
                     Some(_) => {}
                     None if clock.last_traffic() + limits.idle_timeout <= now => {
                         tracing::debug!(%peer, timeout = ?limits.idle_timeout, "closing idle connection");
-                        connection.as_mut().graceful_shutdown();
+                        std::pin::Pin::new(&mut connection).graceful_shutdown();
                         close_by = Some(now + limits.idle_timeout);
                     }
                     None => {}
                 }
             }
         }
+    };
+    lease.closing();
+    let tls = connection.into_parts().io.into_inner().into_inner();
+    tokio::select! {
+        () = linger_close(tls) => {}
+        () = lease.evicted() => {}
     }
+    reason
+}
+
+/// Closes a connection whose last response was written: TLS `close_notify` and TCP FIN, then
+/// reads and discards what the client still sends (the rest of a request body the server did
+/// not read) until it closes its side or [`LINGER`] passes, so the client reads the response
+/// instead of a reset.
+async fn linger_close(mut tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>) {
+    if tokio::time::timeout(LINGER, tls.shutdown()).await.is_err() {
+        return;
+    }
+    let (mut tcp, _) = tls.into_inner();
+    let mut sink = vec![0_u8; 16 * 1024];
+    let _ = tokio::time::timeout(LINGER, async {
+        while let Ok(read) = tcp.read(&mut sink).await
+            && read > 0
+        {}
+    })
+    .await;
 }
 
 /// Serves `router` over plain HTTP (the admin port).

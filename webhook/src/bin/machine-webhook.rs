@@ -88,9 +88,19 @@ struct Args {
     /// Seconds a connection may stay without traffic before it is closed.
     #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u64).range(1..))]
     idle_timeout_seconds: u64,
-    /// Most open connections of the webhook listener; more are closed right after accept.
+    /// Most open connections of the webhook listener; when reached, a new connection takes the
+    /// place of the longest-idle one (or of one stuck in its handshake or request head past
+    /// --eviction-grace-millis), and is refused only if every connection is busy.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: u64,
+    /// Most open connections from one client IP address; more are refused right after accept.
+    /// An API server holds one connection per webhook call in flight (HTTP/1.1).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections_per_peer: u64,
+    /// Milliseconds a connection must have spent in the TLS handshake or in an incomplete
+    /// request head before it may be given up for a new connection when the listener is full.
+    #[arg(long, default_value_t = 1000)]
+    eviction_grace_millis: u64,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -168,6 +178,9 @@ async fn main() -> anyhow::Result<()> {
         header_read_timeout: Duration::from_secs(args.header_read_timeout_seconds),
         idle_timeout: Duration::from_secs(args.idle_timeout_seconds),
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        max_connections_per_peer: usize::try_from(args.max_connections_per_peer)
+            .unwrap_or(usize::MAX),
+        eviction_grace: Duration::from_millis(args.eviction_grace_millis),
     };
     tracing::info!(?limits, "connection limits");
     let webhook = server::serve_tls_with_limits(

@@ -706,9 +706,14 @@ async fn dry_run_gets_the_same_decision_without_denial_metrics() {
     );
     let (_, metrics) = get_admin(&state, "/metrics").await;
     assert!(metrics.contains("machine_webhook_requests_total{endpoint=\"validate\",kind=\"MachineDeployment\",outcome=\"denied\"} 1"), "{metrics}");
+    // Denial series exist from the start (at 0); a dry run must not raise any of them.
+    let counted_denials: Vec<&str> = metrics
+        .lines()
+        .filter(|line| line.starts_with("machine_webhook_denials_total{") && !line.ends_with(" 0"))
+        .collect();
     assert!(
-        !metrics.contains("machine_webhook_denials_total{"),
-        "dry run must not count denials: {metrics}"
+        counted_denials.is_empty(),
+        "dry run must not count denials: {counted_denials:?}"
     );
     let (_, real) = post(
         &state,
@@ -1060,4 +1065,62 @@ async fn editing_the_conversion_data_annotation_warns() {
             "machine.sapcloud.io/conversion-data is written by the conversion webhook; do not edit it"
         ])
     );
+}
+
+/// Every counter family is on /metrics before anything happened, its series at 0 (as Go's
+/// Prometheus client exports counters): dashboards and `increase()` need the 0 before the first
+/// event to see it.
+#[tokio::test]
+async fn every_counter_family_is_exported_at_zero_before_any_event() {
+    let state = state();
+    let (status, metrics) = get_admin(&state, "/metrics").await;
+    assert_eq!(status, 200);
+    let counter_families: Vec<&str> = metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.strip_suffix(" counter"))
+        .collect();
+    for family in [
+        "machine_webhook_requests",
+        "machine_webhook_denials",
+        "machine_webhook_converted_objects",
+        "machine_webhook_closed_connections",
+    ] {
+        assert!(
+            counter_families.contains(&family),
+            "{family} is not a counter family: {metrics}"
+        );
+    }
+    for family in &counter_families {
+        let samples: Vec<&str> = metrics
+            .lines()
+            .filter(|line| line.starts_with(&format!("{family}_total")))
+            .collect();
+        assert!(!samples.is_empty(), "{family} has no series: {metrics}");
+        for sample in samples {
+            assert!(sample.ends_with(" 0"), "not 0 before any event: {sample}");
+        }
+    }
+    for series in [
+        "machine_webhook_requests_total{endpoint=\"validate\",kind=\"MachineDeployment\",outcome=\"denied\"} 0",
+        "machine_webhook_requests_total{endpoint=\"mutate\",kind=\"Machine\",outcome=\"patched\"} 0",
+        "machine_webhook_requests_total{endpoint=\"convert\",kind=\"\",outcome=\"converted\"} 0",
+        "machine_webhook_denials_total{kind=\"MachineClass\",rule=\"decode\"} 0",
+        "machine_webhook_converted_objects_total 0",
+        "machine_webhook_closed_connections_total{reason=\"per_peer_limit\"} 0",
+        "machine_webhook_closed_connections_total{reason=\"global_limit\"} 0",
+        "machine_webhook_closed_connections_total{reason=\"global_limit_evicted_idle\"} 0",
+        "machine_webhook_closed_connections_total{reason=\"tls_handshake_timeout\"} 0",
+        "machine_webhook_closed_connections_total{reason=\"header_read_timeout\"} 0",
+        "machine_webhook_closed_connections_total{reason=\"idle_timeout\"} 0",
+    ] {
+        assert!(metrics.contains(series), "missing {series}: {metrics}");
+    }
+    // The latency histogram of each endpoint is there too, empty.
+    for endpoint in ["validate", "mutate", "convert"] {
+        let count = format!(
+            "machine_webhook_request_duration_seconds_count{{endpoint=\"{endpoint}\"}} 0"
+        );
+        assert!(metrics.contains(&count), "missing {count}: {metrics}");
+    }
 }
