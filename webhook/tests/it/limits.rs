@@ -92,7 +92,9 @@ fn limits(
         header_read_timeout,
         idle_timeout,
         max_connections,
-        max_connections_per_peer: max_connections,
+        // Every client here is 127.0.0.1: the per-peer limit must not act first (it is tested in
+        // `flood`).
+        max_connections_per_peer: usize::MAX,
         // Handshakes are never given up for new connections here (see `flood` for that).
         eviction_grace: LONG,
     }
