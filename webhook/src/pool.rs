@@ -101,9 +101,7 @@ impl Pool {
         let mut books = self.books();
         let open = books.connections.len();
         let peer_open = books.per_peer.get(&peer).copied().unwrap_or(0);
-        let cutoff = now
-            .checked_sub(self.limits.eviction_grace)
-            .unwrap_or(now);
+        let cutoff = now.checked_sub(self.limits.eviction_grace).unwrap_or(now);
         let decision = admit(
             open,
             peer_open,

@@ -75,7 +75,10 @@ enum Reading {
 /// What the client got.
 #[derive(Debug)]
 enum Outcome {
-    Answer { status: u16, body: Vec<u8> },
+    Answer {
+        status: u16,
+        body: Vec<u8>,
+    },
     /// The connection ended (or failed) before a complete answer.
     Dropped(String),
 }
@@ -190,7 +193,10 @@ fn assert_too_large(outcome: &Outcome, case: &str) {
     assert_eq!(status["kind"], "Status", "{case}: {status}");
     assert_eq!(status["apiVersion"], "v1", "{case}: {status}");
     assert_eq!(status["status"], "Failure", "{case}: {status}");
-    assert_eq!(status["reason"], "RequestEntityTooLarge", "{case}: {status}");
+    assert_eq!(
+        status["reason"], "RequestEntityTooLarge",
+        "{case}: {status}"
+    );
     assert_eq!(status["code"], 413, "{case}: {status}");
     let message = status["message"].as_str().unwrap_or_default();
     assert!(
@@ -204,7 +210,10 @@ async fn oversized_bodies_get_413_with_a_status_never_a_dropped_connection() {
     let server = start().await;
     let mut outcomes = Vec::new();
     for round in 0..ROUNDS {
-        for path in ["/convert", "/validate-machine-sapcloud-io-machinedeployment"] {
+        for path in [
+            "/convert",
+            "/validate-machine-sapcloud-io-machinedeployment",
+        ] {
             for (size, framing) in [
                 (BODY_LIMIT + 1, Framing::ContentLength),
                 (BODY_LIMIT + 1, Framing::Chunked),
@@ -243,12 +252,27 @@ async fn a_body_at_the_limit_is_read() {
     for framing in [Framing::ContentLength, Framing::Chunked] {
         // A JSON string is no ConversionReview: the webhook reads it and answers 200 with a
         // failed conversion, which shows the body was taken in.
-        let outcome = send(&server, "/convert", BODY_LIMIT, framing, Reading::AfterWriting).await;
+        let outcome = send(
+            &server,
+            "/convert",
+            BODY_LIMIT,
+            framing,
+            Reading::AfterWriting,
+        )
+        .await;
         let Outcome::Answer { status, body } = outcome else {
             panic!("{framing:?}: {outcome:?}");
         };
-        assert_eq!(status, 200, "{framing:?}: {}", String::from_utf8_lossy(&body));
+        assert_eq!(
+            status,
+            200,
+            "{framing:?}: {}",
+            String::from_utf8_lossy(&body)
+        );
         let answer: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(answer["response"]["result"]["status"], "Failure", "{answer}");
+        assert_eq!(
+            answer["response"]["result"]["status"], "Failure",
+            "{answer}"
+        );
     }
 }

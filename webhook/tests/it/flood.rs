@@ -128,7 +128,9 @@ enum Misbehaviour {
 }
 
 /// The start of a TLS 1.2 record carrying a ClientHello that announces 512 bytes and brings 6.
-const PARTIAL_HELLO: &[u8] = &[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03];
+const PARTIAL_HELLO: &[u8] = &[
+    0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+];
 
 struct Flood {
     stop: Arc<AtomicBool>,
@@ -142,7 +144,8 @@ impl Flood {
     fn start(server: &Server, sources: &[IpAddr]) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let in_place = Arc::new(AtomicUsize::new(0));
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(client_config(&server.ca_pem).unwrap()));
+        let tls =
+            tokio_rustls::TlsConnector::from(Arc::new(client_config(&server.ca_pem).unwrap()));
         let tasks = (0..FLOOD)
             .map(|i| {
                 let misbehaviour = match i % 3 {
@@ -222,18 +225,16 @@ async fn hold_one(
             wait_closed(&mut tcp, stop).await;
         }
         Misbehaviour::IdleTls => {
-            let connected = tls
-                .connect(ServerName::try_from(HOST).unwrap(), tcp)
-                .await;
+            let connected = tls.connect(ServerName::try_from(HOST).unwrap(), tcp).await;
             placed();
             if let Ok(mut stream) = connected {
                 let mut buf = [0_u8; 256];
                 while !stop.load(Ordering::Relaxed) {
-                    match tokio::time::timeout(Duration::from_millis(500), stream.read(&mut buf))
-                        .await
+                    if let Ok(Ok(0) | Err(_)) =
+                        tokio::time::timeout(Duration::from_millis(500), stream.read(&mut buf))
+                            .await
                     {
-                        Ok(Ok(0) | Err(_)) => return,
-                        Ok(Ok(_)) | Err(_) => {}
+                        return;
                     }
                 }
             }
@@ -244,9 +245,10 @@ async fn hold_one(
 async fn wait_closed(tcp: &mut TcpStream, stop: &AtomicBool) {
     let mut buf = [0_u8; 256];
     while !stop.load(Ordering::Relaxed) {
-        match tokio::time::timeout(Duration::from_millis(500), tcp.read(&mut buf)).await {
-            Ok(Ok(0) | Err(_)) => return,
-            Ok(Ok(_)) | Err(_) => {}
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(500), tcp.read(&mut buf)).await
+        {
+            return;
         }
     }
 }
@@ -415,7 +417,10 @@ async fn one_peer_holding_2000_connections_does_not_starve_another() {
     );
     assert_eq!(ok, 4 * REQUESTS);
     // The flood was held off by the per-peer limit, not by luck.
-    assert!(per_peer > 0, "no connection was refused by the per-peer limit");
+    assert!(
+        per_peer > 0,
+        "no connection was refused by the per-peer limit"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1118,9 +1118,8 @@ async fn every_counter_family_is_exported_at_zero_before_any_event() {
     }
     // The latency histogram of each endpoint is there too, empty.
     for endpoint in ["validate", "mutate", "convert"] {
-        let count = format!(
-            "machine_webhook_request_duration_seconds_count{{endpoint=\"{endpoint}\"}} 0"
-        );
+        let count =
+            format!("machine_webhook_request_duration_seconds_count{{endpoint=\"{endpoint}\"}} 0");
         assert!(metrics.contains(&count), "missing {count}: {metrics}");
     }
 }
