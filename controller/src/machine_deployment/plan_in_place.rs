@@ -330,7 +330,8 @@ impl Work<'_> {
         let mut olds = self.olds();
         olds.sort_by(|&a, &b| super::revision::creation_order(&self.sets[a], &self.sets[b]));
         let undergoing = machines_undergoing_update(
-            olds.iter().flat_map(|&i| self.machines_of(i).iter().copied()),
+            olds.iter()
+                .flat_map(|&i| self.machines_of(i).iter().copied()),
             self.input.nodes,
         );
         if undergoing + new_spec >= want {

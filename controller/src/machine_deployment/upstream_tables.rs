@@ -16,10 +16,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mcm_api::keys::condition;
 use mcm_api::v1alpha1::{
-    ClassSpec, CurrentStatus, InPlaceUpdateMachineDeployment,
-    MachineDeploymentSpec, MachineDeploymentStrategy, MachinePhase, MachineSetSpec,
-    MachineSetStatus, MachineSpec, MachineStatus, MachineTemplateSpec, OrchestrationType,
-    RollbackConfig, RollingUpdateMachineDeployment, UpdateConfiguration,
+    ClassSpec, CurrentStatus, InPlaceUpdateMachineDeployment, MachineDeploymentSpec,
+    MachineDeploymentStrategy, MachinePhase, MachineSetSpec, MachineSetStatus, MachineSpec,
+    MachineStatus, MachineTemplateSpec, OrchestrationType, RollbackConfig,
+    RollingUpdateMachineDeployment, UpdateConfiguration,
 };
 use std::sync::Arc;
 
@@ -42,7 +42,10 @@ fn config(surge: Option<IntOrString>, unavailable: Option<IntOrString>) -> Updat
     }
 }
 
-fn rolling(surge: Option<IntOrString>, unavailable: Option<IntOrString>) -> MachineDeploymentStrategy {
+fn rolling(
+    surge: Option<IntOrString>,
+    unavailable: Option<IntOrString>,
+) -> MachineDeploymentStrategy {
     MachineDeploymentStrategy {
         type_: Some(Strategy::RollingUpdate),
         rolling_update: Some(RollingUpdateMachineDeployment {
@@ -423,26 +426,58 @@ fn deployment_sync_scale() {
         (
             "if scale-up, then only new machineSet should be scaled-up",
             10,
-            &[("ms1", 1, "7", "9"), ("ms2", 3, "7", "9"), ("ms3", 5, "7", "9")],
-            &[("ms1", 1, "10", "12"), ("ms2", 3, "10", "12"), ("ms3", 8, "10", "12")],
+            &[
+                ("ms1", 1, "7", "9"),
+                ("ms2", 3, "7", "9"),
+                ("ms3", 5, "7", "9"),
+            ],
+            &[
+                ("ms1", 1, "10", "12"),
+                ("ms2", 3, "10", "12"),
+                ("ms3", 8, "10", "12"),
+            ],
         ),
         (
             "if scale-down such that leftover replicas to add > 0, then proportional scale-down, left over to be adjusted in latest machineSet",
             3,
-            &[("ms1", 1, "7", "9"), ("ms2", 3, "7", "9"), ("ms3", 5, "7", "9")],
-            &[("ms1", 1, "3", "5"), ("ms2", 2, "3", "5"), ("ms3", 2, "3", "5")],
+            &[
+                ("ms1", 1, "7", "9"),
+                ("ms2", 3, "7", "9"),
+                ("ms3", 5, "7", "9"),
+            ],
+            &[
+                ("ms1", 1, "3", "5"),
+                ("ms2", 2, "3", "5"),
+                ("ms3", 2, "3", "5"),
+            ],
         ),
         (
             "if scale-down such that leftover replicas after proportional scaling =0, then proportional scale-down should be done",
             5,
-            &[("ms1", 1, "8", "10"), ("ms2", 3, "8", "10"), ("ms3", 6, "8", "10")],
-            &[("ms1", 1, "5", "7"), ("ms2", 2, "5", "7"), ("ms3", 4, "5", "7")],
+            &[
+                ("ms1", 1, "8", "10"),
+                ("ms2", 3, "8", "10"),
+                ("ms3", 6, "8", "10"),
+            ],
+            &[
+                ("ms1", 1, "5", "7"),
+                ("ms2", 2, "5", "7"),
+                ("ms3", 4, "5", "7"),
+            ],
         ),
         (
             "if no scaling happened, but still for edge cases, machineSet replicas shouldn't change",
             7,
-            &[("ms1", 1, "7", "9"), ("ms2", 3, "7", "9"), ("ms3", 5, "7", "9")],
-            &[("ms1", 1, "7", "9"), ("ms2", 3, "7", "9"), ("ms3", 5, "7", "9")],
+            &[
+                ("ms1", 1, "7", "9"),
+                ("ms2", 3, "7", "9"),
+                ("ms3", 5, "7", "9"),
+            ],
+            &[
+                ("ms1", 1, "7", "9"),
+                ("ms2", 3, "7", "9"),
+                ("ms3", 5, "7", "9"),
+            ],
         ),
         (
             // Only ms1 exists, and it is old (upstream passes newIS = nil).
@@ -478,7 +513,10 @@ fn deployment_sync_scale() {
             })
             .collect();
         let p = run_ok(&md, &sets, &[]);
-        assert!(created(&p.actions).is_empty(), "Entry {entry:?}: nothing created");
+        assert!(
+            created(&p.actions).is_empty(),
+            "Entry {entry:?}: nothing created"
+        );
         let got = sets_after(&sets, &p.actions);
         assert_eq!(got.len(), after.len(), "Entry {entry:?}");
         for (name, size, desired, max) in after {
@@ -510,7 +548,15 @@ fn deployment_sync_get_new_machine_set() {
         match_labels: Some(dummy.clone()),
         match_expressions: None,
     });
-    foreign.spec.template.as_mut().unwrap().metadata.as_mut().unwrap().labels = Some(dummy);
+    foreign
+        .spec
+        .template
+        .as_mut()
+        .unwrap()
+        .metadata
+        .as_mut()
+        .unwrap()
+        .labels = Some(dummy);
     let p = run_ok(&md, std::slice::from_ref(&foreign), &[]);
     let new = created(&p.actions);
     assert_eq!(new.len(), 1, "when new MachineSet is not found in isList");
@@ -519,41 +565,63 @@ fn deployment_sync_get_new_machine_set() {
     // Entries "when newMachineSet is found in isList and nodeTemplate is added" and "when
     // newMachineSet's nodeTemplate is modified": the found set takes the deployment's node
     // template (labels, annotations, taints), nothing is created.
-    let node_template = |label: &str, anno: &str, taint: &str| mcm_api::v1alpha1::NodeTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(BTreeMap::from([("key1".to_owned(), label.to_owned())])),
-            annotations: Some(BTreeMap::from([("anno1".to_owned(), anno.to_owned())])),
-            ..ObjectMeta::default()
-        }),
-        spec: Some(k8s_openapi::api::core::v1::NodeSpec {
-            taints: Some(vec![k8s_openapi::api::core::v1::Taint {
-                key: "taintKey".into(),
-                value: Some(taint.into()),
-                effect: "NoSchedule".into(),
-                time_added: None,
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let node_template =
+        |label: &str, anno: &str, taint: &str| mcm_api::v1alpha1::NodeTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(BTreeMap::from([("key1".to_owned(), label.to_owned())])),
+                annotations: Some(BTreeMap::from([("anno1".to_owned(), anno.to_owned())])),
+                ..ObjectMeta::default()
+            }),
+            spec: Some(k8s_openapi::api::core::v1::NodeSpec {
+                taints: Some(vec![k8s_openapi::api::core::v1::Taint {
+                    key: "taintKey".into(),
+                    value: Some(taint.into()),
+                    effect: "NoSchedule".into(),
+                    time_added: None,
+                }]),
+                ..Default::default()
+            }),
+        };
     let mut md = deployment(1, rolling(int(1), int(1)));
     md.spec.template.spec.as_mut().unwrap().node_template =
         Some(node_template("value1", "anno1", "taintValue"));
     for (entry, existing) in [
-        ("when newMachineSet is found in isList and nodeTemplate is added", None),
+        (
+            "when newMachineSet is found in isList and nodeTemplate is added",
+            None,
+        ),
         (
             "when newMachineSet's nodeTemplate is modified",
-            Some(node_template("value1-dummy", "anno1-dummy", "taintValue-dummy")),
+            Some(node_template(
+                "value1-dummy",
+                "anno1-dummy",
+                "taintValue-dummy",
+            )),
         ),
     ] {
         let mut ms = machine_set(&md, "machineset-0", "MachineClass-test", 3, &[], 10);
-        ms.spec.template.as_mut().unwrap().spec.as_mut().unwrap().node_template = existing;
+        ms.spec
+            .template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .node_template = existing;
         let p = run_ok(&md, std::slice::from_ref(&ms), &[]);
         assert!(created(&p.actions).is_empty(), "Entry {entry:?}");
         let after = &sets_after(std::slice::from_ref(&ms), &p.actions)["machineset-0"];
         assert!(
             crate::machine_set::semantic::equal(
-                &after.spec.template.as_ref().unwrap().spec.as_ref().unwrap().node_template,
+                &after
+                    .spec
+                    .template
+                    .as_ref()
+                    .unwrap()
+                    .spec
+                    .as_ref()
+                    .unwrap()
+                    .node_template,
                 &md.spec.template.spec.as_ref().unwrap().node_template
             ),
             "Entry {entry:?}"
@@ -606,11 +674,20 @@ fn deployment_reconcile_cluster_machine_deployment() {
     let (md, ms, m) = reconcile_fixture();
     let p = run_ok(&md, std::slice::from_ref(&ms), std::slice::from_ref(&m));
     assert!(created(&p.actions).is_empty());
-    assert_eq!(sets_after(&[ms.clone()], &p.actions)["MachineSet-test"].spec.replicas, Some(5));
+    assert_eq!(
+        sets_after(std::slice::from_ref(&ms), &p.actions)["MachineSet-test"]
+            .spec
+            .replicas,
+        Some(5)
+    );
 
     // Entry "create a machineSet while reconciling": no set → one created.
     let p = run_ok(&md, &[], &[]);
-    assert_eq!(created(&p.actions).len(), 1, "create a machineSet while reconciling");
+    assert_eq!(
+        created(&p.actions).len(),
+        1,
+        "create a machineSet while reconciling"
+    );
 
     // Entry "should not create new machineSet if labelSelector is empty".
     let mut all = md.clone();
@@ -625,7 +702,9 @@ fn deployment_reconcile_cluster_machine_deployment() {
     deleting.metadata.finalizers = None;
     let p = run_ok(&deleting, std::slice::from_ref(&ms), &[]);
     assert!(
-        !p.actions.iter().any(|a| matches!(a, DeploymentAction::AddFinalizer)),
+        !p.actions
+            .iter()
+            .any(|a| matches!(a, DeploymentAction::AddFinalizer)),
         "no finalizer added to a deleted deployment"
     );
     // With the finalizer and no set left, it is removed.
@@ -640,7 +719,10 @@ fn deployment_reconcile_cluster_machine_deployment() {
     let mut dummy = md.clone();
     dummy.spec.strategy = Some(strategy_of(Strategy::Other("Dummy".into())));
     assert!(
-        matches!(run(&dummy, &[], &[], &BTreeMap::new()), Err(DeploymentError::InvalidStrategy { .. })),
+        matches!(
+            run(&dummy, &[], &[], &BTreeMap::new()),
+            Err(DeploymentError::InvalidStrategy { .. })
+        ),
         "should not create new machineSet with dummy-unknown strategy"
     );
 
@@ -648,11 +730,19 @@ fn deployment_reconcile_cluster_machine_deployment() {
     let mut recreate = md.clone();
     recreate.spec.strategy = Some(strategy_of(Strategy::Recreate));
     let p = run_ok(&recreate, &[], &[]);
-    assert_eq!(created(&p.actions).len(), 1, "Recreate case: should create new machineSet");
+    assert_eq!(
+        created(&p.actions).len(),
+        1,
+        "Recreate case: should create new machineSet"
+    );
 
     // Entry "Recreate case: should completely scale-down the old machineSet".
     recreate.spec.template = template(new_class);
-    let p = run_ok(&recreate, std::slice::from_ref(&ms), std::slice::from_ref(&m));
+    let p = run_ok(
+        &recreate,
+        std::slice::from_ref(&ms),
+        std::slice::from_ref(&m),
+    );
     let after = sets_after(std::slice::from_ref(&ms), &p.actions);
     assert_eq!(after.len(), 1);
     assert_eq!(
@@ -692,11 +782,18 @@ fn deployment_reconcile_cluster_machine_deployment() {
     rolled.spec.template = template(new_class);
     let p = run_ok(&rolled, std::slice::from_ref(&ms), std::slice::from_ref(&m));
     let new = created(&p.actions);
-    assert_eq!(new.len(), 1, "rolling-update case: should create new machine-set");
+    assert_eq!(
+        new.len(),
+        1,
+        "rolling-update case: should create new machine-set"
+    );
     let after = sets_after(std::slice::from_ref(&ms), &p.actions);
     let new_name = new[0].metadata.name.clone().unwrap();
     assert_eq!(
-        (after[&new_name].spec.replicas, after["MachineSet-test"].spec.replicas),
+        (
+            after[&new_name].spec.replicas,
+            after["MachineSet-test"].spec.replicas
+        ),
         (Some(1), Some(4)),
         "rolling-update case: both new and old machineSet should have appropriate desired replicas"
     );
@@ -714,9 +811,22 @@ fn deployment_reconcile_cluster_machine_deployment() {
             _ => None,
         })
         .expect("deployment written");
-    assert_eq!(written.spec.rollback_to, None, "RollbackTo should be removed");
     assert_eq!(
-        written.spec.template.spec.as_ref().unwrap().class.as_ref().unwrap().name.as_deref(),
+        written.spec.rollback_to, None,
+        "RollbackTo should be removed"
+    );
+    assert_eq!(
+        written
+            .spec
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .class
+            .as_ref()
+            .unwrap()
+            .name
+            .as_deref(),
         Some("MachineClass-test"),
         "machine-deployment should point to old machine class"
     );
@@ -728,7 +838,11 @@ fn deployment_reconcile_cluster_machine_deployment() {
     let p = run_ok(&paused, std::slice::from_ref(&ms), std::slice::from_ref(&m));
     let after = sets_after(std::slice::from_ref(&ms), &p.actions);
     assert_eq!(after.len(), 1, "paused: no new machine set");
-    assert_eq!(after["MachineSet-test"].spec.replicas, Some(5), "paused case");
+    assert_eq!(
+        after["MachineSet-test"].spec.replicas,
+        Some(5),
+        "paused case"
+    );
 
     // Entry "should set MachinePriority=1 for the machines named in TriggerDeletionByMCM
     // annotation in the MachineDeployment".
@@ -738,7 +852,11 @@ fn deployment_reconcile_cluster_machine_deployment() {
         annotation::TRIGGER_DELETION_BY_MCM.to_owned(),
         format!("Machine-test~{stamp}"),
     )]));
-    let p = run_ok(&trigger, std::slice::from_ref(&ms), std::slice::from_ref(&m));
+    let p = run_ok(
+        &trigger,
+        std::slice::from_ref(&ms),
+        std::slice::from_ref(&m),
+    );
     assert!(
         p.actions.iter().any(|a| matches!(a,
             DeploymentAction::AnnotateMachine { machine, annotations }
@@ -750,16 +868,21 @@ fn deployment_reconcile_cluster_machine_deployment() {
 
     // Entry "set LDRCBST annotation on the machineSet and TriggerDeletionByMCM annotation is not
     // set on the machineSet".
-    trigger
-        .metadata
-        .annotations
-        .as_mut()
-        .unwrap()
-        .insert(annotation::LAST_DEPLOYMENT_REPLICA_CHANGE_BY_SCALER_TIME.to_owned(), stamp.clone());
-    let p = run_ok(&trigger, std::slice::from_ref(&ms), std::slice::from_ref(&m));
+    trigger.metadata.annotations.as_mut().unwrap().insert(
+        annotation::LAST_DEPLOYMENT_REPLICA_CHANGE_BY_SCALER_TIME.to_owned(),
+        stamp.clone(),
+    );
+    let p = run_ok(
+        &trigger,
+        std::slice::from_ref(&ms),
+        std::slice::from_ref(&m),
+    );
     let after = &sets_after(std::slice::from_ref(&ms), &p.actions)["MachineSet-test"];
     assert_eq!(
-        ann_of(after, annotation::LAST_DEPLOYMENT_REPLICA_CHANGE_BY_SCALER_TIME),
+        ann_of(
+            after,
+            annotation::LAST_DEPLOYMENT_REPLICA_CHANGE_BY_SCALER_TIME
+        ),
         Some(stamp.as_str()),
         "LDRCBST annotation copied to the machineSet"
     );
@@ -782,8 +905,8 @@ fn work<'a>(input: DeploymentInput<'a>, new: usize) -> Work<'a> {
         .map(|u| (u, Vec::new()))
         .collect();
     for m in input.machines {
-        if let Some(list) = claim::controller_ref(&m.metadata)
-            .and_then(|r| machines_by_set.get_mut(&r.uid))
+        if let Some(list) =
+            claim::controller_ref(&m.metadata).and_then(|r| machines_by_set.get_mut(&r.uid))
         {
             list.push(&**m);
         }
@@ -817,7 +940,11 @@ fn in_place_deployment() -> MachineDeployment {
 /// An old set (index 0) and the new set (index 1) with their spec and available replicas.
 fn in_place_sets(md: &MachineDeployment, old: (i32, i32), new: (i32, i32)) -> Vec<MachineSet> {
     vec![
-        with_status(machine_set(md, "machineset-0", "old-class", old.0, &[], 20), old.0, old.1),
+        with_status(
+            machine_set(md, "machineset-0", "old-class", old.0, &[], 20),
+            old.0,
+            old.1,
+        ),
         with_status(
             machine_set(md, "machineset-1", "MachineClass-test", new.0, &[], 10),
             new.0,
@@ -882,9 +1009,9 @@ fn selected_nodes(actions: &[DeploymentAction]) -> Vec<String> {
     actions
         .iter()
         .filter_map(|a| match a {
-            DeploymentAction::LabelNodes { nodes, label: l, .. } if l == label::SELECTED_FOR_UPDATE => {
-                Some(nodes.clone())
-            }
+            DeploymentAction::LabelNodes {
+                nodes, label: l, ..
+            } if l == label::SELECTED_FOR_UPDATE => Some(nodes.clone()),
             _ => None,
         })
         .flatten()
@@ -902,23 +1029,43 @@ fn deployment_inplace_sync_machine_sets() {
     let rows = [
         (
             "no scaling required as there are no extra machines affiliated to new machine set with update successful label",
-            2, 0, 3, 0, 2, 3,
+            2,
+            0,
+            3,
+            0,
+            2,
+            3,
         ),
         (
             "scale up new machine set because there are machines with update successful condition",
-            2, 0, 2, 1, 2, 3,
+            2,
+            0,
+            2,
+            1,
+            2,
+            3,
         ),
         (
             "scale down old machine set because there are less machines than the replicas count",
-            2, 1, 3, 0, 1, 3,
+            2,
+            1,
+            3,
+            0,
+            1,
+            3,
         ),
     ];
     for (entry, old, moved, new, updated, want_old, want_new) in rows {
         let md = leak(in_place_deployment());
-        let sets: &'static [MachineSet] = Box::leak(in_place_sets(md, (old, 1), (new, 1)).into_boxed_slice());
+        let sets: &'static [MachineSet] =
+            Box::leak(in_place_sets(md, (old, 1), (new, 1)).into_boxed_slice());
         let mut machines = Vec::new();
         for i in 0..old - moved {
-            machines.push(machine_of(&sets[0], &format!("old-{i}"), Some(&format!("old-node-{i}"))));
+            machines.push(machine_of(
+                &sets[0],
+                &format!("old-{i}"),
+                Some(&format!("old-node-{i}")),
+            ));
         }
         let mut nodes = BTreeMap::new();
         for i in 0..new + updated {
@@ -950,7 +1097,10 @@ fn deployment_inplace_sync_machine_sets() {
         w.sync_in_place_sets();
         let after = sets_after(sets, &w.actions);
         assert_eq!(
-            (after["machineset-0"].spec.replicas, after["machineset-1"].spec.replicas),
+            (
+                after["machineset-0"].spec.replicas,
+                after["machineset-1"].spec.replicas
+            ),
             (Some(want_old), Some(want_new)),
             "Entry {entry:?}"
         );
@@ -958,7 +1108,9 @@ fn deployment_inplace_sync_machine_sets() {
             .actions
             .iter()
             .filter_map(|a| match a {
-                DeploymentAction::RemoveMachineLabel { machine, label: l } if l == label::UPDATE_RESULT => {
+                DeploymentAction::RemoveMachineLabel { machine, label: l }
+                    if l == label::UPDATE_RESULT =>
+                {
                     Some(machine.name.as_str())
                 }
                 _ => None,
@@ -973,7 +1125,10 @@ fn deployment_inplace_sync_machine_sets() {
             })
             .collect();
         let want: Vec<String> = (0..updated).map(|i| format!("new-{i}")).collect();
-        assert_eq!(unlabeled, want, "Entry {entry:?}: update-result label removed");
+        assert_eq!(
+            unlabeled, want,
+            "Entry {entry:?}: update-result label removed"
+        );
         let want: Vec<String> = (0..updated).map(|i| format!("node-{i}")).collect();
         assert_eq!(completed, want, "Entry {entry:?}: nodes completed");
     }
@@ -985,21 +1140,51 @@ fn deployment_inplace_sync_machine_sets() {
 fn deployment_inplace_reconcile_new_machine_set_in_place() {
     // (Entry, old spec, new spec, old machines whose update succeeded, scaled, new spec after)
     let rows = [
-        ("no scaling required as newMachineSet replicas match deployment replicas", 2, 3, 0, false, 3),
-        ("scale down newMachineSet as it has more replicas than deployment", 2, 4, 0, true, 3),
-        ("scale up newMachineSet by transferring machines from oldMachineSet", 2, 1, 1, true, 2),
+        (
+            "no scaling required as newMachineSet replicas match deployment replicas",
+            2,
+            3,
+            0,
+            false,
+            3,
+        ),
+        (
+            "scale down newMachineSet as it has more replicas than deployment",
+            2,
+            4,
+            0,
+            true,
+            3,
+        ),
+        (
+            "scale up newMachineSet by transferring machines from oldMachineSet",
+            2,
+            1,
+            1,
+            true,
+            2,
+        ),
         (
             "scale up newMachineSet by scaling up newMachineSet if there are zero machines in oldMachineSet",
-            0, 1, 0, true, 3,
+            0,
+            1,
+            0,
+            true,
+            3,
         ),
         (
             "scale up newMachineSet to max possible replicas when oldMachinesCount+newMachineSet.Spec.Replicas < deployment.Spec.Replicas",
-            1, 1, 0, true, 2,
+            1,
+            1,
+            0,
+            true,
+            2,
         ),
     ];
     for (entry, old, new, succeeded, want_scaled, want_new) in rows {
         let md = leak(in_place_deployment());
-        let sets: &'static [MachineSet] = Box::leak(in_place_sets(md, (old, 1), (new, 1)).into_boxed_slice());
+        let sets: &'static [MachineSet] =
+            Box::leak(in_place_sets(md, (old, 1), (new, 1)).into_boxed_slice());
         let mut machines = Vec::new();
         let mut nodes = BTreeMap::new();
         for i in 0..old {
@@ -1007,7 +1192,10 @@ fn deployment_inplace_reconcile_new_machine_set_in_place() {
             let mut m = machine_of(&sets[0], &format!("old-{i}"), Some(&name));
             if i < succeeded {
                 m = update_successful(m);
-                nodes.insert(name, node(&[(label::UPDATE_RESULT, value::UPDATE_SUCCESSFUL)], true));
+                nodes.insert(
+                    name,
+                    node(&[(label::UPDATE_RESULT, value::UPDATE_SUCCESSFUL)], true),
+                );
             } else {
                 nodes.insert(name, node(&[], false));
             }
@@ -1020,12 +1208,20 @@ fn deployment_inplace_reconcile_new_machine_set_in_place() {
         let scaled = w.reconcile_new_in_place();
         assert_eq!(scaled, want_scaled, "Entry {entry:?}");
         let after = sets_after(sets, &w.actions);
-        assert_eq!(after["machineset-1"].spec.replicas, Some(want_new), "Entry {entry:?}");
+        assert_eq!(
+            after["machineset-1"].spec.replicas,
+            Some(want_new),
+            "Entry {entry:?}"
+        );
         let transferred: Vec<&str> = w
             .actions
             .iter()
             .filter_map(|a| match a {
-                DeploymentAction::TransferMachine { machine, owner, labels } => {
+                DeploymentAction::TransferMachine {
+                    machine,
+                    owner,
+                    labels,
+                } => {
                     assert_eq!(owner.uid, "uid-machineset-1", "Entry {entry:?}");
                     assert_eq!(
                         labels.get(label::UPDATE_RESULT).map(String::as_str),
@@ -1050,7 +1246,12 @@ fn selection_fixture(
     new: (i32, i32),
     candidates: usize,
     selected: usize,
-) -> (&'static [MachineSet], Vec<Machine>, BTreeMap<String, NodeView>, &'static MachineDeployment) {
+) -> (
+    &'static [MachineSet],
+    Vec<Machine>,
+    BTreeMap<String, NodeView>,
+    &'static MachineDeployment,
+) {
     let md = leak(in_place_deployment());
     let sets: &'static [MachineSet] = Box::leak(in_place_sets(md, old, new).into_boxed_slice());
     let mut machines = Vec::new();
@@ -1088,39 +1289,146 @@ fn deployment_inplace_reconcile_old_machine_sets_in_place() {
         newly_selected: usize,
         old_after: i32,
     }
-    let row = |describe, entry, old, new, candidates, selected, work_done, newly_selected, old_after| Row {
-        describe,
-        entry,
-        old,
-        new,
-        candidates,
-        selected,
-        work_done,
-        newly_selected,
-        old_after,
-    };
+    let row =
+        |describe, entry, old, new, candidates, selected, work_done, newly_selected, old_after| {
+            Row {
+                describe,
+                entry,
+                old,
+                new,
+                candidates,
+                selected,
+                work_done,
+                newly_selected,
+                old_after,
+            }
+        };
     let r = "reconcileOldMachineSetsInPlace";
     let s = "selectNumOfMachineForUpdate";
     let rows = [
-        row(r, "no machines selected for update because there is no machines with candidate for update label", (2, 2), (1, 1), 0, 0, false, 0, 2),
-        row(r, "no machines selected for update because there is not enough available replicas because some of new machines are unavailable", (2, 2), (1, 0), 1, 0, false, 0, 2),
-        row(r, "no machines selected for update because there is still old replicas undergoing update respecting min available", (2, 2), (1, 1), 1, 1, false, 0, 2),
-        row(r, "select one machine even though mutiple machines can be updated respecting min available", (2, 2), (1, 1), 2, 0, true, 1, 2),
+        row(
+            r,
+            "no machines selected for update because there is no machines with candidate for update label",
+            (2, 2),
+            (1, 1),
+            0,
+            0,
+            false,
+            0,
+            2,
+        ),
+        row(
+            r,
+            "no machines selected for update because there is not enough available replicas because some of new machines are unavailable",
+            (2, 2),
+            (1, 0),
+            1,
+            0,
+            false,
+            0,
+            2,
+        ),
+        row(
+            r,
+            "no machines selected for update because there is still old replicas undergoing update respecting min available",
+            (2, 2),
+            (1, 1),
+            1,
+            1,
+            false,
+            0,
+            2,
+        ),
+        row(
+            r,
+            "select one machine even though mutiple machines can be updated respecting min available",
+            (2, 2),
+            (1, 1),
+            2,
+            0,
+            true,
+            1,
+            2,
+        ),
         // Upstream scales every old set to 0 at once here; ours scales them down within
         // maxUnavailable (deviation, see the doc) — with all 5 machines available that is 0 too.
-        row(r, "scale down all old machine sets if new machine set already has replicas equal to deployment replicas", (2, 2), (3, 3), 2, 0, true, 0, 0),
-        row(r, "no scale down because there is no old machine set with replicas > 0", (0, 0), (3, 3), 0, 0, false, 0, 0),
-        row(s, "no machines selected for update because there is no machines with candidate for update label", (2, 2), (1, 1), 0, 0, false, 0, 2),
-        row(s, "no machines selected for update because there is not enough available replicas because some of new machines are unavailable", (2, 2), (1, 0), 1, 0, false, 0, 2),
+        row(
+            r,
+            "scale down all old machine sets if new machine set already has replicas equal to deployment replicas",
+            (2, 2),
+            (3, 3),
+            2,
+            0,
+            true,
+            0,
+            0,
+        ),
+        row(
+            r,
+            "no scale down because there is no old machine set with replicas > 0",
+            (0, 0),
+            (3, 3),
+            0,
+            0,
+            false,
+            0,
+            0,
+        ),
+        row(
+            s,
+            "no machines selected for update because there is no machines with candidate for update label",
+            (2, 2),
+            (1, 1),
+            0,
+            0,
+            false,
+            0,
+            2,
+        ),
+        row(
+            s,
+            "no machines selected for update because there is not enough available replicas because some of new machines are unavailable",
+            (2, 2),
+            (1, 0),
+            1,
+            0,
+            false,
+            0,
+            2,
+        ),
         // Upstream passes "1 machine undergoing update" as an argument; here the second old
         // machine's node carries the selected label (it is not a candidate any more).
-        row(s, "no machines selected for update because there is still old replicas undergoing update respecting min avaialble", (2, 2), (1, 1), 1, 0, false, 0, 2),
-        row(s, "select one machine even though multiple machines can be updated respecting min available", (2, 2), (1, 1), 2, 0, true, 1, 2),
+        row(
+            s,
+            "no machines selected for update because there is still old replicas undergoing update respecting min avaialble",
+            (2, 2),
+            (1, 1),
+            1,
+            0,
+            false,
+            0,
+            2,
+        ),
+        row(
+            s,
+            "select one machine even though multiple machines can be updated respecting min available",
+            (2, 2),
+            (1, 1),
+            2,
+            0,
+            true,
+            1,
+            2,
+        ),
     ];
     for (i, r) in rows.iter().enumerate() {
-        let (sets, machines, mut nodes, md) = selection_fixture(r.old, r.new, r.candidates, r.selected);
+        let (sets, machines, mut nodes, md) =
+            selection_fixture(r.old, r.new, r.candidates, r.selected);
         if i == 8 {
-            nodes.insert("node-1".into(), node(&[(label::SELECTED_FOR_UPDATE, "true")], false));
+            nodes.insert(
+                "node-1".into(),
+                node(&[(label::SELECTED_FOR_UPDATE, "true")], false),
+            );
         }
         let mut w = work(in_place_input(md, sets, &machines, nodes), 1);
         let done = w.reconcile_old_in_place();
@@ -1135,7 +1443,11 @@ fn deployment_inplace_reconcile_old_machine_sets_in_place() {
         );
         // Only candidates that are not selected yet are selected, oldest set first.
         for n in &selected {
-            assert!(n.as_str() < "node-2", "{}: {n} is an old machine's node", r.entry);
+            assert!(
+                n.as_str() < "node-2",
+                "{}: {n} is an old machine's node",
+                r.entry
+            );
         }
     }
 }
@@ -1144,7 +1456,10 @@ fn deployment_inplace_reconcile_old_machine_sets_in_place() {
 /// ([`in_place::machines_undergoing_update`]).
 #[test]
 fn deployment_inplace_get_machines_undergoing_update() {
-    let md = deployment(3, in_place_strategy(int(0), int(1), OrchestrationType::Auto));
+    let md = deployment(
+        3,
+        in_place_strategy(int(0), int(1), OrchestrationType::Auto),
+    );
     let ms = machine_set(&md, "machineset-0", "test-machine-class", 3, &[], 10);
     // (Entry, selected label on each machine's node)
     let rows: [(&str, &[bool], i32); 5] = [
@@ -1157,7 +1472,10 @@ fn deployment_inplace_get_machines_undergoing_update() {
     // Not an upstream row: upstream counts a node as undergoing update when it carries the
     // selected-for-update label whatever its value (`_, ok := node.Labels[...]`).
     let mut nodes = BTreeMap::new();
-    nodes.insert("node-0".to_owned(), node(&[(label::SELECTED_FOR_UPDATE, "")], false));
+    nodes.insert(
+        "node-0".to_owned(),
+        node(&[(label::SELECTED_FOR_UPDATE, "")], false),
+    );
     let machines = [machine_of(&ms, "machine-0", Some("node-0"))];
     assert_eq!(
         in_place::machines_undergoing_update(machines.iter(), &nodes),
@@ -1170,7 +1488,11 @@ fn deployment_inplace_get_machines_undergoing_update() {
         for (i, sel) in selected.iter().enumerate() {
             let name = format!("node-{i}");
             machines.push(machine_of(&ms, &format!("machine-{i}"), Some(&name)));
-            let labels: &[(&str, &str)] = if *sel { &[(label::SELECTED_FOR_UPDATE, "true")] } else { &[] };
+            let labels: &[(&str, &str)] = if *sel {
+                &[(label::SELECTED_FOR_UPDATE, "true")]
+            } else {
+                &[]
+            };
             nodes.insert(name, node(labels, false));
         }
         assert_eq!(
@@ -1184,22 +1506,45 @@ fn deployment_inplace_get_machines_undergoing_update() {
 /// deployment_inplace_test.go `getMachinesForDrain / ##table` ([`in_place::machines_for_drain`]).
 #[test]
 fn deployment_inplace_get_machines_for_drain() {
-    let md = deployment(3, in_place_strategy(int(0), int(1), OrchestrationType::Auto));
+    let md = deployment(
+        3,
+        in_place_strategy(int(0), int(1), OrchestrationType::Auto),
+    );
     let ms = machine_set(&md, "machineset-0", "test-machine-class", 3, &[], 10);
     // (Entry, (candidate, selected) per machine's node — None: machine without a node —,
     //  count asked, machines expected)
     type Nodes<'a> = &'a [Option<(bool, bool)>];
     let rows: [(&str, Nodes, usize, &[&str]); 6] = [
-        ("select machines for drain", &[Some((true, false)), Some((true, true))], 1, &["machine-0"]),
-        ("select all machines for drain", &[Some((true, false)), Some((true, false))], 2, &["machine-0", "machine-1"]),
+        (
+            "select machines for drain",
+            &[Some((true, false)), Some((true, true))],
+            1,
+            &["machine-0"],
+        ),
+        (
+            "select all machines for drain",
+            &[Some((true, false)), Some((true, false))],
+            2,
+            &["machine-0", "machine-1"],
+        ),
         (
             "select only required count of machines even though more machines can be selected",
             &[Some((true, false)), Some((true, false))],
             1,
             &["machine-0"],
         ),
-        ("select only machines which has label candidate for update", &[Some((true, false)), None], 2, &["machine-0"]),
-        ("no machines available for drain all are already selected", &[Some((true, true)), Some((true, true))], 1, &[]),
+        (
+            "select only machines which has label candidate for update",
+            &[Some((true, false)), None],
+            2,
+            &["machine-0"],
+        ),
+        (
+            "no machines available for drain all are already selected",
+            &[Some((true, true)), Some((true, true))],
+            1,
+            &[],
+        ),
         ("no machines available for drain", &[None], 1, &[]),
     ];
     for (entry, layout, count, want) in rows {
@@ -1207,7 +1552,11 @@ fn deployment_inplace_get_machines_for_drain() {
         let mut nodes = BTreeMap::new();
         for (i, n) in layout.iter().enumerate() {
             let name = format!("node-{i}");
-            machines.push(machine_of(&ms, &format!("machine-{i}"), n.map(|_| name.as_str())));
+            machines.push(machine_of(
+                &ms,
+                &format!("machine-{i}"),
+                n.map(|_| name.as_str()),
+            ));
             if let Some((candidate, selected)) = n {
                 let mut labels = vec![];
                 if *candidate {
@@ -1232,7 +1581,14 @@ fn deployment_inplace_get_machines_for_drain() {
 /// machines `Machine-test1` and `Machine-test2`; `ts` is upstream's `time.Now()`.
 fn trigger_fixture() -> (MachineDeployment, Vec<Machine>, String) {
     let md = deployment(2, rolling(int(1), int(1)));
-    let ms = machine_set(&md, "MachineSet-test", "MachineClass-test", 2, &[(annotation::REVISION, "1")], 60);
+    let ms = machine_set(
+        &md,
+        "MachineSet-test",
+        "MachineClass-test",
+        2,
+        &[(annotation::REVISION, "1")],
+        60,
+    );
     let machines = vec![
         machine_of(&ms, "Machine-test1", Some("Node1-test")),
         machine_of(&ms, "Machine-test2", Some("Node1-test")),
@@ -1240,11 +1596,21 @@ fn trigger_fixture() -> (MachineDeployment, Vec<Machine>, String) {
     (md, machines, now().to_string())
 }
 
-fn with_trigger(md: &MachineDeployment, trigger: &str, scaler_time: Option<String>) -> MachineDeployment {
+fn with_trigger(
+    md: &MachineDeployment,
+    trigger: &str,
+    scaler_time: Option<String>,
+) -> MachineDeployment {
     let mut md = md.clone();
-    let mut a = BTreeMap::from([(annotation::TRIGGER_DELETION_BY_MCM.to_owned(), trigger.to_owned())]);
+    let mut a = BTreeMap::from([(
+        annotation::TRIGGER_DELETION_BY_MCM.to_owned(),
+        trigger.to_owned(),
+    )]);
     if let Some(t) = scaler_time {
-        a.insert(annotation::LAST_DEPLOYMENT_REPLICA_CHANGE_BY_SCALER_TIME.to_owned(), t);
+        a.insert(
+            annotation::LAST_DEPLOYMENT_REPLICA_CHANGE_BY_SCALER_TIME.to_owned(),
+            t,
+        );
     }
     md.metadata.annotations = Some(a);
     md
@@ -1276,11 +1642,17 @@ fn deployment_trigger_deletion_by_mcm() {
             )
         })
         .collect();
-    assert_eq!(out.machine_annotations, want, "updateMachineAndMachineDeploymentDeletionAnnotations");
+    assert_eq!(
+        out.machine_annotations, want,
+        "updateMachineAndMachineDeploymentDeletionAnnotations"
+    );
 
     // Entry "should return tgd.triggerDeletionAnnotationValueChanged = false for no change in
     // triggerDeletionData".
-    assert_eq!(out.deployment_annotations, None, "no change in triggerDeletionData");
+    assert_eq!(
+        out.deployment_annotations, None,
+        "no change in triggerDeletionData"
+    );
 
     // Entry "should remove Machine-test2 from annotation": Machine-test2 is being deleted.
     let mut terminating = machines.clone();
@@ -1290,7 +1662,11 @@ fn deployment_trigger_deletion_by_mcm() {
         ..CurrentStatus::default()
     });
     let out = autoscaler::apply_trigger_entries(&md_both, &terminating);
-    assert_eq!(out.machine_annotations.len(), 1, "should remove Machine-test2 from annotation");
+    assert_eq!(
+        out.machine_annotations.len(),
+        1,
+        "should remove Machine-test2 from annotation"
+    );
     assert_eq!(
         out.deployment_annotations
             .as_ref()
@@ -1312,7 +1688,10 @@ fn deployment_trigger_deletion_by_mcm() {
     assert_ne!(value, "Machine-test");
     let (name, time) = value.split_once('~').unwrap();
     assert_eq!(name, "Machine-test");
-    assert!(time.parse::<Timestamp>().is_ok(), "entry carries a time: {value}");
+    assert!(
+        time.parse::<Timestamp>().is_ok(),
+        "entry carries a time: {value}"
+    );
 }
 
 /// deployment_util_test.go `#SetNewMachineSetNodeTemplate` and
@@ -1322,8 +1701,14 @@ fn deployment_trigger_deletion_by_mcm() {
 fn deployment_util_set_new_machine_set_node_template() {
     let node_template = |suffix: &str| mcm_api::v1alpha1::NodeTemplateSpec {
         metadata: Some(ObjectMeta {
-            labels: Some(BTreeMap::from([("key1".to_owned(), format!("value1{suffix}"))])),
-            annotations: Some(BTreeMap::from([("anno1".to_owned(), format!("anno1{suffix}"))])),
+            labels: Some(BTreeMap::from([(
+                "key1".to_owned(),
+                format!("value1{suffix}"),
+            )])),
+            annotations: Some(BTreeMap::from([(
+                "anno1".to_owned(),
+                format!("anno1{suffix}"),
+            )])),
             ..ObjectMeta::default()
         }),
         spec: Some(k8s_openapi::api::core::v1::NodeSpec {
@@ -1335,32 +1720,247 @@ fn deployment_util_set_new_machine_set_node_template() {
             }]),
             ..Default::default()
         }),
-        ..Default::default()
     };
     let mut md = deployment(1, rolling(int(1), int(1)));
     md.spec.template.spec.as_mut().unwrap().node_template = Some(node_template(""));
     // (Describe / It, the set's node template, revision passed, changed)
     let rows = [
-        ("#SetNewMachineSetNodeTemplate / when nodeTemplate is updated in MachineSet", "-dummy", 2, true),
-        ("#SetNewMachineSetNodeTemplate / when nodeTemplate is not updated in MachineSet", "", 0, false),
-        ("#copyMachineDeploymentNodeTemplatesToMachineSet / when nodeTemplate is updated in MachineSet", "-dummy", 0, true),
-        ("#copyMachineDeploymentNodeTemplatesToMachineSet / when nodeTemplate is not updated in MachineSet", "", 0, false),
+        (
+            "#SetNewMachineSetNodeTemplate / when nodeTemplate is updated in MachineSet",
+            "-dummy",
+            2,
+            true,
+        ),
+        (
+            "#SetNewMachineSetNodeTemplate / when nodeTemplate is not updated in MachineSet",
+            "",
+            0,
+            false,
+        ),
+        (
+            "#copyMachineDeploymentNodeTemplatesToMachineSet / when nodeTemplate is updated in MachineSet",
+            "-dummy",
+            0,
+            true,
+        ),
+        (
+            "#copyMachineDeploymentNodeTemplatesToMachineSet / when nodeTemplate is not updated in MachineSet",
+            "",
+            0,
+            false,
+        ),
     ];
     for (it, suffix, rev, changed) in rows {
         let mut ms = machine_set(&md, "machineset-0", "MachineClass-test", 3, &[], 10);
-        ms.spec.template.as_mut().unwrap().spec.as_mut().unwrap().node_template = Some(node_template(suffix));
+        ms.spec
+            .template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .node_template = Some(node_template(suffix));
         let out = revision::sync_new_machine_set(&md, &ms, rev);
         assert_eq!(out.is_some(), changed, "It {it:?}");
         let after = out.unwrap_or(ms);
         assert!(
             crate::machine_set::semantic::equal(
-                &after.spec.template.as_ref().unwrap().spec.as_ref().unwrap().node_template,
+                &after
+                    .spec
+                    .template
+                    .as_ref()
+                    .unwrap()
+                    .spec
+                    .as_ref()
+                    .unwrap()
+                    .node_template,
                 &md.spec.template.spec.as_ref().unwrap().node_template
             ),
             "It {it:?}: node template is the deployment's"
         );
         if rev > 0 {
-            assert_eq!(ann_of(&after, annotation::REVISION), Some("2"), "It {it:?}: revision");
+            assert_eq!(
+                ann_of(&after, annotation::REVISION),
+                Some("2"),
+                "It {it:?}: revision"
+            );
         }
+    }
+}
+
+/// deployment_test.go `#terminateMachineSets` and `#deleteMachineDeploymentFinalizers`: a
+/// deleted deployment deletes its sets, then drops its finalizer once none is left.
+#[test]
+fn deployment_terminate_machine_sets_and_finalizers() {
+    let mut md = deployment(2, rolling(int(1), int(1)));
+    md.metadata.deletion_timestamp = Some(Time(now()));
+    let sets = [
+        machine_set(&md, "MachineSet-test-1", "MachineClass-test", 1, &[], 20),
+        machine_set(&md, "MachineSet-test-2", "old-class", 1, &[], 30),
+    ];
+    let p = run_ok(&md, &sets, &[]);
+    let mut deleted: Vec<&str> = p
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            DeploymentAction::DeleteMachineSet(r) => Some(r.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    deleted.sort_unstable();
+    assert_eq!(
+        deleted,
+        vec!["MachineSet-test-1", "MachineSet-test-2"],
+        "#terminateMachineSets / delete all the machineSets"
+    );
+    assert!(
+        !p.actions.contains(&DeploymentAction::RemoveFinalizer),
+        "the finalizer stays while sets exist"
+    );
+    assert_eq!(
+        run_ok(&md, &[], &[]).actions,
+        vec![DeploymentAction::RemoveFinalizer],
+        "#deleteMachineDeploymentFinalizers / remove the finalizer from the machine-deployment"
+    );
+}
+
+/// Not an upstream row: upstream's `selectNumOfMachineForUpdate` takes from each old set (oldest
+/// first) at most its `spec.replicas`. Old set A (spec 1) still holds 2 machines on candidate
+/// nodes, B (spec 2) holds 2; 2 may be selected: one from each, not both of A's.
+#[test]
+fn deployment_inplace_selection_takes_at_most_spec_replicas_per_old_set() {
+    let md = leak(deployment(
+        3,
+        in_place_strategy(int(0), int(2), OrchestrationType::Auto),
+    ));
+    let sets: &'static [MachineSet] = Box::leak(
+        vec![
+            with_status(machine_set(md, "set-a", "class-a", 1, &[], 30), 2, 1),
+            with_status(machine_set(md, "set-b", "class-b", 2, &[], 20), 2, 2),
+            with_status(
+                machine_set(md, "set-new", "MachineClass-test", 0, &[], 10),
+                0,
+                0,
+            ),
+        ]
+        .into_boxed_slice(),
+    );
+    let mut machines = Vec::new();
+    let mut nodes = BTreeMap::new();
+    for (set, prefix) in [(0, "a"), (1, "b")] {
+        for i in 0..2 {
+            let node_name = format!("node-{prefix}{i}");
+            machines.push(machine_of(
+                &sets[set],
+                &format!("{prefix}-{i}"),
+                Some(&node_name),
+            ));
+            nodes.insert(
+                node_name,
+                node(&[(label::CANDIDATE_FOR_UPDATE, "true")], false),
+            );
+        }
+    }
+    let mut w = work(in_place_input(md, sets, &machines, nodes), 2);
+    assert!(w.reconcile_old_in_place());
+    assert_eq!(selected_nodes(&w.actions), vec!["node-a0", "node-b0"]);
+}
+
+/// deployment_test.go `#getMachineSetsForMachineDeployment / this should`: the sets a deployment
+/// claims ([`claim::claim`] as [`plan`] calls it: owned or adopted).
+#[test]
+fn deployment_get_machine_sets_for_machine_deployment() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+    let label1 = BTreeMap::from([("test-label-1".to_owned(), "test-label-1".to_owned())]);
+    let selector = LabelSelector {
+        match_labels: Some(label1.clone()),
+        match_expressions: None,
+    };
+    let invalid = LabelSelector {
+        match_labels: Some(BTreeMap::from([(
+            "test-label-1".to_owned(),
+            "dummy".to_owned(),
+        )])),
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "dummy-key".into(),
+            operator: "dummy".into(),
+            values: Some(vec!["dummy-value".into()]),
+        }]),
+    };
+    let set = |name: &str, labels: Option<BTreeMap<String, String>>, owned: bool| ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some("test".into()),
+        labels,
+        owner_references: owned.then(|| {
+            vec![claim::owner_reference(
+                KIND,
+                "MachineDeployment-test",
+                "1234567",
+            )]
+        }),
+        ..ObjectMeta::default()
+    };
+    let mut label12 = label1.clone();
+    label12.insert("test-label-2".into(), "test-label-2".into());
+    // (Entry, selector, sets, claimed names — None: error)
+    type Row<'a> = (
+        &'a str,
+        &'a LabelSelector,
+        Vec<ObjectMeta>,
+        Option<Vec<&'a str>>,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "return both machineSets as selector matches.",
+            &selector,
+            vec![
+                set("MachineSet-test-1", Some(label1.clone()), true),
+                set("MachineSet-test-2", Some(label12.clone()), true),
+            ],
+            Some(vec!["MachineSet-test-1", "MachineSet-test-2"]),
+        ),
+        (
+            "return no machineSets as selector matches none.",
+            &selector,
+            vec![
+                set("MachineSet-test-1", None, false),
+                set("MachineSet-test-2", None, false),
+            ],
+            Some(vec![]),
+        ),
+        (
+            "return no machineSets as selector is invalid.",
+            &invalid,
+            vec![
+                set("MachineSet-test-1", Some(label1.clone()), true),
+                set("MachineSet-test-2", Some(label12.clone()), true),
+            ],
+            None,
+        ),
+        (
+            "return only one machineSet as other one doesnt match the selector",
+            &selector,
+            vec![
+                set("MachineSet-test-1", None, false),
+                set("MachineSet-test-2", Some(label12.clone()), true),
+            ],
+            Some(vec!["MachineSet-test-2"]),
+        ),
+    ];
+    for (entry, selector, sets, want) in rows {
+        let owner = claim::Owner {
+            uid: "1234567",
+            deleting: false,
+            selector: Some(selector),
+        };
+        let got: Result<Vec<&str>, _> = sets
+            .iter()
+            .filter_map(|meta| match claim::claim(owner, meta) {
+                Ok(d) if d.is_claimed() => Some(Ok(meta.name.as_deref().unwrap())),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            })
+            .collect();
+        assert_eq!(got.ok(), want, "Entry {entry:?}");
     }
 }

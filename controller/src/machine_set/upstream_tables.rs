@@ -300,7 +300,8 @@ fn machineset_manage_replicas() {
     };
     let scaler_in_a_minute = Some(rfc3339(60));
     // (upstream It, spec.replicas, last-replica-change-by-scaler annotation, machines, decision)
-    let rows: Vec<(&str, i32, Option<String>, Vec<Machine>, Replicas)> = vec![
+    type Row<'a> = (&'a str, i32, Option<String>, Vec<Machine>, Replicas);
+    let rows: Vec<Row> = vec![
         (
             "should create new machines and should not return errors.",
             3,
@@ -656,7 +657,11 @@ fn plan_for(ms: &MachineSet, machines: &[Machine]) -> MachineSetPlan {
 fn machineset_reconcile_cluster_machine_set() {
     // It "should create new machines.": replicas 3, nothing yet → 3 created.
     let p = plan_for(&machine_set(3), &[]);
-    assert_eq!(decided(&p.actions), Replicas::Create(3), "should create new machines.");
+    assert_eq!(
+        decided(&p.actions),
+        Replicas::Create(3),
+        "should create new machines."
+    );
 
     // It "should return nil if machineset validation fails": upstream logs and drops the key; our
     // plan refuses the object (the shell logs it and does not requeue).
@@ -703,7 +708,12 @@ fn machineset_reconcile_cluster_machine_set() {
     // It "should count preserved Failed Replicas and exclude these replicas from failed machines":
     // upstream's only machine is Failed and preserved for an hour.
     let preserved = preserved_until(machine("machine-1", Some(MachinePhase::Failed), 60), 3600);
-    let status = machine_set_status(&machine_set(3), std::slice::from_ref(&preserved), None, now());
+    let status = machine_set_status(
+        &machine_set(3),
+        std::slice::from_ref(&preserved),
+        None,
+        now(),
+    );
     assert_eq!(status.preserved_failed_replicas, Some(1));
     assert_eq!(status.failed_machines, None);
     // Also when its lastOperation failed (what would otherwise list it): still excluded, while an
@@ -802,7 +812,8 @@ fn machineset_terminate_machines() {
         machine("machine-1", Some(MachinePhase::Failed), 60),
         machine("machine-2", Some(MachinePhase::Failed), 60),
     ];
-    let actions = manage_replicas(&machine_set(2), &shared(&failed), &BTreeMap::new(), now()).unwrap();
+    let actions =
+        manage_replicas(&machine_set(2), &shared(&failed), &BTreeMap::new(), now()).unwrap();
     assert_eq!(
         decided(&actions),
         Replicas::Delete(vec!["machine-1", "machine-2"]),
@@ -820,4 +831,285 @@ fn machineset_terminate_machines() {
         lo.description.as_deref(),
         Some(last_operation::DELETING_MACHINE_FROM_CLOUD_PROVIDER)
     );
+}
+
+/// Metadata of an object of namespace `test` with `labels`, resourceVersion `rv` and a
+/// controller reference to `kind`/`owner` with UID `uid`.
+fn routed_meta(
+    labels: Option<BTreeMap<String, String>>,
+    rv: &str,
+    owner: Option<(&str, &str, &str)>,
+) -> ObjectMeta {
+    ObjectMeta {
+        namespace: Some("test".into()),
+        labels,
+        resource_version: Some(rv.into()),
+        owner_references: owner
+            .map(|(kind, name, uid)| vec![claim::owner_reference(kind, name, uid)]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// machineset_test.go `#getMachineMachineSets`, `#addMachineToMachineSet`,
+/// `#updateMachineToMachineSet` and `#resolveMachineSetControllerRef`: which MachineSets a machine
+/// event enqueues ([`crate::machine_set::routing::owners_to_sync`]).
+#[test]
+fn machineset_machine_event_routing() {
+    use crate::machine_set::routing::owners_to_sync;
+    let sets = vec![machine_set(1)];
+    let owned =
+        |rv: &str| routed_meta(Some(pool()), rv, Some((KIND, "MachineSet-test", "1234567")));
+    let deleting = |mut m: ObjectMeta| {
+        m.deletion_timestamp = Some(Time(now()));
+        m
+    };
+    let one = vec!["MachineSet-test".to_owned()];
+    let none: Vec<String> = Vec::new();
+    // (Describe / It or Entry, old, new, enqueued)
+    let rows: Vec<(&str, Option<ObjectMeta>, ObjectMeta, &Vec<String>)> = vec![
+        (
+            "#getMachineMachineSets / should return error (machine without labels)",
+            None,
+            routed_meta(None, "1", None),
+            &none,
+        ),
+        (
+            "#getMachineMachineSets / should not return error",
+            None,
+            routed_meta(Some(pool()), "1", None),
+            &one,
+        ),
+        (
+            "#addMachineToMachineSet / should enqueue the machineset as controllerRef matches",
+            None,
+            owned("1"),
+            &one,
+        ),
+        (
+            "#addMachineToMachineSet / should enqueue the machineset though controllerRef is not set but orphan is created",
+            None,
+            owned("1"),
+            &one,
+        ),
+        (
+            "#addMachineToMachineSet / should enqueue the machineset while machine is being deleted",
+            None,
+            deleting(owned("1")),
+            &one,
+        ),
+        (
+            "#addMachineToMachineSet / shouldn't enqueue the machineset if machineset is not found via cotrollerRef",
+            None,
+            routed_meta(Some(pool()), "1", Some((KIND, "dummy-one", "1234567"))),
+            &none,
+        ),
+        (
+            "#updateMachineToMachineSet / shouldn't enqueue the machineset if resource version matches",
+            Some(owned("123")),
+            owned("123"),
+            &none,
+        ),
+        (
+            "#updateMachineToMachineSet / ResourceVersion is different for new machine",
+            Some(owned("123")),
+            owned("3456"),
+            &one,
+        ),
+        (
+            "#updateMachineToMachineSet / newMachine is being deleted",
+            Some(deleting(owned("123"))),
+            owned("345"),
+            &one,
+        ),
+        (
+            "#updateMachineToMachineSet / labels on newMachine has changed",
+            Some(owned("123")),
+            routed_meta(
+                Some(BTreeMap::from([("dummy".into(), "dummy".into())])),
+                "345",
+                Some((KIND, "MachineSet-test", "1234567")),
+            ),
+            &one,
+        ),
+        (
+            "#updateMachineToMachineSet / if controllerRef has changed and new ref is nil",
+            Some(owned("123")),
+            routed_meta(Some(pool()), "345", None),
+            &one,
+        ),
+        (
+            "#updateMachineToMachineSet / if controllerRef has changed and new ref points to valid machineSet",
+            Some(owned("123")),
+            routed_meta(
+                Some(pool()),
+                "345",
+                Some((KIND, "MachineSet-test-dummy", "1234567")),
+            ),
+            &one,
+        ),
+    ];
+    for (case, old, new, want) in rows {
+        assert_eq!(&owners_to_sync(old.as_ref(), &new, &sets), want, "{case}");
+    }
+    // #resolveMachineSetControllerRef: a reference resolves when name and UID match.
+    let mut other_uid = machine_set(1);
+    other_uid.metadata.uid = Some("1234".into());
+    let reference = routed_meta(None, "1", Some((KIND, "MachineSet-test", "1234567")));
+    assert!(
+        owners_to_sync(None, &reference, &[other_uid]).is_empty(),
+        "#resolveMachineSetControllerRef / should not return MachineSet (UID differs)"
+    );
+    assert_eq!(
+        owners_to_sync(None, &reference, &sets),
+        one,
+        "#resolveMachineSetControllerRef / should return MachineSet"
+    );
+    let wrong_kind = routed_meta(
+        None,
+        "1",
+        Some(("MachineDeployment", "MachineSet-test", "1234567")),
+    );
+    assert!(
+        owners_to_sync(None, &wrong_kind, &sets).is_empty(),
+        "#resolveMachineSetControllerRef / should not return MachineSet (kind differs)"
+    );
+}
+
+/// deployment_test.go `#addMachineSetToDeployment`, `#updateMachineSetToDeployment` and
+/// `#deleteMachineSetToDeployment`: which deployments a MachineSet event enqueues.
+#[test]
+fn deployment_machine_set_event_routing() {
+    use crate::machine_set::routing::owners_to_sync;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as Selector;
+    let mut md = mcm_api::v1alpha1::MachineDeployment::new(
+        "MachineDeployment-test",
+        mcm_api::v1alpha1::MachineDeploymentSpec {
+            selector: Some(Selector {
+                match_labels: Some(pool()),
+                match_expressions: None,
+            }),
+            ..Default::default()
+        },
+    );
+    md.metadata.namespace = Some("test".into());
+    md.metadata.uid = Some("1234567".into());
+    let deployments = vec![md];
+    const MD: &str = "MachineDeployment";
+    let owned = |rv: &str| {
+        routed_meta(
+            Some(pool()),
+            rv,
+            Some((MD, "MachineDeployment-test", "1234567")),
+        )
+    };
+    let deleting = |mut m: ObjectMeta| {
+        m.deletion_timestamp = Some(Time(now()));
+        m
+    };
+    let one = vec!["MachineDeployment-test".to_owned()];
+    let none: Vec<String> = Vec::new();
+    let rows: Vec<(&str, Option<ObjectMeta>, ObjectMeta, &Vec<String>)> = vec![
+        (
+            "#addMachineSetToDeployment / be enqueued as MachineSet is added",
+            None,
+            owned("1"),
+            &one,
+        ),
+        (
+            "#addMachineSetToDeployment / be enqueued as MachineSet is deleted",
+            None,
+            deleting(owned("1")),
+            &one,
+        ),
+        (
+            "#addMachineSetToDeployment / be enqueued as controllerRef is nil, and it should find it via label",
+            None,
+            routed_meta(Some(pool()), "1", None),
+            &one,
+        ),
+        (
+            "#addMachineSetToDeployment / not be enqueued as controllerRef is nil, and labels are also not matching",
+            None,
+            routed_meta(None, "1", None),
+            &none,
+        ),
+        (
+            "#addMachineSetToDeployment / not be enqueued as controllerRef is not nil, but doesnt match any machine-deployment",
+            None,
+            routed_meta(
+                Some(pool()),
+                "1",
+                Some((MD, "MachineDeployment-test-dummy", "1234567")),
+            ),
+            &none,
+        ),
+        (
+            "#updateMachineSetToDeployment / not be enqueued as ResourceVersion is same",
+            Some(owned("123")),
+            owned("123"),
+            &none,
+        ),
+        (
+            "#updateMachineSetToDeployment / be enqueued as newMachineSet is being deleted",
+            Some(deleting(owned("123"))),
+            owned("345"),
+            &one,
+        ),
+        (
+            "#updateMachineSetToDeployment / be enqueued as newMachineSet's label has changed",
+            Some(owned("123")),
+            routed_meta(
+                Some(BTreeMap::from([("dummy".into(), "dummy".into())])),
+                "345",
+                Some((MD, "MachineDeployment-test", "1234567")),
+            ),
+            &one,
+        ),
+        (
+            "#updateMachineSetToDeployment / be enqueued as newMachineSet's controllerRef has changed",
+            Some(owned("123")),
+            routed_meta(Some(pool()), "345", None),
+            &one,
+        ),
+        (
+            "#updateMachineSetToDeployment / not be enqueued as both oldMachineSet and newMachineSet has nil controllerRef",
+            Some(routed_meta(Some(pool()), "123", None)),
+            routed_meta(Some(pool()), "345", None),
+            &none,
+        ),
+        (
+            "#updateMachineSetToDeployment / be enqueued as newMachineSet's controllerRef has changed and points to a other valid MachineDeployment",
+            Some(owned("123")),
+            routed_meta(
+                Some(pool()),
+                "345",
+                Some((MD, "MachineSet-test-dummy", "1234567")),
+            ),
+            &one,
+        ),
+        // Deletions reach `owners_to_sync` as an event without an old object.
+        (
+            "#deleteMachineSetToDeployment / be enqueued as MachineSet is deleted",
+            None,
+            deleting(owned("1")),
+            &one,
+        ),
+        (
+            "#deleteMachineSetToDeployment / not be enqueued as MachineDeployment's UID is different in controllerRef",
+            None,
+            deleting(routed_meta(
+                Some(pool()),
+                "1",
+                Some((MD, "MachineDeployment-test", "111-dummy")),
+            )),
+            &none,
+        ),
+    ];
+    for (case, old, new, want) in rows {
+        assert_eq!(
+            &owners_to_sync(old.as_ref(), &new, &deployments),
+            want,
+            "{case}"
+        );
+    }
 }
