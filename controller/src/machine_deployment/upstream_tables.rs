@@ -1964,3 +1964,53 @@ fn deployment_get_machine_sets_for_machine_deployment() {
         assert_eq!(got.ok(), want, "Entry {entry:?}");
     }
 }
+
+/// deployment_rolling_test.go `#taintNodesBackingMachineSets` and deployment_util_test.go
+/// `#removeTaintNodesBackingMachineSet`: which nodes get the PreferNoSchedule taint (those of old
+/// sets, during a rollout) and which lose it (those of the new set, once complete); the shell
+/// applies the taint to each named node.
+#[test]
+fn deployment_rolling_taint_and_untaint_nodes() {
+    let (md, ms, m) = reconcile_fixture();
+    // Entry "taints on nodes backing machineSet": a rollout taints the old set's nodes once.
+    let mut rolled = md.clone();
+    rolled.spec.template = template("MachineClass-test-new");
+    let p = run_ok(&rolled, std::slice::from_ref(&ms), std::slice::from_ref(&m));
+    assert!(
+        p.actions
+            .contains(&DeploymentAction::TaintNodesPreferNoSchedule(vec![
+                "Node1-test".into()
+            ])),
+        "taints on nodes backing machineSet: {:?}",
+        p.actions
+    );
+    let old = &sets_after(std::slice::from_ref(&ms), &p.actions)["MachineSet-test"];
+    assert_eq!(
+        ann_of(old, annotation::PREFER_NO_SCHEDULE),
+        Some(value::TRUE_CAPITALISED),
+        "the old set is marked as tainted"
+    );
+
+    // Entry "removed taints on nodes backing machineSet": the rollout is complete and the
+    // (new) set still carries the mark: its nodes are untainted and the mark goes.
+    let mut marked = ms.clone();
+    marked
+        .metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(
+            annotation::PREFER_NO_SCHEDULE.to_owned(),
+            value::TRUE_CAPITALISED.to_owned(),
+        );
+    let p = run_ok(&md, std::slice::from_ref(&marked), std::slice::from_ref(&m));
+    assert!(
+        p.actions
+            .contains(&DeploymentAction::UntaintNodesPreferNoSchedule(vec![
+                "Node1-test".into()
+            ])),
+        "removed taints on nodes backing machineSet: {:?}",
+        p.actions
+    );
+    let after = &sets_after(std::slice::from_ref(&marked), &p.actions)["MachineSet-test"];
+    assert_eq!(ann_of(after, annotation::PREFER_NO_SCHEDULE), None);
+}
