@@ -410,7 +410,8 @@ pub fn is_scaling_event(md: &MachineDeployment, sets: &[MachineSet]) -> bool {
 /// InPlaceUpdate, with its own maxSurge) grows it up to `replicas + maxSurge` counting
 /// `existing_total`: every machine of every set that exists or is about to (upstream counts
 /// `status.replicas`; we take per set the larger of spec, status and the machines seen), never
-/// beyond `replicas`; manual InPlaceUpdate keeps it; Recreate uses `replicas`.
+/// beyond `replicas`; manual InPlaceUpdate gives 0 (its new set only grows by machines handed
+/// over after their update, upstream returns 0 whatever the set holds); Recreate uses `replicas`.
 #[must_use]
 pub fn new_machine_set_replicas(
     md: &MachineDeployment,
@@ -428,7 +429,7 @@ pub fn new_machine_set_replicas(
                 .and_then(|i| i.orchestration_type.as_ref())
                 == Some(&mcm_api::v1alpha1::OrchestrationType::Manual) =>
         {
-            new_spec
+            0
         }
         Some(Strategy::RollingUpdate | Strategy::InPlaceUpdate) => {
             let max_total = replicas(md) + max_surge;
@@ -1515,3 +1516,7 @@ mod in_place;
 #[cfg(test)]
 #[path = "plan_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "upstream_tables.rs"]
+mod upstream_tables;

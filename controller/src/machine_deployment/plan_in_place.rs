@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mcm_api::keys::{condition, label, value};
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachinePhase, OrchestrationType};
 
-use super::{DeploymentAction, Work, spec_replicas, status_of};
+use super::{DeploymentAction, NodeView, Work, spec_replicas, status_of};
 use crate::machine_deployment::fencepost::{self, replicas};
 use crate::machine_set::claim;
 use crate::machine_set::plan::MachineRef;
@@ -57,6 +57,49 @@ fn machine_ref(m: &Machine) -> MachineRef {
         name: m.metadata.name.clone().unwrap_or_default(),
         uid: m.metadata.uid.clone().unwrap_or_default(),
     }
+}
+
+/// Whether `node` carries label `key`, whatever its value (upstream tests presence for the
+/// selected-for-update and candidate-for-update labels when counting and selecting).
+fn node_has_key(nodes: &BTreeMap<String, NodeView>, node: &str, key: &str) -> bool {
+    nodes.get(node).is_some_and(|n| n.labels.contains_key(key))
+}
+
+/// `getMachinesUndergoingUpdate`: how many of `machines` have a node carrying the
+/// selected-for-update label. Machines without a node (or whose node is not known) do not count.
+pub(super) fn machines_undergoing_update<'m>(
+    machines: impl IntoIterator<Item = &'m Machine>,
+    nodes: &BTreeMap<String, NodeView>,
+) -> i32 {
+    let count = machines
+        .into_iter()
+        .filter(|m| {
+            m.node_name()
+                .filter(|n| !n.is_empty())
+                .is_some_and(|node| node_has_key(nodes, node, label::SELECTED_FOR_UPDATE))
+        })
+        .count();
+    i32::try_from(count).unwrap_or(i32::MAX)
+}
+
+/// `getMachinesForDrain`: the first `count` of `machines` whose node is a candidate for update
+/// and not selected yet.
+pub(super) fn machines_for_drain<'m>(
+    machines: &[&'m Machine],
+    nodes: &BTreeMap<String, NodeView>,
+    count: usize,
+) -> Vec<&'m Machine> {
+    machines
+        .iter()
+        .copied()
+        .filter(|m| {
+            m.node_name().filter(|n| !n.is_empty()).is_some_and(|node| {
+                node_has_key(nodes, node, label::CANDIDATE_FOR_UPDATE)
+                    && !node_has_key(nodes, node, label::SELECTED_FOR_UPDATE)
+            })
+        })
+        .take(count)
+        .collect()
 }
 
 impl Work<'_> {
@@ -127,7 +170,7 @@ impl Work<'_> {
     }
 
     /// `syncMachineSets`.
-    fn sync_in_place_sets(&mut self) {
+    pub(super) fn sync_in_place_sets(&mut self) {
         if let Some(n) = self.new {
             let machines: Vec<&Machine> = self.machines_of(n).to_vec();
             let updated: Vec<&Machine> = machines
@@ -173,7 +216,7 @@ impl Work<'_> {
     }
 
     /// `reconcileNewMachineSetInPlace`: returns whether anything was scaled or moved.
-    fn reconcile_new_in_place(&mut self) -> bool {
+    pub(super) fn reconcile_new_in_place(&mut self) -> bool {
         let Some(n) = self.new else {
             return false;
         };
@@ -265,7 +308,7 @@ impl Work<'_> {
 
     /// `reconcileOldMachineSetsInPlace`: selects nodes for update within the availability budget;
     /// returns whether anything was scaled or selected.
-    fn reconcile_old_in_place(&mut self) -> bool {
+    pub(super) fn reconcile_old_in_place(&mut self) -> bool {
         let old_total = self.old_spec_total();
         if old_total == 0 {
             return false;
@@ -286,16 +329,11 @@ impl Work<'_> {
         }
         let mut olds = self.olds();
         olds.sort_by(|&a, &b| super::revision::creation_order(&self.sets[a], &self.sets[b]));
-        let undergoing = i32::try_from(
+        let undergoing = machines_undergoing_update(
             olds.iter()
-                .flat_map(|&i| self.machines_of(i).iter())
-                .filter(|m| {
-                    m.node_name()
-                        .is_some_and(|node| self.node_has_label(node, label::SELECTED_FOR_UPDATE))
-                })
-                .count(),
-        )
-        .unwrap_or(i32::MAX);
+                .flat_map(|&i| self.machines_of(i).iter().copied()),
+            self.input.nodes,
+        );
         if undergoing + new_spec >= want {
             return false;
         }
@@ -318,16 +356,20 @@ impl Work<'_> {
         }
         let max_selectable =
             usize::try_from((available - min_available).min((want - new_spec).max(0))).unwrap_or(0);
-        let mut selected = Vec::new();
+        // `selectNumOfMachineForUpdate`: oldest set first, from each at most its spec replicas.
+        let mut selected: Vec<String> = Vec::new();
         for &i in &olds {
-            for m in self.machines_of(i) {
-                if selected.len() >= max_selectable {
-                    break;
-                }
-                if let Some(node) = m.node_name().filter(|n| !n.is_empty())
-                    && self.node_has_label(node, label::CANDIDATE_FOR_UPDATE)
-                    && !self.node_has_label(node, label::SELECTED_FOR_UPDATE)
-                    && !selected.iter().any(|s: &String| s == node)
+            if selected.len() >= max_selectable {
+                break;
+            }
+            let spec = usize::try_from(spec_replicas(&self.sets[i])).unwrap_or(0);
+            if spec == 0 {
+                continue;
+            }
+            let count = spec.min(max_selectable - selected.len());
+            for m in machines_for_drain(self.machines_of(i), self.input.nodes, count) {
+                if let Some(node) = m.node_name()
+                    && !selected.iter().any(|s| s == node)
                 {
                     selected.push(node.to_owned());
                 }

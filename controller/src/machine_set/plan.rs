@@ -1043,3 +1043,7 @@ pub fn status_write_delay(
 #[cfg(test)]
 #[path = "plan_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "upstream_tables.rs"]
+mod upstream_tables;

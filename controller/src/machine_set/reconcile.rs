@@ -235,9 +235,9 @@ impl Controller {
             MachineChange::Added(m) | MachineChange::Deleted(m) => (None, &m.metadata),
             MachineChange::Updated(old, new) => (Some(&old.metadata), &new.metadata),
         };
-        let old_uid = old.and_then(controller_ref).map(|r| r.uid.as_str());
         let new_ref = controller_ref(new);
-        let same_controller = old.is_none() || old_uid == new_ref.map(|r| r.uid.as_str());
+        // Same comparison as `routing::owners_to_sync`: the whole reference.
+        let same_controller = old.is_none_or(|o| controller_ref(o) == new_ref);
         match new_ref {
             // Controlled and unchanged: only the controller can be concerned.
             Some(r) if same_controller => {

@@ -77,7 +77,7 @@ fn names<O: Owner>(owners: Vec<&O>) -> Vec<String> {
 /// Owners to reconcile after an add (`old` = `None`), update or delete of `object`.
 ///
 /// - resourceVersion unchanged: nothing (resync);
-/// - controller reference changed: the old owner too;
+/// - controller reference changed (any field): the old owner too;
 /// - controlled: its owner only (if it resolves);
 /// - orphan: every matching owner, on add/delete or when labels or the reference changed.
 #[must_use]
@@ -95,8 +95,10 @@ pub fn owners_to_sync<O: Owner>(
     let mut out = Vec::new();
     let old_ref = old.and_then(controller_ref);
     let new_ref = controller_ref(new);
+    // The whole reference is compared, as upstream does (`reflect.DeepEqual`): a reference that
+    // changed its name but kept the UID still concerns the old owner.
     if let Some(old) = old
-        && old_ref.map(|r| &r.uid) != new_ref.map(|r| &r.uid)
+        && old_ref != new_ref
         && let Some(o) = resolve_controller(old, owners)
     {
         out.push(o);
