@@ -16,7 +16,7 @@ use crate::safety::apiserver::plan::{ApiServerSafetySettings, FreezeState, plan_
 #[derive(Clone, Copy, Debug)]
 enum Inactive {
     /// The timer is not running.
-    Inactive,
+    NotStarted,
     /// Started 5s ago.
     Started,
     /// Started 5m ago.
@@ -25,26 +25,26 @@ enum Inactive {
 
 /// `(control up, target up, inactive timer, frozen before, frozen after)`.
 const API_SERVER: &[(bool, bool, Inactive, bool, bool)] = &[
-    (true, true, Inactive::Inactive, false, false),
-    (true, true, Inactive::Inactive, true, false),
+    (true, true, Inactive::NotStarted, false, false),
+    (true, true, Inactive::NotStarted, true, false),
     (true, true, Inactive::Started, false, false),
     (true, true, Inactive::Started, true, false),
     (true, true, Inactive::Elapsed, false, false),
     (true, true, Inactive::Elapsed, true, false),
-    (true, false, Inactive::Inactive, false, false),
-    (true, false, Inactive::Inactive, true, true),
+    (true, false, Inactive::NotStarted, false, false),
+    (true, false, Inactive::NotStarted, true, true),
     (true, false, Inactive::Started, false, false),
     (true, false, Inactive::Started, true, true),
     (true, false, Inactive::Elapsed, false, true),
     (true, false, Inactive::Elapsed, true, true),
-    (false, true, Inactive::Inactive, false, false),
-    (false, true, Inactive::Inactive, true, true),
+    (false, true, Inactive::NotStarted, false, false),
+    (false, true, Inactive::NotStarted, true, true),
     (false, true, Inactive::Started, false, false),
     (false, true, Inactive::Started, true, true),
     (false, true, Inactive::Elapsed, false, true),
     (false, true, Inactive::Elapsed, true, true),
-    (false, false, Inactive::Inactive, false, false),
-    (false, false, Inactive::Inactive, true, true),
+    (false, false, Inactive::NotStarted, false, false),
+    (false, false, Inactive::NotStarted, true, true),
     (false, false, Inactive::Started, false, false),
     (false, false, Inactive::Started, true, true),
     (false, false, Inactive::Elapsed, false, true),
@@ -60,13 +60,18 @@ fn reconcile_cluster_machine_safety_api_server_table() {
     let now = at(1_000);
     for (control, target, inactive, before, after) in API_SERVER {
         // Upstream's entry names, rebuilt from the row.
+        let timer = match inactive {
+            Inactive::NotStarted => "Inactive",
+            Inactive::Started => "Started",
+            Inactive::Elapsed => "Elapsed",
+        };
         let entry = format!(
-            "Control APIServer: {}, Target APIServer: {}, Inactive Timer: {inactive:?}, Pre-Frozen: {before} = Post-Frozen: {after}",
+            "Control APIServer: {}, Target APIServer: {}, Inactive Timer: {timer}, Pre-Frozen: {before} = Post-Frozen: {after}",
             reachable(*control),
             reachable(*target)
         );
         let down_since: Option<Timestamp> = match inactive {
-            Inactive::Inactive => None,
+            Inactive::NotStarted => None,
             Inactive::Started => Some(at(1_000 - 5)),
             Inactive::Elapsed => Some(at(1_000 - 300)),
         };

@@ -12,3 +12,4 @@ mod health;
 mod in_place;
 mod preservation;
 mod status;
+mod validation;

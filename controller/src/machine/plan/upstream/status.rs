@@ -13,6 +13,7 @@ const SHORT_1: &str = "AWS was not able to validate the provided access credenti
 const SHORT_2: &str = "AWS was not able to validate the provided access credentials\n\tstatus code: 401, request id: 23423424-342f-sdff-45cs-3242sdfsdfd";
 
 /// `(entry, (description, age in seconds) of m1, same of m2, similar?)`.
+#[allow(clippy::type_complexity)]
 const TABLE: &[(&str, (&str, i64), (&str, i64), bool)] = &[
     (
         "when status description is exact match",
