@@ -11,6 +11,7 @@
 mod deletion;
 mod health;
 mod in_place;
+mod node_sync;
 mod preservation;
 mod status;
 mod validation;
