@@ -153,3 +153,195 @@ fn update_machine_to_safety_table() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// machine_safety_test.go: #Orphan VM collection / ##reconcileClusterMachineSafetyOrphanVMs
+// ---------------------------------------------------------------------------------------------
+
+/// `(entry, machine "testmachine_1" (phase, providerID) if it exists, VM deleted?)`; the provider
+/// lists one VM `testmachine-ip1` named `testmachine_1`.
+#[allow(clippy::type_complexity)]
+const ORPHAN_VMS: &[(&str, Option<(&str, Option<&str>)>, bool)] = &[
+    ("machine object not found", None, true),
+    (
+        "machine object in CrashLoopBackOff state,so machine should NOT be deleted",
+        Some(("CrashLoopBackOff", None)),
+        false,
+    ),
+    // Documented deviation: upstream deletes the VM of a Running machine without a stored
+    // providerID; ours keeps it, as the machine may still be recording its creation (the
+    // providerID is written after CreateMachine returns). The entry's intent — a Running
+    // machine that refers to another VM loses this one — holds: see the next row.
+    (
+        "machine object in Running state but doesn't refer to machine, so machine should be deleted",
+        Some(("Running", None)),
+        false,
+    ),
+    (
+        "machine object in Running state but doesn't refer to machine, so machine should be deleted (machine has another providerID)",
+        Some(("Running", Some("testmachine-ip2"))),
+        true,
+    ),
+];
+
+#[test]
+fn reconcile_cluster_machine_safety_orphan_vms_table() {
+    use crate::machine::plan::test_support::MachineExt;
+    use crate::safety::orphans::plan::{OrphanVm, orphan_vms};
+    let listed = std::collections::BTreeMap::from([(
+        "testmachine-ip1".to_owned(),
+        "testmachine_1".to_owned(),
+    )]);
+    for (entry, existing, deleted) in ORPHAN_VMS {
+        let machines: Vec<Machine> = existing
+            .iter()
+            .map(|(phase, provider_id)| {
+                let mut m = machine("testmachine_1")
+                    .with_phase(mcm_api::v1alpha1::MachinePhase::from(*phase), at(0));
+                if let Some(id) = provider_id {
+                    m = m.with_provider_id(id);
+                }
+                m
+            })
+            .collect();
+        let expected: Vec<OrphanVm> = if *deleted {
+            vec![OrphanVm {
+                provider_id: "testmachine-ip1".to_owned(),
+                machine_name: "testmachine_1".to_owned(),
+            }]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(orphan_vms(&listed, &machines), expected, "{entry}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// machine_safety_test.go: #AnnotateNodesUnmanagedByMCM / ##table
+// ---------------------------------------------------------------------------------------------
+
+struct UnmanagedRow {
+    entry: &'static str,
+    /// Minutes since test-node-0 was created (`None`: no creation timestamp).
+    created_minutes_ago: Option<i64>,
+    annotated: bool,
+    mcm_finalizer: bool,
+    /// A machine names test-node-0.
+    has_machine: bool,
+    /// test-node-0's annotation `not-managed-by-mcm` after the pass.
+    annotated_after: bool,
+    /// test-node-0's finalizers after the pass, when changed.
+    finalizers_after: Option<Vec<String>>,
+}
+
+#[test]
+fn annotate_nodes_unmanaged_by_mcm_table() {
+    use crate::safety::orphans::plan::{OrphanNodeAction, orphan_nodes};
+    use mcm_api::duration::Duration;
+    use mcm_api::keys::{annotation, finalizer, label};
+    let rows = [
+        UnmanagedRow {
+            entry: "Annotate node object when creation time is older than machineCreationTimeout (21mins old)",
+            created_minutes_ago: Some(21),
+            annotated: false,
+            mcm_finalizer: false,
+            has_machine: false,
+            annotated_after: true,
+            finalizers_after: None,
+        },
+        UnmanagedRow {
+            entry: "Don't annotate node object when creation time is less than machineCreationTimeout (19mins old)",
+            created_minutes_ago: Some(19),
+            annotated: false,
+            mcm_finalizer: false,
+            has_machine: false,
+            annotated_after: false,
+            finalizers_after: None,
+        },
+        UnmanagedRow {
+            entry: "Node already has NotManagedByMCM annotation",
+            created_minutes_ago: None,
+            annotated: true,
+            mcm_finalizer: false,
+            has_machine: false,
+            annotated_after: true,
+            finalizers_after: None,
+        },
+        UnmanagedRow {
+            entry: "Annotate orphan node and remove its MCM finalizer",
+            created_minutes_ago: Some(21),
+            annotated: false,
+            mcm_finalizer: true,
+            has_machine: false,
+            annotated_after: true,
+            finalizers_after: Some(Vec::new()),
+        },
+        UnmanagedRow {
+            entry: "Node incorrectly assigned NotManagedByMCM annotation",
+            created_minutes_ago: None,
+            annotated: true,
+            mcm_finalizer: false,
+            has_machine: true,
+            annotated_after: false,
+            finalizers_after: None,
+        },
+    ];
+    let now = at(10_000);
+    for row in rows {
+        let entry = row.entry;
+        let mut node0 =
+            crate::machine::plan::test_support::node("test-node-0", Vec::new(), Vec::new());
+        node0.metadata.creation_timestamp = row.created_minutes_ago.map(|minutes| {
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(10_000 - minutes * 60))
+        });
+        if row.annotated {
+            node0.metadata.annotations =
+                Some([(annotation::NOT_MANAGED_BY_MCM.to_owned(), "1".to_owned())].into());
+        }
+        if row.mcm_finalizer {
+            node0.metadata.finalizers = Some(vec![finalizer::NODE.to_owned()]);
+        }
+        let node1 = crate::machine::plan::test_support::node("test-node-1", Vec::new(), Vec::new());
+        let node2 = crate::machine::plan::test_support::node("test-node-2", Vec::new(), Vec::new());
+        let owner = |name: &str, node: &str| {
+            use crate::machine::plan::test_support::MachineExt;
+            machine(name).with_label(label::NODE, node)
+        };
+        let mut machines = vec![
+            owner("testmachine_1", "test-node-1"),
+            owner("testmachine_2", "test-node-2"),
+            owner("testmachine_3", "test-node-2"),
+        ];
+        if row.has_machine {
+            machines.push(owner("testmachine_0", "test-node-0"));
+        }
+        let actions = orphan_nodes(
+            &[node0, node1, node2],
+            &machines,
+            Duration::from_mins(20),
+            now,
+        );
+        // Only test-node-0 is ever touched: test-node-1 has one machine, test-node-2 two.
+        let mut annotated = row.annotated;
+        let mut finalizers = None;
+        for action in &actions {
+            match action {
+                OrphanNodeAction::MarkUnmanaged {
+                    node,
+                    finalizers: after,
+                    annotate,
+                } => {
+                    assert_eq!(node, "test-node-0", "{entry}");
+                    annotated |= *annotate;
+                    finalizers.clone_from(after);
+                }
+                OrphanNodeAction::RemoveUnmanagedAnnotation { node } => {
+                    assert_eq!(node, "test-node-0", "{entry}");
+                    annotated = false;
+                }
+            }
+        }
+        assert_eq!(annotated, row.annotated_after, "{entry}: {actions:?}");
+        assert_eq!(finalizers, row.finalizers_after, "{entry}");
+    }
+}
