@@ -463,3 +463,401 @@ fn manage_machine_preservation_not_bound_table() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// machine_util_test.go: #preserveMachine and #stopPreservationIfActive
+// ---------------------------------------------------------------------------------------------
+//
+// Upstream calls these helpers directly with a preserve value; ours has one entry point, so each
+// row restates the call as `plan_preservation` input: the value as the machine's annotation (the
+// node carries none), or for a stop, inputs that make the plan stop the preservation.
+
+/// Node setup of the helper rows.
+#[derive(Clone)]
+struct HelperNode {
+    /// Annotations on the node.
+    annotations: &'static [(&'static str, &'static str)],
+    /// Existing `Preserved` condition `(status, reason, message)`.
+    condition: Option<(&'static str, &'static str, &'static str)>,
+    user_cordoned: bool,
+    tainted: bool,
+}
+
+struct HelperRow {
+    entry: &'static str,
+    phase: &'static str,
+    machine_value: Option<&'static str>,
+    /// `None` = no node label; `Some(None)` = the label names a missing node.
+    node: Option<Option<HelperNode>>,
+    expiry_before: bool,
+    /// Seconds from now to the expiry when `expiry_before`.
+    expiry_in: i64,
+    // Expected.
+    expiry_after: bool,
+    /// `Preserved` condition `(status, reason, message substring)` after.
+    condition: Option<(&'static str, &'static str, &'static str)>,
+    ca_annotation_after: bool,
+    preserve_annotation_after: bool,
+    tainted_after: bool,
+}
+
+const CA: (&str, &str) = (annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED, "true");
+
+const fn plain_node() -> HelperNode {
+    HelperNode {
+        annotations: &[],
+        condition: None,
+        user_cordoned: false,
+        tainted: false,
+    }
+}
+
+fn helper_rows() -> Vec<HelperRow> {
+    let user = reason::PRESERVED_BY_USER;
+    let drained = reason::PRESERVED_NODE_DRAIN_SUCCESSFUL;
+    let base = || HelperRow {
+        entry: "",
+        phase: "Failed",
+        machine_value: Some(preserve::NOW),
+        node: Some(Some(plain_node())),
+        expiry_before: false,
+        expiry_in: 600,
+        expiry_after: true,
+        condition: Some(("True", user, drained)),
+        ca_annotation_after: true,
+        preserve_annotation_after: false,
+        tainted_after: true,
+    };
+    vec![
+        HelperRow {
+            entry: "when preserve=now and there is no backing node",
+            phase: "Unknown",
+            node: None,
+            condition: None,
+            ca_annotation_after: false,
+            tainted_after: false,
+            ..base()
+        },
+        HelperRow {
+            entry: "when preserve=now, the machine is Running, and there is a backing node",
+            phase: "Running",
+            condition: Some(("True", user, "")),
+            tainted_after: false,
+            ..base()
+        },
+        HelperRow {
+            entry: "when preserve=now, machine was preserved while Running (NodePreserved=True set without drain), then transitions to Failed: drain and taint must be applied",
+            node: Some(Some(HelperNode {
+                annotations: &[CA],
+                condition: Some(("True", user, "")),
+                ..plain_node()
+            })),
+            expiry_before: true,
+            ..base()
+        },
+        HelperRow {
+            entry: "when preserve=now, the machine has Failed, and there is a backing node",
+            ..base()
+        },
+        HelperRow {
+            entry: "when preserve=now, the machine has Failed, and the preservation is incomplete after step 1 - adding preserveExpiryTime",
+            expiry_before: true,
+            ..base()
+        },
+        HelperRow {
+            entry: "when preserve=now, the machine has Failed, and the preservation is incomplete at step 2 - adding CA annotations",
+            node: Some(Some(HelperNode {
+                annotations: &[CA],
+                ..plain_node()
+            })),
+            expiry_before: true,
+            ..base()
+        },
+        HelperRow {
+            entry: "when preserve=now, the machine has Failed, and the preservation is incomplete because of drain failure",
+            node: Some(Some(HelperNode {
+                annotations: &[CA],
+                condition: Some(("False", user, reason::PRESERVED_NODE_DRAIN_UNSUCCESSFUL)),
+                ..plain_node()
+            })),
+            ..base()
+        },
+        HelperRow {
+            entry: "when preserve=when-failed, the machine has Failed, and there is a backing node",
+            machine_value: Some(preserve::WHEN_FAILED),
+            ..base()
+        },
+        HelperRow {
+            entry: "when preserve=auto-preserved, the machine has Failed, and there is a backing node",
+            machine_value: Some(preserve::AUTO_PRESERVED),
+            condition: Some(("True", reason::PRESERVED_BY_MCM, drained)),
+            ..base()
+        },
+        HelperRow {
+            // Upstream's helper returns `node "err-backing-node" not found` after setting the
+            // expiry; its caller (`manageMachinePreservation`, entry "when a machine has a
+            // backing node, but node retrieval fails") swallows it (LongRetry, no error).
+            entry: "when preserve=now, the machine has Failed, and there is an error fetching backing node",
+            node: Some(None),
+            condition: None,
+            ca_annotation_after: false,
+            tainted_after: false,
+            ..base()
+        },
+        HelperRow {
+            entry: "when preserve=now, the machine is Running, and the node is user-cordoned, Spec.Unschedulable must remain true",
+            phase: "Running",
+            node: Some(Some(HelperNode {
+                user_cordoned: true,
+                ..plain_node()
+            })),
+            condition: Some(("True", user, "")),
+            tainted_after: false,
+            ..base()
+        },
+        HelperRow {
+            entry: "when preserve=now, the machine has Failed, and the node is user-cordoned, Spec.Unschedulable must remain true",
+            node: Some(Some(HelperNode {
+                user_cordoned: true,
+                ..plain_node()
+            })),
+            ..base()
+        },
+        // #stopPreservationIfActive: the machine is preserved (expiry in 10 minutes) and its node
+        // annotated `preserve=now` with the CA annotation and Preserved=True.
+        HelperRow {
+            // Removal of the preserve annotation is what a timed-out preservation does: the
+            // expiry has passed.
+            entry: "when stopping preservation on a preserved machine with backing node and preserve annotation needs to be removed",
+            machine_value: None,
+            expiry_in: -60,
+            node: Some(Some(HelperNode {
+                annotations: &[
+                    (annotation::PRESERVE, preserve::NOW),
+                    CA,
+                    (
+                        annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM,
+                        "true",
+                    ),
+                ],
+                condition: Some(("True", user, "")),
+                ..plain_node()
+            })),
+            expiry_before: true,
+            expiry_after: false,
+            condition: Some(("False", reason::PRESERVATION_STOPPED, "")),
+            ca_annotation_after: false,
+            preserve_annotation_after: false,
+            tainted_after: false,
+            ..base()
+        },
+        HelperRow {
+            // A stop without removal: the user's `preserve=false` on the node.
+            entry: "when stopping preservation on a preserved machine with backing node and preserve annotation shouldn't be removed",
+            machine_value: None,
+            node: Some(Some(HelperNode {
+                annotations: &[
+                    (annotation::PRESERVE, preserve::FALSE),
+                    CA,
+                    (
+                        annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM,
+                        "true",
+                    ),
+                ],
+                condition: Some(("True", user, "")),
+                ..plain_node()
+            })),
+            expiry_before: true,
+            expiry_after: false,
+            condition: Some(("False", reason::PRESERVATION_STOPPED, "")),
+            ca_annotation_after: false,
+            preserve_annotation_after: true,
+            tainted_after: false,
+            ..base()
+        },
+        HelperRow {
+            entry: "when stopping preservation on a preserved machine with no backing node",
+            machine_value: None,
+            node: None,
+            expiry_before: true,
+            expiry_after: false,
+            condition: None,
+            ca_annotation_after: false,
+            tainted_after: false,
+            ..base()
+        },
+        HelperRow {
+            entry: "when stopping preservation on a preserved machine, and the backing node is not found",
+            machine_value: None,
+            node: Some(None),
+            expiry_before: true,
+            expiry_after: false,
+            condition: None,
+            ca_annotation_after: false,
+            tainted_after: false,
+            ..base()
+        },
+        HelperRow {
+            entry: "when machine recovers to Running and node was not user-cordoned, preservation taint must be removed and Spec.Unschedulable must remain false",
+            phase: "Running",
+            machine_value: Some(preserve::WHEN_FAILED),
+            node: Some(Some(HelperNode {
+                annotations: &[
+                    CA,
+                    (
+                        annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM,
+                        "true",
+                    ),
+                ],
+                condition: Some(("True", user, "")),
+                tainted: true,
+                ..plain_node()
+            })),
+            expiry_before: true,
+            expiry_after: false,
+            condition: Some(("False", reason::PRESERVATION_STOPPED, "")),
+            ca_annotation_after: false,
+            tainted_after: false,
+            ..base()
+        },
+        HelperRow {
+            entry: "when machine recovers to Running and node was user-cordoned, preservation taint must be removed and Spec.Unschedulable must remain true",
+            phase: "Running",
+            machine_value: Some(preserve::WHEN_FAILED),
+            node: Some(Some(HelperNode {
+                annotations: &[
+                    CA,
+                    (
+                        annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM,
+                        "true",
+                    ),
+                ],
+                condition: Some(("True", user, "")),
+                tainted: true,
+                user_cordoned: true,
+            })),
+            expiry_before: true,
+            expiry_after: false,
+            condition: Some(("False", reason::PRESERVATION_STOPPED, "")),
+            ca_annotation_after: false,
+            tainted_after: false,
+            ..base()
+        },
+    ]
+}
+
+#[test]
+fn preserve_machine_and_stop_preservation_tables() {
+    for row in helper_rows() {
+        let entry = row.entry;
+        let mut machine = machine("machine-1").with_phase(P::from(row.phase), at(NOW));
+        if let Some(value) = row.machine_value {
+            machine = machine.with_annotation(annotation::PRESERVE, value);
+        }
+        if row.node.is_some() {
+            machine = machine.with_label(label::NODE, "node-1");
+        }
+        if row.expiry_before {
+            machine = machine.with_preserve_expiry(Some(at(NOW + row.expiry_in)));
+        }
+        let mut node: Option<Node> = row.node.clone().flatten().map(|spec| {
+            let mut n = node("node-1", Vec::new(), Vec::new());
+            n.metadata.annotations = Some(
+                spec.annotations
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            );
+            if let Some((status, why, message)) = spec.condition {
+                let mut c = condition(reason::PRESERVED, status, at(NOW - 60));
+                c.reason = Some(why.to_owned());
+                c.message = Some(message.to_owned());
+                n.status.as_mut().unwrap().conditions = Some(vec![c]);
+            }
+            let node_spec = n.spec.as_mut().unwrap();
+            node_spec.unschedulable = Some(spec.user_cordoned);
+            if spec.tainted {
+                node_spec.taints = Some(vec![taint(taint_key::PRESERVED, "NoSchedule")]);
+            }
+            n
+        });
+        let cordoned_before = node
+            .as_ref()
+            .and_then(|n| n.spec.as_ref())
+            .and_then(|s| s.unschedulable);
+        let settings = effective_settings(&machine, &ControllerSettings::default());
+        let mut drain: Option<DrainOutcome> = None;
+        for _ in 0..2 {
+            let plan = plan_preservation(&PreservationInput {
+                machine: &machine.clone(),
+                node: node.clone().as_ref(),
+                settings: &settings,
+                pv_detach_timeout: Duration::from_mins(2),
+                drain: drain.as_ref(),
+                now: at(NOW),
+            });
+            apply(&plan, &mut machine, &mut node);
+            match plan.outcome {
+                PreservationOutcome::Done { retry } => {
+                    assert_eq!(retry, Retry::Long, "{entry}");
+                    break;
+                }
+                PreservationOutcome::NeedsDrain(_) => drain = Some(DrainOutcome::Complete),
+            }
+        }
+        let expiry = machine
+            .status
+            .as_ref()
+            .and_then(|s| s.current_status.as_ref())
+            .and_then(|c| c.preserve_expiry_time.clone());
+        assert_eq!(expiry.is_some(), row.expiry_after, "{entry}");
+        let Some(node) = node else {
+            assert!(row.condition.is_none(), "{entry}");
+            continue;
+        };
+        let found = preserved(&node).map(|c| {
+            (
+                c.status.clone(),
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default(),
+            )
+        });
+        match (row.condition, found) {
+            (None, None) => {}
+            (Some((status, why, message)), Some((found_status, found_reason, found_message))) => {
+                assert_eq!(
+                    (status, why),
+                    (found_status.as_str(), found_reason.as_str()),
+                    "{entry}"
+                );
+                assert!(found_message.contains(message), "{entry}: {found_message}");
+            }
+            (want, got) => panic!("{entry}: condition {want:?} != {got:?}"),
+        }
+        let annotations = &node.metadata.annotations;
+        assert_eq!(
+            annotation_of(
+                annotations,
+                annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED
+            ) == "true",
+            row.ca_annotation_after,
+            "{entry}"
+        );
+        assert_eq!(
+            !annotation_of(annotations, annotation::PRESERVE).is_empty(),
+            row.preserve_annotation_after,
+            "{entry}"
+        );
+        let tainted = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| t.iter().any(|t| t.key == taint_key::PRESERVED));
+        assert_eq!(tainted, row.tainted_after, "{entry}");
+        assert_eq!(
+            node.spec.as_ref().and_then(|s| s.unschedulable),
+            cordoned_before,
+            "{entry}: preservation must not change spec.unschedulable"
+        );
+    }
+}
