@@ -140,7 +140,7 @@ pub fn plan_blocked(machine: &Machine, stage: DeletionStage) -> Option<DeletionO
         DeletionStage::InCreationFlow => Some(DeletionOutcome {
             status: None,
             retry: Retry::Short,
-            reason: format!("machine {name} is in creation flow. Deletion cannot proceed"),
+            reason: format!("machine {name:?} is in creation flow. Deletion cannot proceed"),
             events: Vec::new(),
         }),
         DeletionStage::MissingFinalizer => Some(DeletionOutcome {

@@ -457,3 +457,59 @@ fn missing_finalizer_reason_matches_upstream_error() {
     );
     assert_eq!(done.status, None);
 }
+
+// ---------------------------------------------------------------------------------------------
+// machine_test.go: #pendingMachineCreationMap tests / ##table (the deletion entries)
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn pending_machine_creation_map_table() {
+    let now = at(NOW);
+    let running = || {
+        machine("machine-0")
+            .with_provider_id("fakeID")
+            .with_phase(P::Running, now)
+            .with_operation(
+                "Machine machine-0 successfully joined the cluster",
+                MachineState::Successful,
+                MachineOperationType::Create,
+                now,
+            )
+            .with_label(label::NODE, "fakeID-0")
+            .deleting_since(now)
+    };
+
+    // "Do not process machine deletion for machine present in pendingMachineCreationMap":
+    // nothing written, the text of upstream's error. Upstream waits MediumRetry; ours re-checks
+    // after ShortRetry (documented retry-timing deviation: a creation call ends within the
+    // driver deadline, so the deletion follows a finished creation promptly).
+    let m = running();
+    let stage = deletion_stage(&m, true);
+    assert_eq!(stage, DeletionStage::InCreationFlow);
+    let blocked = plan_blocked(&m, stage).unwrap();
+    assert_eq!(blocked.status, None);
+    assert_eq!(
+        blocked.reason,
+        "machine \"machine-0\" is in creation flow. Deletion cannot proceed"
+    );
+    assert_eq!(blocked.retry, Retry::Short);
+
+    // "Proceed with machine deletion for machine not present in pendingMachineCreationMap":
+    // another machine is in the creation flow; this one moves to Terminating.
+    let m = running();
+    let stage = deletion_stage(&m, false);
+    assert_eq!(stage, DeletionStage::SetTermination { restart: false });
+    let done = plan_set_termination(&m, false, now);
+    let write = done.status.unwrap();
+    assert_eq!(write.current_status.phase, Some(P::Terminating));
+    assert_eq!(
+        write.last_operation.description.as_deref(),
+        Some(text::GET_VM_STATUS)
+    );
+    assert_eq!(write.last_operation.state, Some(MachineState::Processing));
+    assert_eq!(done.retry, Retry::Short);
+    assert_eq!(
+        done.reason,
+        "Machine deletion in process. Phase set to termination"
+    );
+}
