@@ -14,4 +14,5 @@ mod in_place;
 mod node_sync;
 mod preservation;
 mod status;
+mod userdata;
 mod validation;

@@ -352,3 +352,138 @@ fn upstream_last_applied_json_is_understood() {
     )]));
     assert_eq!(sync_node_templates(&m, None, &n).unwrap(), None);
 }
+
+// ---------------------------------------------------------------------------------------------
+// machine_util_test.go: #SyncVirtualCapacity / ##table
+// ---------------------------------------------------------------------------------------------
+
+type Resources = &'static [(&'static str, &'static str)];
+
+/// `(entry, class virtualCapacity, last applied, node capacity, node capacity after, changed)`;
+/// after a change the last-applied annotation equals the desired virtual capacity.
+const VIRTUAL_CAPACITY: &[(&str, Resources, Resources, Resources, Resources, bool)] = &[
+    (
+        "when node.status.capacity has not been changed",
+        &[("hc.hana.com/memory", "1234567")],
+        &[("hc.hana.com/memory", "1234567")],
+        &[("memory", "1234567"), ("hc.hana.com/memory", "1234567")],
+        &[("memory", "1234567"), ("hc.hana.com/memory", "1234567")],
+        false,
+    ),
+    (
+        "when virtual resource value is changed in virtualCapacity",
+        &[("hc.hana.com/memory", "2234567")],
+        &[("hc.hana.com/memory", "1234567")],
+        &[("memory", "1234567"), ("hc.hana.com/memory", "1234567")],
+        &[("memory", "1234567"), ("hc.hana.com/memory", "2234567")],
+        true,
+    ),
+    (
+        "when virtual resources are added in virtualCapacity",
+        &[("hc.hana.com/memory", "1111111"), ("hc.hana.com/cpu", "2")],
+        &[("hc.hana.com/memory", "1111111")],
+        &[("memory", "1234567"), ("hc.hana.com/memory", "1111111")],
+        &[
+            ("memory", "1234567"),
+            ("hc.hana.com/memory", "1111111"),
+            ("hc.hana.com/cpu", "2"),
+        ],
+        true,
+    ),
+    (
+        "when virtual resources are deleted in virtualCapacity",
+        &[("hc.hana.com/cpu", "2")],
+        &[("hc.hana.com/cpu", "2"), ("hc.hana.com/memory", "1111111")],
+        &[
+            ("memory", "1234567"),
+            ("hc.hana.com/cpu", "2"),
+            ("hc.hana.com/memory", "1111111"),
+        ],
+        &[("memory", "1234567"), ("hc.hana.com/cpu", "2")],
+        true,
+    ),
+];
+
+fn resources(list: Resources) -> mcm_api::v1alpha1::ResourceList {
+    list.iter()
+        .map(|(name, quantity)| {
+            (
+                (*name).to_owned(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity((*quantity).to_owned()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn sync_virtual_capacity_table() {
+    use mcm_api::v1alpha1::{MachineClass, NodeTemplate};
+    for (entry, desired, applied, capacity, after, changed) in VIRTUAL_CAPACITY {
+        let mut class = MachineClass::new("class", serde_json::Value::Null);
+        class.node_template = Some(NodeTemplate {
+            virtual_capacity: Some(resources(desired)),
+            ..NodeTemplate::default()
+        });
+        let m = machine("machine-0");
+        let mut n = node("test-node-0", Vec::new(), Vec::new());
+        n.metadata.annotations = Some(BTreeMap::from([
+            (
+                annotation::LAST_APPLIED_VIRTUAL_CAPACITY.to_owned(),
+                serde_json::to_string(&resources(applied)).unwrap(),
+            ),
+            // The node template part is in sync (nothing applied, nothing wanted).
+            (
+                annotation::LAST_APPLIED_ANNO_LABELS_TAINTS.to_owned(),
+                last_applied_json(&NodeTemplateSpec::default()),
+            ),
+        ]));
+        n.status.as_mut().unwrap().capacity = Some(resources(capacity));
+        let update = sync_node_templates(&m, Some(&class), &n).unwrap();
+        assert_eq!(update.is_some(), *changed, "{entry}");
+        let Some(update) = update else { continue };
+        assert!(update.status_changed, "{entry}");
+        assert_eq!(
+            update.node.status.as_ref().and_then(|s| s.capacity.clone()),
+            Some(resources(after)),
+            "{entry}"
+        );
+        let stored = update
+            .node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotation::LAST_APPLIED_VIRTUAL_CAPACITY))
+            .unwrap();
+        let stored: mcm_api::v1alpha1::ResourceList = serde_json::from_str(stored).unwrap();
+        assert_eq!(stored, resources(desired), "{entry}");
+    }
+}
+
+#[test]
+fn upstream_last_applied_virtual_capacity_json_is_understood() {
+    use mcm_api::v1alpha1::{MachineClass, NodeTemplate};
+    let mut class = MachineClass::new("class", serde_json::Value::Null);
+    class.node_template = Some(NodeTemplate {
+        virtual_capacity: Some(resources(&[("hc.hana.com/memory", "1234567")])),
+        ..NodeTemplate::default()
+    });
+    let mut n = node("test-node-0", Vec::new(), Vec::new());
+    n.metadata.annotations = Some(BTreeMap::from([
+        (
+            annotation::LAST_APPLIED_VIRTUAL_CAPACITY.to_owned(),
+            "{\"hc.hana.com/memory\":\"1234567\"}".to_owned(),
+        ),
+        (
+            annotation::LAST_APPLIED_ANNO_LABELS_TAINTS.to_owned(),
+            "{\"metadata\":{\"creationTimestamp\":null}}".to_owned(),
+        ),
+    ]));
+    n.status.as_mut().unwrap().capacity = Some(resources(&[
+        ("memory", "1234567"),
+        ("hc.hana.com/memory", "1234567"),
+    ]));
+    assert_eq!(
+        sync_node_templates(&machine("machine-0"), Some(&class), &n).unwrap(),
+        None
+    );
+}
