@@ -1182,3 +1182,279 @@ fn remove_preservation_related_annotations_on_node_table() {
         assert_eq!(keys, expected, "{entry}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// machine_test.go: #getEffectivePreservationAnnotations, #shouldAnnotationsBeUpdatedOnMachine,
+// #updatePreserveAnnotationOnMachine
+// ---------------------------------------------------------------------------------------------
+//
+// Upstream's helpers compute the effective preserve value (the node's value wins once it has
+// been applied) and keep the machine's `preserve` / `last-applied-node-preserve-value`
+// annotations in step with the node. Ours does both inside `plan_preservation`; each row is one
+// pass on a Running machine (no expiry unless stated): the effective value shows as "a
+// preservation starts" (`now`) or not, the annotation sync as the `MachineAnnotations` write.
+// Upstream's abstract values "A"/"B" are `now`/`when-failed` here.
+
+/// One pass; returns the machine after the writes and whether a machine-annotation write
+/// setting the last-applied value was made.
+fn sync_pass(
+    machine_value: Option<&str>,
+    last_applied: Option<&str>,
+    node_value: Option<&str>,
+    expiry_in: Option<i64>,
+) -> (Machine, Option<Option<String>>) {
+    let mut machine = machine("m1")
+        .with_label(label::NODE, "node-1")
+        .with_phase(P::Running, at(NOW))
+        .with_preserve_expiry(expiry_in.map(|seconds| at(NOW + seconds)));
+    if let Some(value) = machine_value {
+        machine = machine.with_annotation(annotation::PRESERVE, value);
+    }
+    if let Some(value) = last_applied {
+        machine = machine.with_annotation(annotation::LAST_APPLIED_NODE_PRESERVE_VALUE, value);
+    }
+    let mut node = Some(node("node-1", Vec::new(), Vec::new()));
+    if let Some(value) = node_value {
+        node.as_mut().unwrap().metadata.annotations =
+            Some([(annotation::PRESERVE.to_owned(), value.to_owned())].into());
+    }
+    let settings = effective_settings(&machine, &ControllerSettings::default());
+    let plan = plan_preservation(&PreservationInput {
+        machine: &machine.clone(),
+        node: node.clone().as_ref(),
+        settings: &settings,
+        pv_detach_timeout: Duration::from_mins(2),
+        drain: None,
+        now: at(NOW),
+    });
+    let last_applied_write = plan.actions.iter().find_map(|action| match action {
+        PreservationAction::MachineAnnotations(changes) => changes
+            .get(annotation::LAST_APPLIED_NODE_PRESERVE_VALUE)
+            .cloned(),
+        _ => None,
+    });
+    apply(&plan, &mut machine, &mut node);
+    (machine, last_applied_write)
+}
+
+fn preserving(machine: &Machine) -> bool {
+    machine
+        .status
+        .as_ref()
+        .and_then(|s| s.current_status.as_ref())
+        .is_some_and(|c| c.preserve_expiry_time.is_some())
+}
+
+#[test]
+fn get_effective_preservation_annotations_table() {
+    const A: &str = preserve::NOW;
+    const B: &str = preserve::WHEN_FAILED;
+    /// `(entry, node value, machine value, last applied, effective, machine preserve after,
+    /// last applied after)`; "" = absent.
+    #[allow(clippy::type_complexity)]
+    let rows: [(&str, &str, &str, &str, &str, &str, &str); 7] = [
+        (
+            "when node is not annotated and laNodeAnnotationValue is empty, should return machine's annotation value and empty string",
+            "",
+            A,
+            "",
+            A,
+            A,
+            "",
+        ),
+        (
+            "when neither node nor machine is not annotated and laNodeAnnotationValue is empty, should return two empty strings",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+        ),
+        (
+            "when neither node nor machine is annotated and laNodeAnnotationValue is \"A\", should return two empty strings",
+            "",
+            "",
+            A,
+            "",
+            "",
+            "",
+        ),
+        (
+            "when node is annotated, laNodeAnnotationValue is empty, and machine is not annotated, should return node's annotation value as effective value and last applied value",
+            A,
+            "",
+            "",
+            A,
+            "",
+            A,
+        ),
+        (
+            "when node is annotated, laNodeAnnotationValue is empty, and machine is annotated differently, should return node's annotation value as effective value and last applied value",
+            A,
+            B,
+            "",
+            A,
+            "",
+            A,
+        ),
+        (
+            "when node, machine annotation values and laNodeAnnotationValue are the same, should return node's annotation value as effective value and last applied value",
+            A,
+            A,
+            A,
+            A,
+            "",
+            A,
+        ),
+        (
+            "when node, machine annotation values are the same and laNodeAnnotationValue differs, should return node's annotation value as effective value and last applied value",
+            A,
+            A,
+            B,
+            A,
+            "",
+            A,
+        ),
+    ];
+    let some = |text: &'static str| (!text.is_empty()).then_some(text);
+    for (entry, node_value, machine_value, last, effective, machine_after, last_after) in rows {
+        let (machine, _) = sync_pass(some(machine_value), some(last), some(node_value), None);
+        assert_eq!(preserving(&machine), effective == A, "{entry}");
+        let annotations = &machine.metadata.annotations;
+        assert_eq!(
+            annotation_of(annotations, annotation::PRESERVE),
+            machine_after,
+            "{entry}"
+        );
+        assert_eq!(
+            annotation_of(annotations, annotation::LAST_APPLIED_NODE_PRESERVE_VALUE),
+            last_after,
+            "{entry}"
+        );
+    }
+}
+
+#[test]
+fn should_annotations_be_updated_on_machine_table() {
+    let now = Some(preserve::NOW);
+    let when_failed = Some(preserve::WHEN_FAILED);
+    // removeAnnotations=true is a stop with removal (expired `now`): the annotations are removed,
+    // not synced to the node's value.
+    let (_, write) = sync_pass(None, None, now, Some(-60));
+    assert_eq!(
+        write,
+        Some(None),
+        "removeAnnotations=true: always returns false"
+    );
+    /// `(entry, node value, last applied, machine annotated, sync write expected)`.
+    #[allow(clippy::type_complexity)]
+    let rows: [(&str, Option<&str>, Option<&str>, Option<&str>, bool); 6] = [
+        (
+            "node not annotated and no lastAppliedNodeValue: returns false",
+            None,
+            None,
+            None,
+            false,
+        ),
+        (
+            "node value unchanged and machine not annotated: returns false",
+            now,
+            now,
+            None,
+            false,
+        ),
+        (
+            "node value changed: returns true",
+            now,
+            when_failed,
+            None,
+            true,
+        ),
+        (
+            "node value unchanged but machine is annotated: returns true",
+            now,
+            now,
+            now,
+            true,
+        ),
+        (
+            "lastAppliedNodeValue set without node annotation: returns true (machine annotation present)",
+            None,
+            now,
+            now,
+            true,
+        ),
+        (
+            "lastAppliedNodeValue set without node annotation and machine not annotated: returns true (node value drifted from last-applied)",
+            None,
+            now,
+            None,
+            true,
+        ),
+    ];
+    for (entry, node_value, last, machine_value, expected) in rows {
+        let (_, write) = sync_pass(machine_value, last, node_value, None);
+        assert_eq!(
+            write.as_ref().is_some_and(Option::is_some),
+            expected,
+            "{entry}: {write:?}"
+        );
+        if let Some(Some(value)) = write {
+            assert_eq!(value, node_value.unwrap_or(""), "{entry}");
+        }
+    }
+}
+
+#[test]
+fn update_preserve_annotation_on_machine_table() {
+    /// `(entry, machine preserve, last applied, node value, last applied after)`; the machine's
+    /// preserve annotation is gone after every row.
+    #[allow(clippy::type_complexity)]
+    let rows: [(&str, Option<&str>, Option<&str>, Option<&str>, &str); 4] = [
+        (
+            "machine has no annotations and nodeValue='now': should set last-applied='now' and leave no preserve annotation",
+            None,
+            None,
+            Some(preserve::NOW),
+            preserve::NOW,
+        ),
+        (
+            "machine has preserve='now' and nodeValue='now': should clear preserve annotation and set last-applied='now'",
+            Some(preserve::NOW),
+            None,
+            Some(preserve::NOW),
+            preserve::NOW,
+        ),
+        (
+            "machine has preserve='now' and last-applied='now' and nodeValue='': should clear preserve annotation and set last-applied=''",
+            Some(preserve::NOW),
+            Some(preserve::NOW),
+            None,
+            "",
+        ),
+        (
+            "machine has last-applied='now' and nodeValue='when-failed': should clear preserve annotation and overwrite last-applied='when-failed'",
+            None,
+            Some(preserve::NOW),
+            Some(preserve::WHEN_FAILED),
+            preserve::WHEN_FAILED,
+        ),
+    ];
+    for (entry, machine_value, last, node_value, last_after) in rows {
+        let (machine, write) = sync_pass(machine_value, last, node_value, None);
+        assert!(matches!(write, Some(Some(_))), "{entry}: {write:?}");
+        let annotations = &machine.metadata.annotations;
+        assert_eq!(
+            annotation_of(annotations, annotation::LAST_APPLIED_NODE_PRESERVE_VALUE),
+            last_after,
+            "{entry}"
+        );
+        assert!(
+            annotations
+                .as_ref()
+                .is_none_or(|a| !a.contains_key(annotation::PRESERVE)),
+            "{entry}"
+        );
+    }
+}
