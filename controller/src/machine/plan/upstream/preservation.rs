@@ -1458,3 +1458,133 @@ fn update_preserve_annotation_on_machine_table() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// machine_test.go: #isMachinePreservationBound
+// ---------------------------------------------------------------------------------------------
+
+/// `(entry, node label, node exists, machine preserve, last applied, expiry, node preserve,
+/// bound)`. A bound machine shows as a pass that writes something (start, stop or annotation
+/// sync); an unbound one is left alone.
+#[allow(clippy::type_complexity)]
+const BOUND: &[(
+    &str,
+    bool,
+    bool,
+    Option<&str>,
+    Option<&str>,
+    bool,
+    Option<&str>,
+    bool,
+)] = &[
+    (
+        "machine has no annotations, no preserveExpiryTime, and node has no preservation annotation",
+        true,
+        true,
+        None,
+        None,
+        false,
+        None,
+        false,
+    ),
+    (
+        "machine has no node label and no other preservation markers",
+        false,
+        false,
+        None,
+        None,
+        false,
+        None,
+        false,
+    ),
+    (
+        "machine has preserve annotation set",
+        true,
+        true,
+        Some(preserve::NOW),
+        None,
+        false,
+        None,
+        true,
+    ),
+    (
+        "machine has a non-nil preserveExpiryTime",
+        true,
+        true,
+        None,
+        None,
+        true,
+        None,
+        true,
+    ),
+    (
+        "machine's node has a preservation annotation",
+        true,
+        true,
+        None,
+        None,
+        false,
+        Some(preserve::NOW),
+        true,
+    ),
+    (
+        "machine has last-applied node preserve value annotation",
+        true,
+        true,
+        None,
+        Some(preserve::NOW),
+        false,
+        None,
+        true,
+    ),
+    // Upstream's helper also reports `node "node-1" not found`; unbound either way.
+    (
+        "node is not found and machine has no preservation markers",
+        true,
+        false,
+        None,
+        None,
+        false,
+        None,
+        false,
+    ),
+];
+
+#[test]
+fn is_machine_preservation_bound_table() {
+    for (entry, labelled, exists, machine_value, last, expiry, node_value, bound) in BOUND {
+        let mut machine = machine("m1").with_phase(P::Running, at(NOW));
+        if *labelled {
+            machine = machine.with_label(label::NODE, "node-1");
+        }
+        if let Some(value) = machine_value {
+            machine = machine.with_annotation(annotation::PRESERVE, value);
+        }
+        if let Some(value) = last {
+            machine = machine.with_annotation(annotation::LAST_APPLIED_NODE_PRESERVE_VALUE, value);
+        }
+        if *expiry {
+            machine = machine.with_preserve_expiry(Some(at(NOW + 3600)));
+        }
+        let mut node = node("node-1", Vec::new(), Vec::new());
+        if let Some(value) = node_value {
+            node.metadata.annotations =
+                Some([(annotation::PRESERVE.to_owned(), (*value).to_owned())].into());
+        }
+        let settings = effective_settings(&machine, &ControllerSettings::default());
+        let plan = plan_preservation(&PreservationInput {
+            machine: &machine,
+            node: exists.then_some(&node),
+            settings: &settings,
+            pv_detach_timeout: Duration::from_mins(2),
+            drain: None,
+            now: at(NOW),
+        });
+        assert_eq!(
+            !plan.actions.is_empty(),
+            *bound,
+            "{entry}: {:?}",
+            plan.actions
+        );
+    }
+}
