@@ -513,3 +513,45 @@ fn pending_machine_creation_map_table() {
         "Machine deletion in process. Phase set to termination"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// machine_util_test.go: #cordonNode (restated through the drain stage, which cordons)
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn cordon_node_table() {
+    let now = at(NOW);
+    let machine = machine("machine-0")
+        .with_phase(P::Terminating, now)
+        .with_operation(
+            text::INITIATE_DRAIN,
+            MachineState::Processing,
+            MachineOperationType::Delete,
+            now,
+        )
+        .with_label(label::NODE, "node-1")
+        .deleting_since(now);
+    let settings = effective_settings(&machine, &ControllerSettings::default());
+    let config = deletion_drain_config(&machine, &settings, Duration::ZERO, now);
+    let done = Ok(());
+    let step = |node: Option<&Node>| {
+        plan_drain_stage(&DrainStageInput {
+            machine: &machine,
+            node,
+            config: &config,
+            condition_update: Some(&done),
+            cordon: None,
+            drain: None,
+            now,
+        })
+    };
+    // "when the node does not exist, should succeed without error": nothing to cordon, the drain
+    // goes on.
+    assert_eq!(step(None), DrainStageStep::RunDrain);
+    // "when the node exists and is not yet cordoned, should cordon it".
+    let mut node = node("node-1", Vec::new(), Vec::new());
+    assert_eq!(step(Some(&node)), DrainStageStep::Cordon);
+    // "when the node exists and is already cordoned, should remain cordoned without error".
+    node.spec.as_mut().unwrap().unschedulable = Some(true);
+    assert_eq!(step(Some(&node)), DrainStageStep::RunDrain);
+}

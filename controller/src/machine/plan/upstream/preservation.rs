@@ -22,11 +22,11 @@ const NOW: i64 = 50_000;
 /// Where the machine's node stands.
 #[derive(Clone, Copy, PartialEq)]
 enum NodeSetup {
-    /// Label `node=node-1`, node exists.
+    // Label `node=node-1`, node exists.
     Exists,
-    /// No node label (upstream's `nodeName: ""`).
+    // No node label (upstream's `nodeName: ""`).
     NoLabel,
-    /// Label names a node that does not exist (upstream's `nodeName: "invalid"`).
+    // Label names a node that does not exist (upstream's `nodeName: "invalid"`).
     Missing,
 }
 
@@ -37,12 +37,12 @@ struct Row {
     last_applied: Option<&'static str>,
     node: NodeSetup,
     phase: Option<&'static str>,
-    /// preserveExpiryTime relative to now, in minutes.
+    // preserveExpiryTime relative to now, in minutes.
     expiry_in: Option<i64>,
     tainted: bool,
     // Expected.
     expiry_set: bool,
-    /// Status of the Preserved node condition, `None` = no such condition.
+    // Status of the Preserved node condition, `None` = no such condition.
     condition: Option<&'static str>,
     machine_value_after: &'static str,
     last_applied_after: &'static str,
@@ -475,9 +475,9 @@ fn manage_machine_preservation_not_bound_table() {
 /// Node setup of the helper rows.
 #[derive(Clone)]
 struct HelperNode {
-    /// Annotations on the node.
+    // Annotations on the node.
     annotations: &'static [(&'static str, &'static str)],
-    /// Existing `Preserved` condition `(status, reason, message)`.
+    // Existing `Preserved` condition `(status, reason, message)`.
     condition: Option<(&'static str, &'static str, &'static str)>,
     user_cordoned: bool,
     tainted: bool,
@@ -487,14 +487,14 @@ struct HelperRow {
     entry: &'static str,
     phase: &'static str,
     machine_value: Option<&'static str>,
-    /// `None` = no node label; `Some(None)` = the label names a missing node.
+    // `None` = no node label; `Some(None)` = the label names a missing node.
     node: Option<Option<HelperNode>>,
     expiry_before: bool,
-    /// Seconds from now to the expiry when `expiry_before`.
+    // Seconds from now to the expiry when `expiry_before`.
     expiry_in: i64,
     // Expected.
     expiry_after: bool,
-    /// `Preserved` condition `(status, reason, message substring)` after.
+    // `Preserved` condition `(status, reason, message substring)` after.
     condition: Option<(&'static str, &'static str, &'static str)>,
     ca_annotation_after: bool,
     preserve_annotation_after: bool,
@@ -929,18 +929,16 @@ struct ConditionRow {
     entry: &'static str,
     phase: &'static str,
     value: &'static str,
-    /// Drain result: `Some(true)` succeeded, `Some(false)` failed, `None` not drained (Running).
+    // Drain result: `Some(true)` succeeded, `Some(false)` failed, `None` not drained (Running).
     drained: Option<bool>,
     existing: Option<(&'static str, &'static str, &'static str)>,
-    /// Written condition `(status, reason, message prefix)`; `None` = no update needed.
+    // Written condition `(status, reason, message prefix)`; `None` = no update needed.
     written: Option<(&'static str, &'static str, &'static str)>,
 }
 
 #[test]
 fn compute_new_node_preserved_condition_table() {
     let user = reason::PRESERVED_BY_USER;
-    let ok = reason::PRESERVED_NODE_DRAIN_SUCCESSFUL;
-    let failed = reason::PRESERVED_NODE_DRAIN_UNSUCCESSFUL;
     let rows = [
         ConditionRow {
             entry: "when preserve=now, machine is Running, no existing condition",
@@ -1249,8 +1247,8 @@ fn preserving(machine: &Machine) -> bool {
 fn get_effective_preservation_annotations_table() {
     const A: &str = preserve::NOW;
     const B: &str = preserve::WHEN_FAILED;
-    /// `(entry, node value, machine value, last applied, effective, machine preserve after,
-    /// last applied after)`; "" = absent.
+    // `(entry, node value, machine value, last applied, effective, machine preserve after,
+    // last applied after)`; "" = absent.
     #[allow(clippy::type_complexity)]
     let rows: [(&str, &str, &str, &str, &str, &str, &str); 7] = [
         (
@@ -1347,7 +1345,7 @@ fn should_annotations_be_updated_on_machine_table() {
         Some(None),
         "removeAnnotations=true: always returns false"
     );
-    /// `(entry, node value, last applied, machine annotated, sync write expected)`.
+    // `(entry, node value, last applied, machine annotated, sync write expected)`.
     #[allow(clippy::type_complexity)]
     let rows: [(&str, Option<&str>, Option<&str>, Option<&str>, bool); 6] = [
         (
@@ -1408,8 +1406,8 @@ fn should_annotations_be_updated_on_machine_table() {
 
 #[test]
 fn update_preserve_annotation_on_machine_table() {
-    /// `(entry, machine preserve, last applied, node value, last applied after)`; the machine's
-    /// preserve annotation is gone after every row.
+    // `(entry, machine preserve, last applied, node value, last applied after)`; the machine's
+    // preserve annotation is gone after every row.
     #[allow(clippy::type_complexity)]
     let rows: [(&str, Option<&str>, Option<&str>, Option<&str>, &str); 4] = [
         (
