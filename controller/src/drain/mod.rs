@@ -28,3 +28,6 @@
 pub mod pdb;
 pub mod plan;
 pub mod reconcile;
+
+#[cfg(test)]
+mod upstream_tables;

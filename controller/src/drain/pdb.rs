@@ -25,8 +25,9 @@ pub fn is_misconfigured(budget: &PodDisruptionBudget) -> bool {
     let Some(status) = budget.status.as_ref() else {
         return false;
     };
-    let observed = budget.metadata.generation.is_some()
-        && budget.metadata.generation == status.observed_generation;
+    // Go compares the plain integers: an unset generation is 0 on both sides.
+    let observed =
+        budget.metadata.generation.unwrap_or(0) == status.observed_generation.unwrap_or(0);
     observed
         && status.expected_pods > 0
         && status.current_healthy >= status.expected_pods

@@ -18,3 +18,5 @@ pub mod waiting;
 
 #[cfg(test)]
 pub(crate) mod test_support;
+#[cfg(test)]
+mod upstream;

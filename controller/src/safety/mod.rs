@@ -7,3 +7,6 @@ pub mod context;
 pub mod orphans;
 pub mod overshoot;
 pub mod reconcile;
+
+#[cfg(test)]
+mod upstream_tables;

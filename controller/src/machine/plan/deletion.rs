@@ -140,7 +140,7 @@ pub fn plan_blocked(machine: &Machine, stage: DeletionStage) -> Option<DeletionO
         DeletionStage::InCreationFlow => Some(DeletionOutcome {
             status: None,
             retry: Retry::Short,
-            reason: format!("machine {name} is in creation flow. Deletion cannot proceed"),
+            reason: format!("machine {name:?} is in creation flow. Deletion cannot proceed"),
             events: Vec::new(),
         }),
         DeletionStage::MissingFinalizer => Some(DeletionOutcome {
@@ -428,9 +428,11 @@ pub fn plan_drain_stage(input: &DrainStageInput<'_>) -> DrainStageStep {
                 }
             }
             Some(Err(error)) if !config.force_delete_machine => {
+                // Upstream's nodeops wraps the API error with the node name.
+                let node_name = node.metadata.name.as_deref().unwrap_or_default();
                 return finish(
                     format!(
-                        "Drain failed due to failure in update of node conditions - {error}. Will retry in next sync. {}",
+                        "Drain failed due to failure in update of node conditions - failed to create/update conditions on node {node_name:?}: {error}. Will retry in next sync. {}",
                         text::INITIATE_DRAIN
                     ),
                     MachineState::Failed,

@@ -489,7 +489,7 @@ fn drain_stage_steps() {
     };
     assert!(
         description(&out)
-            .starts_with("Drain failed due to failure in update of node conditions - conflict.")
+            .starts_with("Drain failed due to failure in update of node conditions - failed to create/update conditions on node \"n1\": conflict.")
     );
     assert_eq!(
         step(Some(&bad), None, None, Some(&n), &forced),

@@ -68,15 +68,21 @@ pub fn plan_in_place_node_condition(node: &Node, now: Timestamp) -> Option<NodeC
             now,
         ));
     }
+    // A selected node moves Candidate -> Selected and waits while Selected (not drained yet);
+    // with any later reason (ReadyForUpdate, DrainSuccessful, ...) the update-result label
+    // decides, as upstream falls through to it.
     if node_label(node, label::SELECTED_FOR_UPDATE).is_some() {
-        return (reason == Some(condition::CANDIDATE_FOR_UPDATE)).then(|| {
-            condition_with(
+        if reason == Some(condition::CANDIDATE_FOR_UPDATE) {
+            return Some(condition_with(
                 existing,
                 condition::SELECTED_FOR_UPDATE,
                 "Node is selected for in-place update".to_owned(),
                 now,
-            )
-        });
+            ));
+        }
+        if reason == Some(condition::SELECTED_FOR_UPDATE) {
+            return None;
+        }
     }
     match result {
         Some(value::UPDATE_SUCCESSFUL) if reason != Some(condition::UPDATE_SUCCESSFUL) => {
@@ -87,7 +93,8 @@ pub fn plan_in_place_node_condition(node: &Node, now: Timestamp) -> Option<NodeC
                 now,
             ))
         }
-        Some(value::UPDATE_FAILED) => {
+        // Upstream leaves an UpdateFailed condition alone, even if the failure reason changed.
+        Some(value::UPDATE_FAILED) if reason != Some(condition::UPDATE_FAILED) => {
             let why = node
                 .metadata
                 .annotations
@@ -95,14 +102,12 @@ pub fn plan_in_place_node_condition(node: &Node, now: Timestamp) -> Option<NodeC
                 .and_then(|a| a.get(annotation::UPDATE_FAILED_REASON))
                 .cloned()
                 .unwrap_or_default();
-            let wanted = condition_with(
+            Some(condition_with(
                 existing,
                 condition::UPDATE_FAILED,
                 format!("Node in-place update failed: {why}"),
                 now,
-            );
-            (existing.map(|c| (&c.reason, &c.message)) != Some((&wanted.reason, &wanted.message)))
-                .then_some(wanted)
+            ))
         }
         _ => None,
     }

@@ -133,7 +133,8 @@ pub fn validate_machine_class(class: &MachineClass) -> Result<(), (Retry, String
             );
         }
         if !errors.is_empty() {
-            return Err((Retry::Short, errors.join("; ")));
+            // Upstream formats its error slice with `%s`: "[first second]".
+            return Err((Retry::Short, format!("[{}]", errors.join(" "))));
         }
     }
     Ok(())
