@@ -134,13 +134,6 @@ pub fn stuck_reason(machine: &Machine, now: jiff::Timestamp, stuck_after: i64) -
     }
     let reason = match status.last_operation {
         Some(op) => {
-            // The error code is kept whole; the description gets the rest of the width.
-            let code = op
-                .error_code
-                .filter(|c| !c.is_empty())
-                .map(|code| format!(" (code {code})"))
-                .unwrap_or_default();
-            let width = LAST_OPERATION_WIDTH.saturating_sub(code.chars().count());
             let description = op.description.unwrap_or_default();
             // "Machine <name> is unhealthy ...": the name is in the first column already.
             let own_name = format!(
@@ -151,7 +144,19 @@ pub fn stuck_reason(machine: &Machine, now: jiff::Timestamp, stuck_after: i64) -
                 Some(rest) => format!("Machine {rest}"),
                 None => description,
             };
-            let text = format!("{}{code}", summarize_description(&description, width));
+            // The error code is kept whole (the description gets the rest of the width), unless
+            // the condensed provider error starts with it already.
+            let suffix = match op.error_code.filter(|c| !c.is_empty()) {
+                Some(code)
+                    if !summarize_description(&description, usize::MAX)
+                        .starts_with(&format!("{code}: ")) =>
+                {
+                    format!(" (code {code})")
+                }
+                _ => String::new(),
+            };
+            let width = LAST_OPERATION_WIDTH.saturating_sub(suffix.chars().count());
+            let text = format!("{}{suffix}", summarize_description(&description, width));
             if text.is_empty() {
                 "<no description>".to_owned()
             } else {
@@ -173,14 +178,16 @@ pub fn stuck_reason(machine: &Machine, now: jiff::Timestamp, stuck_after: i64) -
 const CONDITIONS_MARKER: &str = "node conditions: [";
 
 /// A lastOperation description made readable in one table cell of at most `width` characters:
-/// a dump of node conditions (`Node conditions: [{Type:Ready Status:False Reason:... Message:...}
+/// a provider error in the driver contract's wording (`Cloud provider message - machine codes
+/// error: code = [<code>] message = [<message>]`) becomes `<code>: <message>`; a dump of node
+/// conditions (`Node conditions: [{Type:Ready Status:False Reason:... Message:...}
 /// ...]`, also Go's `%+v` with timestamps as the Go MCM writes it) becomes `Type=Status` pairs,
 /// those that make a node unhealthy first (`Ready` not `True`, any other not `False`); only the
 /// first line is kept (` …` marks dropped lines); runs of blanks become one space; a longer text
 /// is cut at a word boundary and ends with `…`.
 #[must_use]
 pub fn summarize_description(description: &str, width: usize) -> String {
-    let condensed = condense_conditions(description);
+    let condensed = condense_conditions(&condense_provider_error(description));
     let mut lines = condensed.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or_default();
     let mut text = first.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -188,6 +195,37 @@ pub fn summarize_description(description: &str, width: usize) -> String {
         text.push_str(" …");
     }
     truncate_at_word(&text, width)
+}
+
+/// Marker of a provider error in the wording of the driver contract
+/// (`mcm_provider_proto::codes`), after upstream's `Cloud provider message - ` prefix.
+const PROVIDER_ERROR_MARKER: &str = "machine codes error: code = [";
+
+/// `... machine codes error: code = [C] message = [M] rest` as `C: M rest`, dropping upstream's
+/// `Cloud provider message - ` prefix; other text is returned as it is.
+fn condense_provider_error(description: &str) -> String {
+    let Some(at) = description.find(PROVIDER_ERROR_MARKER) else {
+        return description.to_owned();
+    };
+    let after = &description[at + PROVIDER_ERROR_MARKER.len()..];
+    let Some((code, rest)) = after.split_once("] message = [") else {
+        return description.to_owned();
+    };
+    // The message may hold brackets itself: it ends at the last `]` of its line.
+    let line_end = rest.find('\n').unwrap_or(rest.len());
+    let Some(close) = rest[..line_end].rfind(']') else {
+        return description.to_owned();
+    };
+    let before = description[..at]
+        .trim_end()
+        .trim_end_matches("Cloud provider message -")
+        .trim_end();
+    let before = if before.is_empty() {
+        String::new()
+    } else {
+        format!("{before} ")
+    };
+    format!("{before}{code}: {}{}", &rest[..close], &rest[close + 1..])
 }
 
 /// Replaces the first node-condition dump of `description` by `Type=Status` pairs (unhealthy
@@ -638,11 +676,11 @@ mod tests {
             "Drain failed due to - error when evicting pods/\"web-7d4b9c-2xk4p\" -n \"shop\": \
              Cannot evict pod as it would violate the pod's disruption budget. …"
         );
-        let provider = "Cloud provider message - machine codes error: code = [Unavailable] message = [cloud API down: dial tcp 10.0.0.1:443: connect: connection refused] (attempt 4, next retry at 2026-11-26T03:04:05.123Z)";
-        let cell = summarize_description(provider, 80);
+        let long = "Drain failed due to - error when evicting pods/\"web-7d4b9c-2xk4p\" -n \"shop\": Cannot evict pod as it would violate the pod's disruption budget.";
+        let cell = summarize_description(long, 80);
         assert_eq!(
             cell,
-            "Cloud provider message - machine codes error: code = [Unavailable] message =…"
+            "Drain failed due to - error when evicting pods/\"web-7d4b9c-2xk4p\" -n \"shop\"…"
         );
         assert!(cell.chars().count() <= 80);
         // Exactly the width: unchanged; blanks collapse.
@@ -651,6 +689,43 @@ mod tests {
         assert_eq!(summarize_description("abcdefghij", 5), "abcd…");
         assert_eq!(summarize_description("", 10), "");
         assert_eq!(summarize_description("\n\nsecond", 10), "second");
+    }
+
+    #[test]
+    fn provider_errors_become_code_and_message() {
+        // The driver contract's wording (upstream's), with the backoff suffix we append.
+        let provider = "Cloud provider message - machine codes error: code = [Unavailable] message = [cloud API down: dial tcp [fd00::1]:443: connect: connection refused] (attempt 4, next retry at 2026-11-26T03:04:05.123Z)";
+        assert_eq!(
+            summarize_description(provider, 1000),
+            "Unavailable: cloud API down: dial tcp [fd00::1]:443: connect: connection refused \
+             (attempt 4, next retry at 2026-11-26T03:04:05.123Z)"
+        );
+        // A deletion step keeps its text around the error.
+        let deletion = "Machine deletion failed: machine codes error: code = [Internal] message = [VM is locked] Initiate VM deletion";
+        assert_eq!(
+            summarize_description(deletion, 1000),
+            "Machine deletion failed: Internal: VM is locked Initiate VM deletion"
+        );
+        // Not the contract's wording: unchanged.
+        let plain = "Cloud provider message - quota exceeded in zone a";
+        assert_eq!(summarize_description(plain, 1000), plain);
+        let cut = "machine codes error: code = [Internal] message = [no end";
+        assert_eq!(summarize_description(cut, 1000), cut);
+        // In the table the code is not repeated when the summary starts with it.
+        let mut m = machine(
+            "kd-md-wkhv4-8l5fl",
+            "s1",
+            Some("CrashLoopBackOff"),
+            "2026-11-25T09:59:00Z",
+            Some("Cloud provider message - machine codes error: code = [ResourceExhausted] message = [injected failure 2/100000 of create for machine e2e/kd-md-wkhv4-8l5fl (providerSpec.failures.create)]"),
+        );
+        m.status.as_mut().unwrap().last_operation.as_mut().unwrap().error_code =
+            Some("ResourceExhausted".to_owned());
+        assert_eq!(
+            stuck_reason(&m, now(), 600).unwrap().reason,
+            "ResourceExhausted: injected failure 2/100000 of create for machine \
+             e2e/kd-md-wkhv4-8l5fl…"
+        );
     }
 
     #[test]
