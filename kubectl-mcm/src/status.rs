@@ -717,10 +717,17 @@ mod tests {
             "s1",
             Some("CrashLoopBackOff"),
             "2026-11-25T09:59:00Z",
-            Some("Cloud provider message - machine codes error: code = [ResourceExhausted] message = [injected failure 2/100000 of create for machine e2e/kd-md-wkhv4-8l5fl (providerSpec.failures.create)]"),
+            Some(
+                "Cloud provider message - machine codes error: code = [ResourceExhausted] message = [injected failure 2/100000 of create for machine e2e/kd-md-wkhv4-8l5fl (providerSpec.failures.create)]",
+            ),
         );
-        m.status.as_mut().unwrap().last_operation.as_mut().unwrap().error_code =
-            Some("ResourceExhausted".to_owned());
+        m.status
+            .as_mut()
+            .unwrap()
+            .last_operation
+            .as_mut()
+            .unwrap()
+            .error_code = Some("ResourceExhausted".to_owned());
         assert_eq!(
             stuck_reason(&m, now(), 600).unwrap().reason,
             "ResourceExhausted: injected failure 2/100000 of create for machine \

