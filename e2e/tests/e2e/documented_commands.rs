@@ -948,21 +948,31 @@ async fn remove_injected_conditions(ctx: &Context<'_>) -> Result<()> {
     ctx.wait_phase("Running", 120).await
 }
 
-/// Runs one step: preparation, the command, the check.
-async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Result<()> {
+/// Makes the state a step's check needs: a machine for the placeholders, the value the command
+/// changes set to something else, a healthy machine, a finished rollout.
+async fn prepare(ctx: &mut Context<'_>, check: Check) -> Result<()> {
     let s = ctx.system;
-    // Preparation.
+    // Steps that change or delete their machine take a fresh one; others reuse the current one
+    // while it exists.
+    let fresh_machine = matches!(
+        check,
+        Check::Priority | Check::MachineReplaced | Check::ForceDeletionLabel
+    );
+    let uses_machine = matches!(
+        check,
+        Check::Output(_)
+            | Check::Preserve(_)
+            | Check::Unhealthy
+            | Check::Recovered
+            | Check::Watch(_)
+    );
+    if fresh_machine
+        || (uses_machine
+            && (ctx.machine.is_empty() || get(s, Kind::Machine, &ctx.machine).await?.is_none()))
+    {
+        ctx.pick_machine().await?;
+    }
     match check {
-        Check::Output(_) | Check::Priority | Check::ForceDeletionLabel | Check::MachineReplaced => {
-            if matches!(
-                check,
-                Check::Priority | Check::MachineReplaced | Check::ForceDeletionLabel
-            ) || ctx.machine.is_empty()
-                || get(s, Kind::Machine, &ctx.machine).await?.is_none()
-            {
-                ctx.pick_machine().await?;
-            }
-        }
         Check::HotUpdateTags => {
             merge_patch(
                 s,
@@ -974,7 +984,8 @@ async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Resu
             wait_vm_teams(s, "a").await?;
         }
         Check::Unhealthy => {
-            if ctx.machine_phase().await? != "Running" {
+            let healthy = ctx.machine_phase().await? == "Running";
+            if !healthy {
                 remove_injected_conditions(ctx).await?;
             }
         }
@@ -992,13 +1003,15 @@ async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Resu
             }
             wait_rolled_out(s, "virtual-small").await?;
         }
-        Check::Preserve("now") | Check::Recovered | Check::Watch(_) => {
-            if ctx.machine.is_empty() {
-                ctx.pick_machine().await?;
-            }
-        }
         _ => {}
     }
+    Ok(())
+}
+
+/// Runs one step: preparation, the command, the check.
+async fn run_step(ctx: &mut Context<'_>, documented: &str, check: Check) -> Result<()> {
+    let s = ctx.system;
+    prepare(ctx, check).await?;
     let command = ctx.fill(documented);
     let watch = matches!(check, Check::Watch(_)).then_some(10);
     let ran = ctx.shell(&command, watch).await?;
