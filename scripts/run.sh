@@ -6,6 +6,13 @@
 #                                  (or --timeout seconds pass), stop everything; exit 0 on success
 #   scripts/run.sh --timeout 300   how long --smoke waits (default 180; MCM_RUN_TIMEOUT)
 #   scripts/run.sh --no-build      use the binaries of the last dev build as they are
+#   scripts/run.sh --v1beta1       also serve machine.sapcloud.io/v1beta1 through the conversion
+#                                  webhook (MCM_RUN_V1BETA1=1). Off by default, like the chart's
+#                                  conversion.enabled: kubectl picks the highest served version,
+#                                  so with v1beta1 served every kubectl command without a version
+#                                  (those printed below, in the README and docs/) speaks v1beta1,
+#                                  whose fields differ (a v1alpha1 patch such as providerSpec.tags
+#                                  is dropped as an unknown field). See docs/user-guide.md.
 #
 # Processes (logs in .run/logs/<name>.log, pids in .run/<name>.pid):
 #   sandbox   mcm-sandbox serve: an embedded Kubernetes API server used as both the control
@@ -18,7 +25,8 @@
 #
 # The sandbox enforces RBAC. The three components run as their own ServiceAccounts bound to the
 # chart's RBAC (scripts/sandbox-identities.sh; kubeconfigs in .run/identities/); kubectl uses the
-# admin kubeconfig. --smoke fails if any component was refused (403) or if v1beta1 is not served
+# admin kubeconfig. --smoke fails if any component was refused (403), if kubectl's default
+# version is not v1alpha1 (v1beta1 with --v1beta1) or, with --v1beta1, if v1beta1 is not served
 # through the conversion webhook.
 #   provider  provider-virtual on a Unix socket: simulated VMs whose Nodes register in the sandbox.
 #   manager   machine-controller-manager: the controllers.
@@ -42,11 +50,14 @@ root=$PWD
 
 smoke=false
 build=true
+v1beta1=false
+case ${MCM_RUN_V1BETA1:-} in 1 | true | yes) v1beta1=true ;; esac
 timeout=${MCM_RUN_TIMEOUT:-180}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--smoke) smoke=true ;;
 	--no-build) build=false ;;
+	--v1beta1) v1beta1=true ;;
 	--timeout)
 		timeout=${2:?--timeout needs a number of seconds}
 		shift
@@ -261,13 +272,14 @@ start sandbox "$bin/mcm-sandbox" serve --port 0 --kubeconfig "$kubeconfig" \
 wait_for sandbox 30 test -s "$kubeconfig"
 wait_for sandbox 30 k get --raw /readyz
 
-# The CRDs (with the conversion webhook stanza) and the webhook configurations exactly as the
-# chart renders them for this release.
+# The CRDs and the webhook configurations exactly as the chart renders them for this release:
+# v1alpha1 only by default (the chart's default), with --v1beta1 also v1beta1 with the conversion
+# webhook stanza (conversion.enabled=true).
 helm=$("$root/scripts/helm.sh" --path)
 "$helm" template "$release" "$chart" --namespace "$namespace" \
 	--set fullnameOverride=$release \
 	--set webhook.certificates.mode=self-managed \
-	--set conversion.enabled=true \
+	--set conversion.enabled=$v1beta1 \
 	--set provider.name=virtual \
 	-s templates/crds.yaml -s templates/webhook-configurations.yaml >"$run_dir/chart-webhooks.yaml"
 say "installing the CRDs and webhook configurations rendered from the chart"
@@ -280,6 +292,14 @@ say "creating the components' identities with the chart's RBAC (.run/identities/
 "$root/scripts/sandbox-identities.sh" "$kubeconfig" "$identities" "$namespace" >/dev/null
 
 # --- webhook -----------------------------------------------------------------------------------
+# With v1beta1 the webhook also injects its CA into the CRDs' conversion stanzas (as the chart
+# passes --crd only with conversion.enabled).
+crd_args=()
+if $v1beta1; then
+	for plural in machines machinesets machinedeployments machineclasses; do
+		crd_args+=(--crd "$plural.machine.sapcloud.io")
+	done
+fi
 # The certificate is issued for the Service's DNS names, which the sandbox uses as TLS server name
 # when it calls the Service. failurePolicy Fail: nothing of machine.sapcloud.io is stored unchecked.
 say "starting machine-webhook (log: .run/logs/webhook.log)"
@@ -292,8 +312,7 @@ start webhook env KUBECONFIG="$identities/webhook.kubeconfig" "$bin/machine-webh
 	--identity machine-webhook-local \
 	--mutating-webhook-configuration "$release" \
 	--validating-webhook-configuration "$release" \
-	--crd machines.machine.sapcloud.io --crd machinesets.machine.sapcloud.io \
-	--crd machinedeployments.machine.sapcloud.io --crd machineclasses.machine.sapcloud.io \
+	${crd_args[@]+"${crd_args[@]}"} \
 	--cert-reload-seconds 5 \
 	--bind-address "127.0.0.1:$webhook_port" \
 	--admin-address "127.0.0.1:$webhook_admin_port"
@@ -333,9 +352,17 @@ wait_for manager 60 http_ok "http://127.0.0.1:$manager_port/readyz"
 say "applying examples/"
 k apply -f examples/
 
+if $v1beta1; then
+	api_note="API: v1alpha1 and v1beta1 (--v1beta1); kubectl defaults to v1beta1, so the commands
+below, which are written for v1alpha1, need the version in the resource name, e.g.
+machineclasses.v1alpha1.machine.sapcloud.io"
+else
+	api_note="API: machine.sapcloud.io/v1alpha1 (kubectl's default; --v1beta1 also serves v1beta1)"
+fi
 cat <<EOT
 
 Everything runs. Logs: .run/logs/{sandbox,webhook,provider,manager}.log
+$api_note
   export KUBECONFIG=$kubeconfig
   kubectl get machinedeployments,machinesets,machines,nodes        # mcd, mcs, mc
   kubectl scale machinedeployment $deployment --replicas=5
@@ -431,9 +458,21 @@ while true; do
 		if $smoke; then
 			echo
 			k get machinedeployments,machinesets,machines,nodes
-			say "v1beta1 through the conversion webhook:"
-			k get machinedeployments.v1beta1.machine.sapcloud.io ||
-				fail "v1beta1 MachineDeployments are not served through the conversion webhook"
+			# The version a plain `kubectl get machinedeployment` speaks.
+			want_version=v1alpha1
+			$v1beta1 && want_version=v1beta1
+			explained=$(k explain machinedeployment.spec 2>&1) ||
+				fail "kubectl explain machinedeployment.spec failed: $explained"
+			grep -q "^VERSION: *$want_version\$" <<<"$explained" ||
+				fail "kubectl's default version is not $want_version: $(grep VERSION <<<"$explained")"
+			say "kubectl's default version is $want_version"
+			if $v1beta1; then
+				say "v1beta1 through the conversion webhook:"
+				k get machinedeployments.v1beta1.machine.sapcloud.io ||
+					fail "v1beta1 MachineDeployments are not served through the conversion webhook"
+			elif k get machinedeployments.v1beta1.machine.sapcloud.io >/dev/null 2>&1; then
+				fail "v1beta1 is served without --v1beta1"
+			fi
 			denials=$(k get --raw /sandbox/admin/denials)
 			[ "$denials" = "{}" ] || fail "a component was refused by RBAC (403s per user): $denials"
 			# ... and the limits hold: each identity is refused what the chart does not grant.

@@ -57,6 +57,9 @@ pub struct SystemConfig {
     /// Whether the system starts its manager (a scenario that starts its own, e.g. `gardener`,
     /// sets `false`).
     pub start_manager: bool,
+    /// Whether the CRDs also serve `v1beta1` through the conversion webhook (default); `false`
+    /// installs the v1alpha1-only CRDs, as the chart's default and `make run` do.
+    pub serve_v1beta1: bool,
 }
 
 impl SystemConfig {
@@ -67,6 +70,7 @@ impl SystemConfig {
             namespace: "e2e".to_owned(),
             manager_flags: default_manager_flags(),
             start_manager: true,
+            serve_v1beta1: true,
         }
     }
 }
@@ -279,7 +283,7 @@ impl System {
         for ns in [config.namespace.as_str(), WEBHOOK_NAMESPACE] {
             create_namespace(&client, ns).await?;
         }
-        install_crds(&client).await?;
+        install_crds(&client, config.serve_v1beta1).await?;
         install_webhook_configurations(&client).await?;
         // Each component runs as its own ServiceAccount bound to the chart's RBAC.
         let identities = dir_path.join("identities");
@@ -309,7 +313,8 @@ impl System {
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
-        for (_, plural) in KINDS {
+        // The CA goes into the CRDs' conversion stanzas, which only the v1beta1 CRDs have.
+        for (_, plural) in KINDS.iter().filter(|_| config.serve_v1beta1) {
             webhook_args.push("--crd".into());
             webhook_args.push(format!("{plural}.machine.sapcloud.io"));
         }
@@ -356,7 +361,9 @@ impl System {
         };
         let ready = async {
             wait_http_ready(&mut processes.webhook, addresses.webhook_admin, "/readyz").await?;
-            wait_ca_injected(&client).await?;
+            if config.serve_v1beta1 {
+                wait_ca_injected(&client).await?;
+            }
             wait_http_ready(
                 &mut processes.provider,
                 addresses.provider_admin,
@@ -695,8 +702,8 @@ async fn create_identities(admin: &Path, out: &Path, namespace: &str, logs: &Pat
 
 /// The CRDs with `v1beta1` served through the conversion webhook by Service reference, as the
 /// chart configures them (the sandbox resolves the Service to the local webhook port); the
-/// webhook injects the caBundle.
-async fn install_crds(client: &kube::Client) -> Result<()> {
+/// webhook injects the caBundle. Without `serve_v1beta1`, the v1alpha1-only CRDs.
+async fn install_crds(client: &kube::Client, serve_v1beta1: bool) -> Result<()> {
     let service = mcm_api::crd::ConversionWebhook {
         service_namespace: WEBHOOK_NAMESPACE.to_owned(),
         service_name: WEBHOOK_SERVICE.to_owned(),
@@ -704,7 +711,12 @@ async fn install_crds(client: &kube::Client) -> Result<()> {
         port: None,
         ca_bundle: None,
     };
-    let crds = mcm_api::crd::all_with_conversion(&service).map_err(|e| E2eError::Decode {
+    let crds = if serve_v1beta1 {
+        mcm_api::crd::all_with_conversion(&service)
+    } else {
+        mcm_api::crd::all()
+    };
+    let crds = crds.map_err(|e| E2eError::Decode {
         what: "the CRDs of mcm_api::crd".to_owned(),
         message: e.to_string(),
     })?;

@@ -21,6 +21,11 @@ const FAILING: [MachinePhase; 3] = [
     MachinePhase::InPlaceUpdateFailed,
 ];
 
+/// Widest `LAST OPERATION` cell of the stuck-machine table, in characters. A description can be
+/// kilobytes (a provider's error, a dump of every node condition); the table shows its gist and
+/// `kubectl get mc <machine> -o jsonpath='{.status.lastOperation}'` the whole text.
+pub const LAST_OPERATION_WIDTH: usize = 110;
+
 /// A machine that does not make progress, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stuck {
@@ -30,7 +35,8 @@ pub struct Stuck {
     pub phase: String,
     /// Seconds in this phase (`currentStatus.lastUpdateTime`, else since creation).
     pub for_seconds: i64,
-    /// The last operation's description and error code, or why there is none.
+    /// The last operation's description (summarised by [`summarize_description`]) and error
+    /// code, or why there is none.
     pub reason: String,
 }
 
@@ -128,10 +134,29 @@ pub fn stuck_reason(machine: &Machine, now: jiff::Timestamp, stuck_after: i64) -
     }
     let reason = match status.last_operation {
         Some(op) => {
-            let mut text = op.description.unwrap_or_default();
-            if let Some(code) = op.error_code.filter(|c| !c.is_empty()) {
-                text.push_str(&format!(" (code {code})"));
-            }
+            let description = op.description.unwrap_or_default();
+            // "Machine <name> is unhealthy ...": the name is in the first column already.
+            let own_name = format!(
+                "Machine {} ",
+                machine.metadata.name.as_deref().unwrap_or("")
+            );
+            let description = match description.strip_prefix(&own_name) {
+                Some(rest) => format!("Machine {rest}"),
+                None => description,
+            };
+            // The error code is kept whole (the description gets the rest of the width), unless
+            // the condensed provider error starts with it already.
+            let suffix = match op.error_code.filter(|c| !c.is_empty()) {
+                Some(code)
+                    if !summarize_description(&description, usize::MAX)
+                        .starts_with(&format!("{code}: ")) =>
+                {
+                    format!(" (code {code})")
+                }
+                _ => String::new(),
+            };
+            let width = LAST_OPERATION_WIDTH.saturating_sub(suffix.chars().count());
+            let text = format!("{}{suffix}", summarize_description(&description, width));
             if text.is_empty() {
                 "<no description>".to_owned()
             } else {
@@ -146,6 +171,139 @@ pub fn stuck_reason(machine: &Machine, now: jiff::Timestamp, stuck_after: i64) -
         for_seconds,
         reason,
     })
+}
+
+/// Marker of the node-condition dump the health check appends to a description (upstream writes
+/// `Node conditions:` when a machine turns Unknown and `Node Conditions:` when it fails).
+const CONDITIONS_MARKER: &str = "node conditions: [";
+
+/// A lastOperation description made readable in one table cell of at most `width` characters:
+/// a provider error in the driver contract's wording (`Cloud provider message - machine codes
+/// error: code = [<code>] message = [<message>]`) becomes `<code>: <message>`; a dump of node
+/// conditions (`Node conditions: [{Type:Ready Status:False Reason:... Message:...}
+/// ...]`, also Go's `%+v` with timestamps as the Go MCM writes it) becomes `Type=Status` pairs,
+/// those that make a node unhealthy first (`Ready` not `True`, any other not `False`); only the
+/// first line is kept (` …` marks dropped lines); runs of blanks become one space; a longer text
+/// is cut at a word boundary and ends with `…`.
+#[must_use]
+pub fn summarize_description(description: &str, width: usize) -> String {
+    let condensed = condense_conditions(&condense_provider_error(description));
+    let mut lines = condensed.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let mut text = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    if lines.next().is_some() {
+        text.push_str(" …");
+    }
+    truncate_at_word(&text, width)
+}
+
+/// Marker of a provider error in the wording of the driver contract
+/// (`mcm_provider_proto::codes`), after upstream's `Cloud provider message - ` prefix.
+const PROVIDER_ERROR_MARKER: &str = "machine codes error: code = [";
+
+/// `... machine codes error: code = [C] message = [M] rest` as `C: M rest`, dropping upstream's
+/// `Cloud provider message - ` prefix; other text is returned as it is.
+fn condense_provider_error(description: &str) -> String {
+    let Some(at) = description.find(PROVIDER_ERROR_MARKER) else {
+        return description.to_owned();
+    };
+    let after = &description[at + PROVIDER_ERROR_MARKER.len()..];
+    let Some((code, rest)) = after.split_once("] message = [") else {
+        return description.to_owned();
+    };
+    // The message may hold brackets itself: it ends at the last `]` of its line.
+    let line_end = rest.find('\n').unwrap_or(rest.len());
+    let Some(close) = rest[..line_end].rfind(']') else {
+        return description.to_owned();
+    };
+    let before = description[..at]
+        .trim_end()
+        .trim_end_matches("Cloud provider message -")
+        .trim_end();
+    let before = if before.is_empty() {
+        String::new()
+    } else {
+        format!("{before} ")
+    };
+    format!("{before}{code}: {}{}", &rest[..close], &rest[close + 1..])
+}
+
+/// Replaces the first node-condition dump of `description` by `Type=Status` pairs (unhealthy
+/// first); the text around it stays. A dump cut short (no closing `}]`) is condensed up to the
+/// end.
+fn condense_conditions(description: &str) -> String {
+    // ASCII lower-casing keeps byte offsets, so positions found in `lower` index `description`.
+    let lower = description.to_ascii_lowercase();
+    let Some(start) = lower.find(CONDITIONS_MARKER) else {
+        return description.to_owned();
+    };
+    let dump_start = start + CONDITIONS_MARKER.len() - 1; // at '['
+    let (dump, rest) = match description[dump_start..].rfind("}]") {
+        Some(end) => (
+            &description[dump_start..dump_start + end + 2],
+            &description[dump_start + end + 2..],
+        ),
+        None => (&description[dump_start..], ""),
+    };
+    let pairs = condition_pairs(dump);
+    if pairs.is_empty() {
+        return description.to_owned();
+    }
+    let (unhealthy, healthy): (Vec<_>, Vec<_>) = pairs.into_iter().partition(|(type_, status)| {
+        if type_ == "Ready" {
+            status != "True"
+        } else {
+            status != "False"
+        }
+    });
+    let listed: Vec<String> = unhealthy
+        .into_iter()
+        .chain(healthy)
+        .map(|(type_, status)| format!("{type_}={status}"))
+        .collect();
+    // The marker as written (its case), without the '['.
+    let label = description[start..dump_start].trim_end();
+    format!(
+        "{}{label} {}{rest}",
+        &description[..start],
+        listed.join(", ")
+    )
+}
+
+/// `(type, status)` of every `{Type:<type> Status:<status> ...}` entry of a dump.
+fn condition_pairs(dump: &str) -> Vec<(String, String)> {
+    dump.split("{Type:")
+        .skip(1)
+        .filter_map(|entry| {
+            let mut words = entry.split_whitespace();
+            let type_ = words.next()?.trim_end_matches(['}', ']']);
+            let status = words.next()?.strip_prefix("Status:")?;
+            let status = status.trim_end_matches(['}', ']']);
+            (!type_.is_empty() && !status.is_empty()).then(|| (type_.to_owned(), status.to_owned()))
+        })
+        .collect()
+}
+
+/// `text` when it fits in `width` characters, else its longest prefix ending at a word boundary
+/// that fits with a trailing `…` (a hard cut when the first word alone is too long).
+fn truncate_at_word(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let keep = width.saturating_sub(1);
+    let prefix: String = text.chars().take(keep).collect();
+    // Cut before the word that does not fit entirely.
+    let next_is_break = text.chars().nth(keep).is_some_and(char::is_whitespace);
+    let cut = if next_is_break {
+        prefix.trim_end()
+    } else {
+        match prefix.rfind(char::is_whitespace) {
+            Some(at) if !prefix[..at].trim_end().is_empty() => prefix[..at].trim_end(),
+            _ => prefix.as_str(),
+        }
+    };
+    let cut = cut.trim_end_matches([',', ';', ':', '-', ' ']);
+    format!("{cut}…")
 }
 
 /// Summarises `md` from the MachineSets and Machines of its namespace and the target nodes
@@ -458,6 +616,173 @@ mod tests {
         let text = render_summary(&s, false);
         assert!(text.contains("PRESERVED MACHINE"), "{text}");
         assert!(text.contains("unknown/1 (nodes not readable)"), "{text}");
+    }
+
+    /// What the health check writes when a node turns NotReady (controller's
+    /// `render_conditions`), for a node with the five conditions a kubelet reports.
+    const UNKNOWN: &str = "Machine worker-a-5d8f7c9b4-x2k8q is unhealthy - changing MachinePhase to Unknown. Node conditions: [{Type:MemoryPressure Status:False Reason:KubeletHasSufficientMemory Message:kubelet has sufficient memory available} {Type:DiskPressure Status:False Reason:KubeletHasNoDiskPressure Message:kubelet has no disk pressure} {Type:PIDPressure Status:False Reason:KubeletHasSufficientPID Message:kubelet has sufficient PID available} {Type:Ready Status:False Reason:KubeletNotReady Message:container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized} {Type:NetworkUnavailable Status:False Reason:RouteCreated Message:RouteController created a route}]";
+
+    #[test]
+    fn node_condition_dump_becomes_type_status_pairs_unhealthy_first() {
+        assert_eq!(
+            summarize_description(UNKNOWN, 1000),
+            "Machine worker-a-5d8f7c9b4-x2k8q is unhealthy - changing MachinePhase to Unknown. \
+             Node conditions: Ready=False, MemoryPressure=False, DiskPressure=False, \
+             PIDPressure=False, NetworkUnavailable=False"
+        );
+        // Cut after a whole pair, the unhealthy one kept (the table drops the machine's name
+        // first: `stuck_table_shows_the_summary_and_keeps_the_error_code`).
+        assert_eq!(
+            summarize_description(UNKNOWN, 120),
+            "Machine worker-a-5d8f7c9b4-x2k8q is unhealthy - changing MachinePhase to Unknown. \
+             Node conditions: Ready=False…"
+        );
+    }
+
+    #[test]
+    fn go_dump_with_timestamps_and_the_failed_variant_are_condensed_too() {
+        // The Go MCM formats the conditions with %+v: timestamps with spaces, zero values.
+        let failed = "Machine shoot--p--c-worker-z1-6b7c8-abcde health checks failing since last 10 minutes. Updating machine phase to Failed. Node Conditions: [{Type:KernelDeadlock Status:True LastHeartbeatTime:2026-11-25 09:58:00 +0000 UTC LastTransitionTime:2026-11-25 09:40:00 +0000 UTC Reason:KernelHasDeadlock Message:kernel: INFO: task docker:20744 blocked for more than 120 seconds.} {Type:Ready Status:Unknown LastHeartbeatTime:2026-11-25 09:50:00 +0000 UTC LastTransitionTime:2026-11-25 09:51:00 +0000 UTC Reason:NodeStatusUnknown Message:Kubelet stopped posting node status.}]";
+        assert_eq!(
+            summarize_description(failed, 1000),
+            "Machine shoot--p--c-worker-z1-6b7c8-abcde health checks failing since last 10 \
+             minutes. Updating machine phase to Failed. Node Conditions: KernelDeadlock=True, \
+             Ready=Unknown"
+        );
+        // A dump cut short (no closing "}]") still yields its pairs; text after a dump stays.
+        let cut = "Machine m is unhealthy. Node conditions: [{Type:Ready Status:False Reason:Kube";
+        assert_eq!(
+            summarize_description(cut, 1000),
+            "Machine m is unhealthy. Node conditions: Ready=False"
+        );
+        let after = "x. Node conditions: [{Type:Ready Status:True Reason:a Message:b}] (attempt 2)";
+        assert_eq!(
+            summarize_description(after, 1000),
+            "x. Node conditions: Ready=True (attempt 2)"
+        );
+        // No entry to read: the text is left as it is.
+        assert_eq!(
+            summarize_description("Node conditions: [] seen", 1000),
+            "Node conditions: [] seen"
+        );
+    }
+
+    #[test]
+    fn first_line_only_and_cut_at_a_word_boundary() {
+        // A drain error: one line per pod that could not be evicted.
+        let drain = "Drain failed due to - error when evicting pods/\"web-7d4b9c-2xk4p\" -n \"shop\": Cannot evict pod as it would violate the pod's disruption budget.\nerror when evicting pods/\"web-7d4b9c-9qv2m\" -n \"shop\": Cannot evict pod as it would violate the pod's disruption budget. Will retry in next sync. Initiate node drain";
+        assert_eq!(
+            summarize_description(drain, 1000),
+            "Drain failed due to - error when evicting pods/\"web-7d4b9c-2xk4p\" -n \"shop\": \
+             Cannot evict pod as it would violate the pod's disruption budget. …"
+        );
+        let long = "Drain failed due to - error when evicting pods/\"web-7d4b9c-2xk4p\" -n \"shop\": Cannot evict pod as it would violate the pod's disruption budget.";
+        let cell = summarize_description(long, 80);
+        assert_eq!(
+            cell,
+            "Drain failed due to - error when evicting pods/\"web-7d4b9c-2xk4p\" -n \"shop\"…"
+        );
+        assert!(cell.chars().count() <= 80);
+        // Exactly the width: unchanged; blanks collapse.
+        assert_eq!(summarize_description("a  b\tc", 5), "a b c");
+        // One word longer than the width: a hard cut.
+        assert_eq!(summarize_description("abcdefghij", 5), "abcd…");
+        assert_eq!(summarize_description("", 10), "");
+        assert_eq!(summarize_description("\n\nsecond", 10), "second");
+    }
+
+    #[test]
+    fn provider_errors_become_code_and_message() {
+        // The driver contract's wording (upstream's), with the backoff suffix we append.
+        let provider = "Cloud provider message - machine codes error: code = [Unavailable] message = [cloud API down: dial tcp [fd00::1]:443: connect: connection refused] (attempt 4, next retry at 2026-11-26T03:04:05.123Z)";
+        assert_eq!(
+            summarize_description(provider, 1000),
+            "Unavailable: cloud API down: dial tcp [fd00::1]:443: connect: connection refused \
+             (attempt 4, next retry at 2026-11-26T03:04:05.123Z)"
+        );
+        // A deletion step keeps its text around the error.
+        let deletion = "Machine deletion failed: machine codes error: code = [Internal] message = [VM is locked] Initiate VM deletion";
+        assert_eq!(
+            summarize_description(deletion, 1000),
+            "Machine deletion failed: Internal: VM is locked Initiate VM deletion"
+        );
+        // Not the contract's wording: unchanged.
+        let plain = "Cloud provider message - quota exceeded in zone a";
+        assert_eq!(summarize_description(plain, 1000), plain);
+        let cut = "machine codes error: code = [Internal] message = [no end";
+        assert_eq!(summarize_description(cut, 1000), cut);
+        // In the table the code is not repeated when the summary starts with it.
+        let mut m = machine(
+            "kd-md-wkhv4-8l5fl",
+            "s1",
+            Some("CrashLoopBackOff"),
+            "2026-11-25T09:59:00Z",
+            Some(
+                "Cloud provider message - machine codes error: code = [ResourceExhausted] message = [injected failure 2/100000 of create for machine e2e/kd-md-wkhv4-8l5fl (providerSpec.failures.create)]",
+            ),
+        );
+        m.status
+            .as_mut()
+            .unwrap()
+            .last_operation
+            .as_mut()
+            .unwrap()
+            .error_code = Some("ResourceExhausted".to_owned());
+        assert_eq!(
+            stuck_reason(&m, now(), 600).unwrap().reason,
+            "ResourceExhausted: injected failure 2/100000 of create for machine \
+             e2e/kd-md-wkhv4-8l5fl…"
+        );
+    }
+
+    #[test]
+    fn stuck_table_shows_the_summary_and_keeps_the_error_code() {
+        let m = machine(
+            "worker-a-5d8f7c9b4-x2k8q",
+            "s1",
+            Some("Unknown"),
+            "2026-11-25T09:00:00Z",
+            Some(UNKNOWN),
+        );
+        let stuck = stuck_reason(&m, now(), 600).unwrap();
+        // The machine's own name is dropped (it is the first column); the pair that makes the
+        // node unhealthy stays whole, and the error code is never cut.
+        assert_eq!(
+            stuck.reason,
+            "Machine is unhealthy - changing MachinePhase to Unknown. Node conditions: \
+             Ready=False… (code Internal)"
+        );
+        let text = render_summary(
+            &summarize(&md(), &[set("s1", "md-uid")], &[m], None, now(), 600),
+            false,
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("worker-a-5d8f7c9b4-x2k8q")
+                    && l.ends_with("Node conditions: Ready=False… (code Internal)")),
+            "{text}"
+        );
+        // Another machine's name in the text is not touched.
+        let other = machine(
+            "x",
+            "s1",
+            Some("Failed"),
+            "2026-11-25T09:00:00Z",
+            Some(UNKNOWN),
+        );
+        assert!(
+            stuck_reason(&other, now(), 600)
+                .unwrap()
+                .reason
+                .starts_with("Machine worker-a-5d8f7c9b4-x2k8q is unhealthy")
+        );
+        assert!(!stuck.reason.contains("{Type:"), "{}", stuck.reason);
+        assert!(
+            stuck.reason.chars().count() <= LAST_OPERATION_WIDTH,
+            "{} is {} characters",
+            stuck.reason,
+            stuck.reason.chars().count()
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod admission;
 mod conversion;
+mod documented_commands;
 mod drain;
 mod gardener;
 mod harness;
@@ -165,6 +166,30 @@ async fn disruptive_scenarios_on_their_own_system() {
     let mut config = SystemConfig::new("disruptive");
     config.namespace = "e2e-disruptive".to_owned();
     run_all(config, disruptive_scenarios(), false).await;
+}
+
+/// Every command the README, docs/ and examples/README.md show and `make run` prints, run as
+/// written on a system set up like `make run` (v1alpha1 only, `examples/` in `default`), each
+/// with its effect checked (issue 26). Run alone: `cargo nextest run -p mcm-e2e documented`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documented_commands_on_a_make_run_system() {
+    let scenario = Scenario {
+        name: "documented_commands",
+        sandbox_only: true,
+        run: |s| Box::pin(documented_commands::run_on_make_run_system(s)),
+    };
+    if mcm_e2e::system::cluster_kubeconfig().is_some() {
+        println!(
+            "  SKIPPED {}: needs the sandbox system (MCM_E2E_KUBECONFIG is set)",
+            scenario.name
+        );
+        return;
+    }
+    let mut config = SystemConfig::new("make-run");
+    config.namespace = documented_commands::NAMESPACE.to_owned();
+    config.serve_v1beta1 = false;
+    config.manager_flags = documented_commands::make_run_manager_flags();
+    run_all(config, vec![scenario], false).await;
 }
 
 /// Gardener's MCM pod (issue 12 item 7): our manager with Gardener's exact arguments in split
