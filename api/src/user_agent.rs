@@ -45,6 +45,9 @@ mod tests {
         assert_ne!(arch, "x86_64", "Go's architecture names: {agent}");
         assert_ne!(arch, "aarch64", "Go's architecture names: {agent}");
         // A header value: visible ASCII and spaces only.
-        assert!(agent.chars().all(|c| c == ' ' || c.is_ascii_graphic()), "{agent}");
+        assert!(
+            agent.chars().all(|c| c == ' ' || c.is_ascii_graphic()),
+            "{agent}"
+        );
     }
 }

@@ -303,9 +303,7 @@ async fn client(
     config.default_retry = false;
     // kube sends no User-Agent of its own; name ourselves as client-go components do.
     if let Ok(agent) = axum::http::HeaderValue::from_str(&user_agent()) {
-        config
-            .headers
-            .push((axum::http::header::USER_AGENT, agent));
+        config.headers.push((axum::http::header::USER_AGENT, agent));
     }
     let gate = gate.cloned().unwrap_or_else(|| WriteGate::new(true));
     let http1_only = std::env::var_os("DISABLE_HTTP2").is_some_and(|value| !value.is_empty());

@@ -593,7 +593,9 @@ async fn a_lost_lease_stops_the_controllers_gates_writes_and_is_won_back_in_proc
     tokio::time::sleep(Duration::from_millis(300)).await;
     while writes.try_recv().is_ok() {}
     for _ in 0..5 {
-        let result = guarded("a write after the loss", writes.recv()).await.unwrap();
+        let result = guarded("a write after the loss", writes.recv())
+            .await
+            .unwrap();
         let error = result.expect_err("a write went through after the Lease was lost");
         assert!(error.contains("write gate closed"), "{error}");
     }
@@ -674,7 +676,10 @@ async fn an_unreachable_api_at_start_up_is_waited_for_while_not_ready() {
     );
     let (status, body) = http_get(address, "/readyz").await;
     assert_eq!(status, 503, "{body}");
-    assert!(body.contains("connecting to the control API server"), "{body}");
+    assert!(
+        body.contains("connecting to the control API server"),
+        "{body}"
+    );
     assert_eq!(http_get(address, "/healthz").await.0, 200);
 
     sandbox.faults().clear_unavailable();
@@ -786,9 +791,17 @@ async fn a_fresh_manager_exports_every_counter_family() {
             })
         })
         .collect();
-    assert!(missing.is_empty(), "counter families without a series: {missing:?}\n{metrics}");
+    assert!(
+        missing.is_empty(),
+        "counter families without a series: {missing:?}\n{metrics}"
+    );
     // One series per queue of the selected controllers (upstream's queue names).
-    for queue in ["machineset", "machinedeployment", "machine", "machinesafetyapiserver"] {
+    for queue in [
+        "machineset",
+        "machinedeployment",
+        "machine",
+        "machinesafetyapiserver",
+    ] {
         let series = format!("mcm_workqueue_retries_total{{name=\"{queue}\",queue=\"{queue}\"}} 0");
         assert!(metrics.contains(&series), "no {series}\n{metrics}");
     }

@@ -837,7 +837,12 @@ impl Metrics {
             ),
             leader: {
                 let help = "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.";
-                let family = register(&mut r, "leader_election_master_status", help, Family::default());
+                let family = register(
+                    &mut r,
+                    "leader_election_master_status",
+                    help,
+                    Family::default(),
+                );
                 m.register("leader_election_master_status", help, family.clone());
                 family
             },

@@ -220,7 +220,9 @@ pub async fn leads_again_after_outages(system: Arc<System>) -> Result<Outcome> {
             settled = wait_running(s, "ou-md", replicas, 5).await.is_ok();
         }
         ensure(settled, || {
-            format!("ou-md did not settle at {replicas} Running machines after the {seconds}s outage")
+            format!(
+                "ou-md did not settle at {replicas} Running machines after the {seconds}s outage"
+            )
         })?;
     }
 

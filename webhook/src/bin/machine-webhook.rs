@@ -132,9 +132,7 @@ async fn main() -> anyhow::Result<()> {
             let agent =
                 mcm_api::user_agent::user_agent("machine-webhook", env!("CARGO_PKG_VERSION"));
             if let Ok(agent) = axum::http::HeaderValue::from_str(&agent) {
-                config
-                    .headers
-                    .push((axum::http::header::USER_AGENT, agent));
+                config.headers.push((axum::http::header::USER_AGENT, agent));
             }
             let client =
                 kube::Client::try_from(config).context("cannot build a Kubernetes client")?;
