@@ -6,6 +6,7 @@
 //! - [`keys`]: well-known finalizers, labels, annotations, taints, condition types and reasons,
 //!   and the load-bearing `lastOperation` texts.
 //! - [`duration`]: Go `time.Duration` strings as used by every timeout field.
+//! - [`user_agent`]: the User-Agent every binary sends to API servers.
 //! - [`crd`]: the CustomResourceDefinitions generated from the types (written by `crdgen`).
 //! - `arbitrary` (feature `proptest`): proptest strategies for typed objects.
 
@@ -15,5 +16,6 @@ pub mod crd;
 pub mod duration;
 pub mod internal;
 pub mod keys;
+pub mod user_agent;
 pub mod v1alpha1;
 pub mod v1beta1;

@@ -33,6 +33,19 @@ struct Context {
     namespace: String,
 }
 
+/// Adds our User-Agent (client-go's form, see [`mcm_api::user_agent`]) to `config`.
+fn with_user_agent(mut config: Config) -> Config {
+    let agent = mcm_api::user_agent::user_agent("kubectl-mcm", env!("CARGO_PKG_VERSION"));
+    // The header types are kube's `http` crate's, named through the element type.
+    if let (Ok(name), Ok(value)) = (
+        TryFrom::try_from("user-agent"),
+        TryFrom::try_from(agent.as_str()),
+    ) {
+        config.headers.push((name, value));
+    }
+    config
+}
+
 async fn config(
     kubeconfig: Option<&std::path::Path>,
     context: Option<&str>,
@@ -64,9 +77,9 @@ async fn connect(global: &Global) -> Result<Context, CliError> {
         .namespace
         .clone()
         .unwrap_or_else(|| control_config.default_namespace.clone());
-    let control = Client::try_from(control_config)?;
+    let control = Client::try_from(with_user_agent(control_config))?;
     let target = match &global.target_kubeconfig {
-        Some(path) => Client::try_from(config(Some(path), None).await?)?,
+        Some(path) => Client::try_from(with_user_agent(config(Some(path), None).await?))?,
         None => control.clone(),
     };
     Ok(Context {

@@ -59,6 +59,11 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// When the configuration cannot be turned into a client (e.g. TLS settings).
 pub fn target_client(mut config: kube::Config) -> Result<Client, kube::Error> {
     config.default_retry = false;
+    // Name ourselves in the API server's audit log, as client-go components do.
+    let agent = mcm_api::user_agent::user_agent("provider-virtual", env!("CARGO_PKG_VERSION"));
+    if let Ok(agent) = axum::http::HeaderValue::from_str(&agent) {
+        config.headers.push((axum::http::header::USER_AGENT, agent));
+    }
     Client::try_from(config)
 }
 

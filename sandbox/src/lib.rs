@@ -460,6 +460,15 @@ impl Sandbox {
                 .await
                 .map_err(|e| SandboxError::Client(e.to_string()))?;
         kconf.default_retry = false;
+        // Tests tell the sandbox's own requests from the components' by it.
+        if let Ok(agent) = http::HeaderValue::from_str(&format!(
+            "mcm-sandbox/{} ({}/{})",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::env::consts::ARCH
+        )) {
+            kconf.headers.push((http::header::USER_AGENT, agent));
+        }
         kube::Client::try_from(kconf).map_err(|e| SandboxError::Client(e.to_string()))
     }
     /// The object store (for white-box tests).

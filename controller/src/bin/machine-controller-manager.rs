@@ -2,8 +2,10 @@
 //! machine-controller-manager share, the machine-controller share, or both (`--controllers`).
 //!
 //! Exit codes: 0 after a requested shutdown (SIGTERM/SIGINT), 1 when something fatal happened
-//! (lease lost, controller stopped, API unreachable), 2 for invalid flags (every violation is
-//! printed), 130 when a second signal forces the exit.
+//! (a controller stopped, the machine API is not served), 2 for invalid flags (every violation is
+//! printed), 130 when a second signal forces the exit. An unreachable API server and a lost Lease
+//! are not fatal: the manager waits, campaigns again and reports not-ready meanwhile
+//! (`docs/operations.md`).
 
 use anyhow::Context as _;
 use clap::Parser as _;
@@ -96,7 +98,7 @@ fn run(config: config::Config) -> anyhow::Result<()> {
                 std::process::exit(130);
             }
         });
-        let options = RunOptions::new(leader::default_identity());
+        let options = RunOptions::new(leader::default_identity(config.admin_address.port()));
         log_selection(&config);
         let set = compose::ControllerSet::with(compose::named(&config.controllers.names));
         let controllers: Vec<Box<dyn manager::Controller>> = vec![Box::new(set)];

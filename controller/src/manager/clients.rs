@@ -26,6 +26,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio_util::sync::CancellationToken;
 
 use super::config::{ClientSettings, KubeconfigSource};
+use super::gate::WriteGate;
 use super::throttle::Throttle;
 
 /// API version whose `machines` resource must be served by the control cluster.
@@ -284,29 +285,44 @@ pub async fn kube_config(
     }
 }
 
+/// The User-Agent of the manager's API requests (client-go's form, see [`mcm_api::user_agent`]).
+pub fn user_agent() -> String {
+    mcm_api::user_agent::user_agent(crate::shell::COMPONENT, env!("CARGO_PKG_VERSION"))
+}
+
 async fn client(
     source: &KubeconfigSource,
     cluster: Cluster,
     throttle: &Throttle,
+    gate: Option<&WriteGate>,
 ) -> Result<Client, ClientError> {
     let mut config = kube_config(source, cluster).await?;
     // kube retries 429/503/504 inside the client for up to minutes. The reconcilers requeue with
     // their own backoff, a PodDisruptionBudget's 429 on an eviction is an answer to act on, and
     // the API-server safety check must see an unavailable server at once.
     config.default_retry = false;
+    // kube sends no User-Agent of its own; name ourselves as client-go components do.
+    if let Ok(agent) = axum::http::HeaderValue::from_str(&user_agent()) {
+        config.headers.push((axum::http::header::USER_AGENT, agent));
+    }
+    let gate = gate.cloned().unwrap_or_else(|| WriteGate::new(true));
     let http1_only = std::env::var_os("DISABLE_HTTP2").is_some_and(|value| !value.is_empty());
     if http1_only || config.proxy_url.is_some() || config.auth_info.exec.is_some() {
         let builder = kube::client::ClientBuilder::try_from(config)
             .map_err(|source| ClientError::Build { cluster, source })?;
-        return Ok(builder.with_layer(throttle).build());
+        return Ok(builder.with_layer(&gate).with_layer(throttle).build());
     }
-    http2_client(config, throttle).map_err(|source| ClientError::Build { cluster, source })
+    http2_client(config, throttle, &gate).map_err(|source| ClientError::Build { cluster, source })
 }
 
 /// A client whose connector negotiates HTTP/2 by ALPN (HTTP/1.1 when the server offers only
 /// that), with kube's layers: base URI, authentication (token refresh included), extra headers
 /// (impersonation) and the connect/read/write timeouts.
-fn http2_client(config: kube::Config, throttle: &Throttle) -> Result<Client, kube::Error> {
+fn http2_client(
+    config: kube::Config,
+    throttle: &Throttle,
+    gate: &WriteGate,
+) -> Result<Client, kube::Error> {
     use kube::client::ConfigExt as _;
 
     let tls = config.rustls_client_config()?;
@@ -343,6 +359,7 @@ fn http2_client(config: kube::Config, throttle: &Throttle) -> Result<Client, kub
             .build(connector);
     let service = tower::ServiceBuilder::new()
         .layer(throttle.clone())
+        .layer(gate.clone())
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
@@ -355,16 +372,19 @@ fn http2_client(config: kube::Config, throttle: &Throttle) -> Result<Client, kub
 /// credentials, one client (and its connection pool) serves both.
 ///
 /// Each cluster gets its own `--kube-api-qps`/`--kube-api-burst` bucket (client-go keeps one per
-/// rest config); a shared client shares its bucket.
+/// rest config); a shared client shares its bucket. The controllers' clients carry `gate`
+/// ([`WriteGate`]): their writes fail while it is closed. The leader-election client has none.
 pub async fn build(
     control: &KubeconfigSource,
     target: Option<&KubeconfigSource>,
     settings: &ClientSettings,
+    gate: &WriteGate,
 ) -> Result<Clients, ClientError> {
     let control_client = client(
         control,
         Cluster::Control,
         &Throttle::new(settings.qps, settings.burst),
+        Some(gate),
     )
     .await?;
     let target_client = match target {
@@ -375,6 +395,7 @@ pub async fn build(
                 source,
                 Cluster::Target,
                 &Throttle::new(settings.qps, settings.burst),
+                Some(gate),
             )
             .await?,
         ),
@@ -383,6 +404,7 @@ pub async fn build(
         control,
         Cluster::Control,
         &Throttle::new(settings.qps, settings.burst),
+        None,
     )
     .await?;
     Ok(Clients {
@@ -392,11 +414,20 @@ pub async fn build(
     })
 }
 
+/// Longest pause between two attempts to reach the control API server at start-up: once it is
+/// back, the manager notices within this.
+pub const API_RETRY_CAP: Duration = Duration::from_secs(1);
+
 /// Waits until the control API server answers and serves `machine.sapcloud.io/v1alpha1`
-/// machines (reference §3.1 step 4: upstream polls every second for up to ten seconds).
+/// machines (reference §3.1 step 4).
 ///
-/// Transient errors are retried every `poll` until `wait` has passed; a served group without a
-/// `machines` resource fails at once.
+/// Upstream polls for ten seconds and exits, so after an outage its restarts back off (a
+/// kubelet's CrashLoopBackOff reaches minutes) and the pool stays unmanaged long after the API
+/// server is back. Here an unreachable server is waited for as long as it takes: attempts start
+/// `poll` apart and double up to [`API_RETRY_CAP`], each failure logged with the time waited so
+/// far (the caller reports not-ready meanwhile). Only a server that answers and does not serve
+/// the machines fails: at once when the group lacks `machines`, after `wait` of 404s (the CRDs may
+/// be being installed).
 pub async fn wait_for_control_api(
     client: &Client,
     wait: Duration,
@@ -404,10 +435,21 @@ pub async fn wait_for_control_api(
     cancel: &CancellationToken,
 ) -> Result<(), ClientError> {
     let started = tokio::time::Instant::now();
+    let floor = Duration::from_millis(50);
+    let mut pause = poll.clamp(floor, API_RETRY_CAP);
+    let mut attempts: u64 = 0;
     loop {
+        attempts += 1;
         let error = match client.list_api_group_resources(MACHINE_API_VERSION).await {
             Ok(list) => {
                 return if list.resources.iter().any(|r| r.name == "machines") {
+                    if attempts > 1 {
+                        tracing::info!(
+                            waited = ?started.elapsed(),
+                            attempts,
+                            "the control API server is reachable"
+                        );
+                    }
                     Ok(())
                 } else {
                     let served: Vec<&str> =
@@ -419,25 +461,24 @@ pub async fn wait_for_control_api(
             }
             Err(error) => error,
         };
-        if started.elapsed() + poll > wait {
-            return Err(match error {
-                kube::Error::Api(status) if status.is_not_found() => {
-                    ClientError::MachinesNotServed {
-                        detail: format!("GET /apis/{MACHINE_API_VERSION} answered 404"),
-                    }
-                }
-                source => ClientError::Unreachable {
-                    cluster: Cluster::Control,
-                    waited: started.elapsed(),
-                    source,
-                },
+        let not_served = matches!(&error, kube::Error::Api(status) if status.is_not_found());
+        if not_served && started.elapsed() + pause > wait {
+            return Err(ClientError::MachinesNotServed {
+                detail: format!("GET /apis/{MACHINE_API_VERSION} answered 404"),
             });
         }
-        tracing::info!(%error, "waiting for the control API server to serve {MACHINE_API_VERSION}");
+        tracing::info!(
+            %error,
+            waited = ?started.elapsed(),
+            attempts,
+            retry_in = ?pause,
+            "waiting for the control API server to serve {MACHINE_API_VERSION}"
+        );
         tokio::select! {
             () = cancel.cancelled() => return Err(ClientError::Cancelled { cluster: Cluster::Control }),
-            () = tokio::time::sleep(poll) => {}
+            () = tokio::time::sleep(pause) => {}
         }
+        pause = (pause * 2).clamp(floor, API_RETRY_CAP);
     }
 }
 

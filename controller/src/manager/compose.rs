@@ -36,9 +36,9 @@ use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
 use crate::shell::informer::Informer;
 use crate::shell::{COMPONENT, Shell};
 
-/// A wired controller, ready to run until the token is cancelled.
+/// A wired controller: each call runs it (one leadership term) until the token is cancelled.
 pub type Runner =
-    Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> + Send>;
+    Arc<dyn Fn(CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
 
 /// Builds one controller's context from the shared [`Wiring`] and returns its runner.
 pub type WireFn = fn(&mut Wiring) -> Result<Runner, BoxError>;
@@ -181,6 +181,35 @@ impl Wiring {
             .clone()
     }
 
+    /// For each informer in use, a function that drops the handlers subscribed after now: run at
+    /// the start of a leadership term, it removes those of the previous term's controllers.
+    fn handler_resets(&self) -> Vec<HandlerReset> {
+        fn reset<K>(informer: &Option<Informer<K>>) -> Option<HandlerReset>
+        where
+            K: kube::Resource
+                + Clone
+                + std::fmt::Debug
+                + serde::de::DeserializeOwned
+                + Send
+                + Sync
+                + 'static,
+        {
+            let informer = informer.clone()?;
+            let baseline = informer.handler_count();
+            Some(Box::new(move || informer.truncate_handlers(baseline)))
+        }
+        [
+            reset(&self.machines),
+            reset(&self.machine_sets),
+            reset(&self.machine_deployments),
+            reset(&self.machine_classes),
+            reset(&self.nodes),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
     /// Starts one watch per kind a controller asked for (tasks end on `shutdown`) and waits
     /// until their caches are synced. Without a target cluster the Node cache is empty.
     pub async fn start_informers(&self, shutdown: &CancellationToken) {
@@ -256,7 +285,7 @@ fn runner<C: Send + Sync + 'static>(
     run: fn(Arc<C>, CancellationToken) -> BoxFuture<'static, Result<(), BoxError>>,
 ) -> Runner {
     let context = Arc::new(context);
-    Box::new(move |shutdown| run(context, shutdown))
+    Arc::new(move |shutdown| run(Arc::clone(&context), shutdown))
 }
 
 fn wire_machine(wiring: &mut Wiring) -> Result<Runner, BoxError> {
@@ -357,13 +386,20 @@ fn wire_apiserver(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     Ok(runner(context, crate::safety::reconcile::run_apiserver))
 }
 
+type HandlerReset = Box<dyn Fn() + Send + Sync>;
+
 /// The selected controllers as one manager [`Controller`]: contexts are built and the informers
-/// start during warm-up (every replica), the controllers run on the leader.
+/// start during warm-up (every replica), the controllers run on the leader, once per leadership
+/// term. Between terms the caches (informers, the freeze switch, the class Secret cache) live
+/// on; each term starts with fresh queues and workers, and the previous term's informer handlers
+/// and scrape hooks are dropped first.
 pub struct ControllerSet {
     specs: Vec<ControllerSpec>,
     runners: Vec<(&'static str, Runner)>,
     driver: Option<DriverClient>,
     informers_stop: CancellationToken,
+    handler_resets: Arc<Vec<HandlerReset>>,
+    scrape_hooks: usize,
 }
 
 impl ControllerSet {
@@ -379,6 +415,8 @@ impl ControllerSet {
             runners: Vec::new(),
             driver: None,
             informers_stop: CancellationToken::new(),
+            handler_resets: Arc::new(Vec::new()),
+            scrape_hooks: 0,
         }
     }
 
@@ -437,20 +475,21 @@ impl Controller for ControllerSet {
             let stop = context.shutdown.child_token();
             self.informers_stop = stop.clone();
             wiring.start_informers(&stop).await;
+            self.handler_resets = Arc::new(wiring.handler_resets());
+            self.scrape_hooks = context.metrics.scrape_hook_count();
             Ok(())
         })
     }
 
-    fn run(
-        self: Box<Self>,
-        context: ControllerContext,
-    ) -> BoxFuture<'static, Result<(), BoxError>> {
+    fn run(&mut self, context: ControllerContext) -> BoxFuture<'static, Result<(), BoxError>> {
+        let runners = self.runners.clone();
+        let informers_stop = self.informers_stop.clone();
+        // The previous term's controllers are gone: so are their handlers and hooks.
+        for reset in self.handler_resets.iter() {
+            reset();
+        }
+        context.metrics.truncate_scrape_hooks(self.scrape_hooks);
         Box::pin(async move {
-            let Self {
-                runners,
-                informers_stop,
-                ..
-            } = *self;
             if runners.is_empty() {
                 return Err("the controllers were run without a warm-up".into());
             }
@@ -483,7 +522,11 @@ impl Controller for ControllerSet {
                     }
                 }
             }
-            informers_stop.cancel();
+            // A term that ended on request (lost Lease) keeps the caches for the next one; a
+            // failure ends the manager, and the informers with it.
+            if result.is_err() {
+                informers_stop.cancel();
+            }
             result
         })
     }

@@ -11,11 +11,20 @@
 //!   win); ours ⇒ renew with an UPDATE;
 //! * the leader gives up when no renewal succeeded for the renew deadline, or at once when the
 //!   Lease names someone else;
-//! * two signals: [`LeaderElector::became_leader`] and [`LeaderElector::lost`]. The manager treats a
-//!   loss as fatal and exits (DESIGN §4): controllers are never paused and resumed.
+//! * two signals: [`LeaderElector::became_leader`] and [`LeaderElector::lost`]. On a loss the
+//!   manager stops its controllers at once and campaigns again in-process with a new elector
+//!   (`docs/operations.md`, "Leader election and API outages");
+//! * with a [`WriteGate`] ([`LeaderElector::start_gated`]) the election opens it when it becomes
+//!   leader and closes it **before** it signals a loss, so no write of the controllers leaves the
+//!   process once the loss is decided;
+//! * a candidate whose attempt failed (API unreachable) tries again after 250 ms, doubling up to
+//!   [`FAILED_ATTEMPT_RETRY_CAP`] instead of waiting a whole retry period, so it leads again within
+//!   about a second of the API's return when the Lease names it ([`default_identity`] is stable
+//!   across restarts of the same pod, so this also holds for a restarted process).
 //!
 //! [`LeaderElector::stop`] releases the Lease (empty holder, 1 s duration), as client-go's
-//! `ReleaseOnCancel` does, so a standby takes over at its next retry.
+//! `ReleaseOnCancel` does, so a standby takes over at its next retry. A loss releases nothing:
+//! the Lease is either someone else's or still names us, and then we take it again at once.
 //!
 //! The decision of each attempt is the pure [`plan_attempt`]; the task around it only reads,
 //! writes and keeps time.
@@ -33,6 +42,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{LeaderElectionConfig, whole_seconds_up};
+use super::gate::WriteGate;
+
+/// Longest pause between two failed acquisition attempts (the API server was unreachable).
+pub const FAILED_ATTEMPT_RETRY_CAP: Duration = Duration::from_secs(1);
+
+/// First pause after a failed acquisition attempt.
+const FAILED_ATTEMPT_RETRY: Duration = Duration::from_millis(250);
 
 /// How leader election runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +57,7 @@ pub struct LeaderSettings {
     pub lease_name: String,
     /// Lease namespace.
     pub namespace: String,
-    /// Our identity in `spec.holderIdentity` (hostname plus a random suffix).
+    /// Our identity in `spec.holderIdentity` ([`default_identity`]).
     pub identity: String,
     /// How long the lease is valid after a renewal.
     pub lease_duration: Duration,
@@ -197,6 +213,16 @@ pub struct LeaderElector {
 impl LeaderElector {
     /// Starts competing for the lease (the first attempt creates it if needed).
     pub async fn start(client: Client, settings: LeaderSettings) -> Result<Self, LeaderError> {
+        Self::start_gated(client, settings, None).await
+    }
+
+    /// [`LeaderElector::start`], opening `gate` while this replica leads and closing it the
+    /// moment the leadership is lost or the election stops (before either is signalled).
+    pub async fn start_gated(
+        client: Client,
+        settings: LeaderSettings,
+        gate: Option<WriteGate>,
+    ) -> Result<Self, LeaderError> {
         let duration = whole_seconds_up(settings.lease_duration);
         let retry = whole_seconds_up(settings.retry_period);
         if retry == 0 || duration <= retry || i32::try_from(duration).is_err() {
@@ -214,6 +240,7 @@ impl LeaderElector {
                 settings: settings.clone(),
                 state_tx,
                 observed: None,
+                gate,
             },
             stop.clone(),
         ));
@@ -299,6 +326,7 @@ struct Election {
     settings: LeaderSettings,
     state_tx: watch::Sender<LeaderState>,
     observed: Option<(LeaseSpec, Instant)>,
+    gate: Option<WriteGate>,
 }
 
 /// How one attempt ended.
@@ -420,25 +448,40 @@ impl Election {
 async fn elect(mut election: Election, stop: CancellationToken) {
     let retry = election.settings.retry_period;
     let outcome = async {
-        // Phase 1: candidate.
-        let mut ticker = tokio::time::interval(retry);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Phase 1: candidate. The first attempt is immediate; after a failed one (API server
+        // unreachable) the next comes sooner than a retry period, so the Lease is taken within
+        // about a second of the API's return.
+        let mut failed_pause = FAILED_ATTEMPT_RETRY;
         loop {
+            let pause = match election.bounded_attempt().await {
+                Outcome::Held => break,
+                Outcome::HeldBy(holder) => {
+                    tracing::debug!(%holder, "the lease is held by another replica");
+                    failed_pause = FAILED_ATTEMPT_RETRY;
+                    retry
+                }
+                Outcome::Failed(reason) => {
+                    tracing::info!(%reason, retry_in = ?failed_pause.min(retry), "acquiring the lease failed; retrying");
+                    let pause = failed_pause.min(retry);
+                    failed_pause = (failed_pause * 2).min(FAILED_ATTEMPT_RETRY_CAP);
+                    pause
+                }
+            };
             tokio::select! {
                 () = stop.cancelled() => return LeaderState::Stopped,
-                _ = ticker.tick() => {}
-            }
-            match election.bounded_attempt().await {
-                Outcome::Held => break,
-                Outcome::HeldBy(holder) => tracing::debug!(%holder, "the lease is held by another replica"),
-                Outcome::Failed(reason) => tracing::info!(%reason, "acquiring the lease failed; retrying"),
+                () = tokio::time::sleep(pause) => {}
             }
         }
         let settings = &election.settings;
         tracing::info!(identity = %settings.identity, lease = %settings.lease_name, "became leader");
+        if let Some(gate) = &election.gate {
+            gate.open();
+        }
         election.state_tx.send_replace(LeaderState::Leader);
 
         // Phase 2: leader; renew every retry period, give up after the renew deadline.
+        let mut ticker = tokio::time::interval_at(Instant::now() + retry, retry);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut renewed_at = Instant::now();
         loop {
             tokio::select! {
@@ -462,22 +505,33 @@ async fn elect(mut election: Election, stop: CancellationToken) {
     }
     .await;
 
+    // No write of the controllers may leave the process from here on: close first, then tell.
+    if let Some(gate) = &election.gate {
+        gate.close();
+    }
     let identity = election.settings.identity.clone();
     match &outcome {
         LeaderState::Lost(reason) => {
             tracing::error!(%identity, %reason, "leader election lost");
-            // Signal at once: the controllers must stop before anything else happens.
-            election.state_tx.send_replace(outcome.clone());
         }
-        _ => tracing::info!(%identity, "leader election stopped"),
+        _ => {
+            tracing::info!(%identity, "leader election stopped");
+            election.release().await;
+        }
     }
-    election.release().await;
     election.state_tx.send_replace(outcome);
 }
 
-/// `hostname_<random hex>`: unique per process even when two replicas share a hostname, as
-/// client-go's `hostname + "_" + uuid`.
-pub fn default_identity() -> String {
+/// Our Lease holder identity: `<hostname>_<admin port>`, stable across restarts of the same pod
+/// (its hostname is the pod name, its `--port` the same), so a restarted manager finds the Lease
+/// still naming it and takes it at once instead of waiting for it to expire; a random suffix when
+/// the port is 0 (tests).
+///
+/// Unique while it is in use: two pods never share a name in a namespace, and two processes on one
+/// host (same hostname, `hostNetwork` pods included) cannot both listen on one port. client-go
+/// uses `hostname_<uuid>`, new on every start, which is what made a restarted leader wait for its
+/// own Lease to expire.
+pub fn default_identity(admin_port: u16) -> String {
     let hostname = std::env::var("HOSTNAME")
         .ok()
         .filter(|name| !name.trim().is_empty())
@@ -488,7 +542,11 @@ pub fn default_identity() -> String {
                 .filter(|name| !name.is_empty())
         })
         .unwrap_or_else(|| "unknown-host".to_owned());
-    format!("{hostname}_{}", random_suffix())
+    if admin_port == 0 {
+        format!("{hostname}_{}", random_suffix())
+    } else {
+        format!("{hostname}_{admin_port}")
+    }
 }
 
 /// 16 hex digits from the process's random hasher keys (std seeds them from the OS).
@@ -642,12 +700,18 @@ mod tests {
     }
 
     #[test]
-    fn identities_are_unique_and_carry_the_hostname() {
-        let first = default_identity();
-        let second = default_identity();
-        assert_ne!(first, second);
-        let (host, suffix) = first.rsplit_once('_').unwrap();
+    fn identities_are_stable_per_port_and_carry_the_hostname() {
+        // The same pod (hostname) and port: the same identity after a restart.
+        assert_eq!(default_identity(10258), default_identity(10258));
+        assert_ne!(default_identity(10258), default_identity(10259));
+        let identity = default_identity(10258);
+        let (host, port) = identity.rsplit_once('_').unwrap();
         assert!(!host.is_empty());
+        assert_eq!(port, "10258");
+        // Port 0 (tests bind any port): unique per call.
+        let first = default_identity(0);
+        assert_ne!(first, default_identity(0));
+        let (_, suffix) = first.rsplit_once('_').unwrap();
         assert_eq!(suffix.len(), 16);
         assert!(suffix.chars().all(|c| c.is_ascii_hexdigit()));
     }

@@ -9,8 +9,15 @@
 //! 4. warm up every [`Controller`] (start reflectors, wait for their caches) on **every** replica,
 //!    then report ready;
 //! 5. with `--leader-elect`, wait for the `machine-controller-manager` Lease ([`leader`]);
-//! 6. run the controllers until shutdown. A controller that ends, or the loss of the lease, is
-//!    fatal: [`run`] returns an error and the binary exits non-zero so the pod restarts clean.
+//! 6. run the controllers until shutdown (a leadership term). A controller that ends is fatal:
+//!    [`run`] returns an error and the binary exits non-zero so the pod restarts clean. A lost
+//!    Lease is not: the write gate ([`gate`]) closes at once, the controllers are cancelled and
+//!    their tasks aborted, and the manager campaigns again (step 5) with its caches kept; the
+//!    next term starts its controllers afresh. See `docs/operations.md`, "Leader election and API
+//!    outages", for why this rather than exiting as upstream does.
+//!
+//! The control API server is waited for as long as it takes at step 3 (an outage must not make
+//! the process exit and back off), reporting not-ready meanwhile.
 //!
 //! Shutdown (the token given to [`run`], cancelled on SIGTERM/SIGINT by the binary): readiness
 //! goes off, controllers are cancelled and awaited (bounded), the lease is released (a standby
@@ -19,6 +26,7 @@
 pub mod admin;
 pub mod clients;
 pub mod compose;
+pub mod gate;
 pub mod leader;
 pub mod throttle;
 
@@ -74,24 +82,29 @@ pub trait Controller: Send + 'static {
         Box::pin(async { Ok(()) })
     }
 
-    /// Runs the controller on the leader until `context.shutdown` is cancelled. Returning before
-    /// that, with or without an error, is treated as fatal.
-    fn run(self: Box<Self>, context: ControllerContext)
-    -> BoxFuture<'static, Result<(), BoxError>>;
+    /// Runs the controller on the leader until `context.shutdown` is cancelled: one leadership
+    /// term. Called again for every term (after a lost Lease was won back); the future of an
+    /// ended term is dropped, so nothing of it outlives the term but what it spawned, which must
+    /// end on `context.shutdown`. Returning before the cancellation, with or without an error,
+    /// is treated as fatal.
+    fn run(&mut self, context: ControllerContext) -> BoxFuture<'static, Result<(), BoxError>>;
 }
 
 /// Process-level knobs of [`run`] that are not flags.
 pub struct RunOptions {
-    /// Lease holder identity (see [`leader::default_identity`]).
+    /// Lease holder identity (see [`leader::default_identity`]); the same identity takes its own
+    /// Lease again at once.
     pub identity: String,
     /// An already bound admin listener (tests bind port 0); `None` binds `--address:--port`.
     pub admin_listener: Option<TcpListener>,
     /// An already bound listener for the machine-level metrics (tests bind port 0); `None` binds
     /// `--address:--machine-metrics-port`. Unused when no machine-controller controller runs.
     pub machine_metrics_listener: Option<TcpListener>,
-    /// How long to wait for the control API server (upstream: 10 s).
+    /// How long a control API server that answers 404 for the machine API is waited for before
+    /// the manager fails (upstream: 10 s). An unreachable one is waited for without limit.
     pub api_wait: Duration,
-    /// Interval between attempts to reach it (upstream: 1 s).
+    /// First interval between attempts to reach it; it doubles up to
+    /// [`clients::API_RETRY_CAP`].
     pub api_poll: Duration,
     /// How long controllers get to finish after shutdown was requested.
     pub shutdown_grace: Duration,
@@ -109,7 +122,7 @@ impl RunOptions {
             admin_listener: None,
             machine_metrics_listener: None,
             api_wait: Duration::from_secs(10),
-            api_poll: Duration::from_secs(1),
+            api_poll: Duration::from_millis(100),
             shutdown_grace: Duration::from_secs(30),
             health: Health::new(),
             metrics: Metrics::new(),
@@ -194,6 +207,11 @@ pub async fn run(
     };
     if let Ok(address) = listener.local_addr() {
         tracing::info!(%address, "admin server listening (/healthz, /readyz, /metrics)");
+    }
+    // Counter families with known label values are exported at 0 from the start.
+    metrics.declare_controllers(&config.controllers.names);
+    if let Some(election) = &config.leader_election {
+        metrics.set_leader(&election.lease_name, false);
     }
     if config.profiling {
         tracing::warn!("--profiling is accepted for compatibility; no pprof endpoints are served");
@@ -298,10 +316,14 @@ async fn manage(
     } = options;
 
     health.set_not_ready("connecting to the control API server");
+    // Without leader election this replica always leads; with it, nothing is written until the
+    // Lease is held.
+    let gate = gate::WriteGate::new(config.leader_election.is_none());
     let clients = clients::build(
         &config.control_kubeconfig,
         config.target_kubeconfig.as_ref(),
         &config.client,
+        &gate,
     )
     .await?;
     match clients::wait_for_control_api(&clients.control, api_wait, api_poll, &shutdown).await {
@@ -324,7 +346,7 @@ async fn manage(
         config: config.clone(),
         control: clients.control.clone(),
         target: clients.target.clone(),
-        metrics,
+        metrics: metrics.clone(),
         shutdown: controller_shutdown.clone(),
     };
     health.set_not_ready("waiting for controller caches to sync");
@@ -339,53 +361,100 @@ async fn manage(
         }
     }
     health.set_ready();
-
-    let mut elector = match &config.leader_election {
-        Some(election) => {
-            let settings = LeaderSettings::new(election, identity);
-            let mut elector =
-                LeaderElector::start(clients.leader_election.clone(), settings).await?;
-            tracing::info!(identity = %elector.identity(), "waiting for leadership");
-            tokio::select! {
-                () = shutdown.cancelled() => {
-                    elector.stop().await;
-                    return Ok(());
-                }
-                leading = elector.became_leader() => leading?,
-            }
-            Some(elector)
-        }
-        None => {
-            tracing::info!("leader election disabled (--leader-elect=false)");
-            None
-        }
-    };
-
-    let mut running = JoinSet::new();
     if controllers.is_empty() {
         tracing::warn!(
             "no controllers are wired into this build yet: the manager only serves the admin endpoints{}",
-            if elector.is_some() {
+            if config.leader_election.is_some() {
                 " and holds the lease"
             } else {
                 ""
             }
         );
     }
-    for controller in controllers {
+
+    let Some(election) = &config.leader_election else {
+        tracing::info!("leader election disabled (--leader-elect=false)");
+        let term = run_term(&mut controllers, &context, None, &shutdown, shutdown_grace).await;
+        return finish(term, &health, &controller_shutdown, None).await;
+    };
+    let mut terms: u64 = 0;
+    loop {
+        let settings = LeaderSettings::new(election, identity.clone());
+        let mut elector = LeaderElector::start_gated(
+            clients.leader_election.clone(),
+            settings,
+            Some(gate.clone()),
+        )
+        .await?;
+        tracing::info!(identity = %elector.identity(), "waiting for leadership");
+        tokio::select! {
+            () = shutdown.cancelled() => {
+                elector.stop().await;
+                return Ok(());
+            }
+            leading = elector.became_leader() => leading?,
+        }
+        terms += 1;
+        metrics.set_leader(&election.lease_name, true);
+        let term = run_term(
+            &mut controllers,
+            &context,
+            Some(&mut elector),
+            &shutdown,
+            shutdown_grace,
+        )
+        .await;
+        metrics.set_leader(&election.lease_name, false);
+        match term {
+            Term::Lost(reason) => {
+                tracing::warn!(
+                    %reason,
+                    term = terms,
+                    "leadership lost: controllers stopped (no write after the loss); campaigning again with the caches kept"
+                );
+                elector.stop().await;
+            }
+            other => return finish(other, &health, &controller_shutdown, Some(elector)).await,
+        }
+    }
+}
+
+/// How a leadership term ended.
+enum Term {
+    /// Shutdown was requested; the controllers were drained (bounded by the grace).
+    Shutdown,
+    /// The Lease was lost; the controllers were cancelled and aborted.
+    Lost(String),
+    /// Something fatal happened; the controllers were aborted.
+    Fatal(ManagerError),
+}
+
+/// Runs every controller until shutdown, the loss of the Lease or a fatal error, and stops them.
+async fn run_term(
+    controllers: &mut [Box<dyn Controller>],
+    context: &ControllerContext,
+    elector: Option<&mut LeaderElector>,
+    shutdown: &CancellationToken,
+    shutdown_grace: Duration,
+) -> Term {
+    let term_stop = context.shutdown.child_token();
+    let term_context = ControllerContext {
+        shutdown: term_stop.clone(),
+        ..context.clone()
+    };
+    let mut running = JoinSet::new();
+    for controller in controllers.iter_mut() {
         let name = controller.name().to_owned();
         tracing::info!(controller = %name, "starting controller");
-        let future = AssertUnwindSafe(controller.run(context.clone())).catch_unwind();
+        let future = AssertUnwindSafe(controller.run(term_context.clone())).catch_unwind();
         running.spawn(async move { (name, future.await) });
     }
 
     // A branch whose pattern fails (an empty set yields `None`) is disabled, so with no
     // controllers this waits for shutdown or the lease.
-    let fatal = tokio::select! {
-        () = shutdown.cancelled() => None,
-        reason = lost_lease(elector.as_mut()) => {
-            Some(ManagerError::Leader(LeaderError::Lost(reason)))
-        }
+    let term = tokio::select! {
+        () = shutdown.cancelled() => Term::Shutdown,
+        reason = lost_lease(elector) => Term::Lost(reason),
         Some(joined) = running.join_next() => {
             let (name, reason) = match joined {
                 Ok((name, Ok(Ok(())))) => (name, "it returned before shutdown".to_owned()),
@@ -393,23 +462,12 @@ async fn manage(
                 Ok((name, Err(panic))) => (name, format!("it panicked: {}", panic_message(&*panic))),
                 Err(error) => ("unknown".to_owned(), error.to_string()),
             };
-            health.controller_stopped(name.clone());
-            Some(ManagerError::ControllerStopped { name, reason })
+            Term::Fatal(ManagerError::ControllerStopped { name, reason })
         }
     };
-
-    health.set_not_ready("shutting down");
-    controller_shutdown.cancel();
-    match fatal {
-        Some(error) => {
-            // Fatal: do not wait for the others; dropping the set aborts them.
-            running.abort_all();
-            if let Some(elector) = elector {
-                elector.stop().await;
-            }
-            Err(error)
-        }
-        None => {
+    term_stop.cancel();
+    match &term {
+        Term::Shutdown => {
             tracing::info!("shutdown requested: stopping controllers");
             let drained = tokio::time::timeout(shutdown_grace, async {
                 while let Some(joined) = running.join_next().await {
@@ -423,9 +481,36 @@ async fn manage(
                 tracing::warn!("controllers did not stop within {shutdown_grace:?}; aborting them");
                 running.abort_all();
             }
-            if let Some(elector) = elector {
-                elector.stop().await;
-            }
+        }
+        // Lost or fatal: do not wait for in-flight work (the write gate already refuses its
+        // writes after a loss); abort every task and wait only for the aborts.
+        Term::Lost(_) | Term::Fatal(_) => {
+            running.abort_all();
+            while running.join_next().await.is_some() {}
+        }
+    }
+    term
+}
+
+/// Ends the manager after a term that did not end with a lost Lease.
+async fn finish(
+    term: Term,
+    health: &Health,
+    controller_shutdown: &CancellationToken,
+    elector: Option<LeaderElector>,
+) -> Result<(), ManagerError> {
+    if let Term::Fatal(ManagerError::ControllerStopped { name, .. }) = &term {
+        health.controller_stopped(name.clone());
+    }
+    health.set_not_ready("shutting down");
+    controller_shutdown.cancel();
+    if let Some(elector) = elector {
+        elector.stop().await;
+    }
+    match term {
+        Term::Fatal(error) => Err(error),
+        Term::Lost(reason) => Err(ManagerError::Leader(LeaderError::Lost(reason))),
+        Term::Shutdown => {
             tracing::info!("manager stopped");
             Ok(())
         }

@@ -358,19 +358,19 @@ impl Controller for Probe {
         Box::pin(async { Ok(()) })
     }
 
-    fn run(
-        mut self: Box<Self>,
-        context: ControllerContext,
-    ) -> BoxFuture<'static, Result<(), BoxError>> {
+    fn run(&mut self, context: ControllerContext) -> BoxFuture<'static, Result<(), BoxError>> {
+        let started = self.started.take();
+        let stopped = self.stopped.take();
+        let fail = self.fail_after_start;
         Box::pin(async move {
-            if let Some(started) = self.started.take() {
+            if let Some(started) = started {
                 let _ = started.send(());
             }
-            if self.fail_after_start {
+            if fail {
                 return Err("probe failure".into());
             }
             context.shutdown.cancelled().await;
-            if let Some(stopped) = self.stopped.take() {
+            if let Some(stopped) = stopped {
                 let _ = stopped.send(());
             }
             Ok(())
@@ -460,26 +460,121 @@ async fn a_controller_that_stops_is_fatal_and_fails_healthz() {
     sandbox.shutdown().await;
 }
 
+/// What [`Terms`] reports.
+#[derive(Debug, PartialEq)]
+enum TermEvent {
+    Started(u32),
+    Stopped(u32),
+}
+
+/// A controller that reports every term, and on its first term spawns a writer that outlives the
+/// term (as an in-flight creation would): it creates a ConfigMap every 50 ms through the
+/// controllers' client and reports each result.
+struct Terms {
+    terms: u32,
+    events: tokio::sync::mpsc::UnboundedSender<TermEvent>,
+    writes: Option<tokio::sync::mpsc::UnboundedSender<Result<(), String>>>,
+}
+
+impl Controller for Terms {
+    fn name(&self) -> &str {
+        "terms"
+    }
+
+    fn run(&mut self, context: ControllerContext) -> BoxFuture<'static, Result<(), BoxError>> {
+        self.terms += 1;
+        let term = self.terms;
+        let events = self.events.clone();
+        if let Some(writes) = self.writes.take() {
+            let api = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+                context.control.clone(),
+                "default",
+            );
+            tokio::spawn(async move {
+                for index in 0u32.. {
+                    let map: k8s_openapi::api::core::v1::ConfigMap =
+                        serde_json::from_value(serde_json::json!({
+                            "metadata": {"name": format!("write-{index}")}
+                        }))
+                        .unwrap();
+                    let result = api
+                        .create(&PostParams::default(), &map)
+                        .await
+                        .map(|_| ())
+                        .map_err(|error| error.to_string());
+                    if writes.send(result).is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            });
+        }
+        Box::pin(async move {
+            let _ = events.send(TermEvent::Started(term));
+            // Reports the end of the term whether the future finishes or is dropped (aborted).
+            let _ended = Ended { events, term };
+            context.shutdown.cancelled().await;
+            Ok(())
+        })
+    }
+}
+
+struct Ended {
+    events: tokio::sync::mpsc::UnboundedSender<TermEvent>,
+    term: u32,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let _ = self.events.send(TermEvent::Stopped(self.term));
+    }
+}
+
+fn leader_gauge(metrics: &str) -> Option<&str> {
+    metrics
+        .lines()
+        .find(|line| {
+            line.starts_with("leader_election_master_status{name=\"machine-controller-manager\"}")
+        })
+        .and_then(|line| line.rsplit(' ').next())
+}
+
+/// Issue 26 item 2: a lost Lease stops the controllers at once, no write leaves the process after
+/// the loss (even from a task that outlives the term), and the manager campaigns again in-process
+/// and runs its controllers again once it holds the Lease, without exiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn losing_the_lease_stops_the_manager_with_an_error() {
+async fn a_lost_lease_stops_the_controllers_gates_writes_and_is_won_back_in_process() {
     let sandbox = sandbox().await;
     install_machine_crd(&sandbox.client()).await;
     let config = config_for(&sandbox, &[]);
-    let (options, _address) = options("victim-replica").await;
-    let (started_tx, started_rx) = oneshot::channel();
-    let probe = Probe {
-        warmed: None,
-        started: Some(started_tx),
-        stopped: None,
-        fail_after_start: false,
+    let (options, address) = options("term-replica").await;
+    let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let (writes_tx, mut writes) = tokio::sync::mpsc::unbounded_channel();
+    let controller = Terms {
+        terms: 0,
+        events: events_tx,
+        writes: Some(writes_tx),
     };
-    let manager = tokio::spawn(run(
+    let shutdown = CancellationToken::new();
+    let mut manager = tokio::spawn(run(
         config,
-        vec![Box::new(probe)],
+        vec![Box::new(controller)],
         options,
-        CancellationToken::new(),
+        shutdown.clone(),
     ));
-    guarded("controller start", started_rx).await.unwrap();
+    assert_eq!(
+        guarded("first term", events.recv()).await,
+        Some(TermEvent::Started(1))
+    );
+    // The writer writes while we lead.
+    guarded("a write while leading", async {
+        while writes.recv().await.unwrap().is_err() {}
+    })
+    .await;
+    let (_, metrics) = http_get(address, "/metrics").await;
+    assert_eq!(leader_gauge(&metrics), Some("1"), "{metrics}");
+
+    // Someone else takes the Lease: the manager must stop its controllers.
     Api::<Lease>::namespaced(sandbox.client(), "default")
         .patch(
             "machine-controller-manager",
@@ -488,11 +583,272 @@ async fn losing_the_lease_stops_the_manager_with_an_error() {
         )
         .await
         .unwrap();
-    let result = guarded("manager exit", manager).await.unwrap();
-    assert!(
-        matches!(result, Err(ManagerError::Leader(LeaderError::Lost(_)))),
-        "{result:?}"
+    assert_eq!(
+        guarded("the term ends on the loss", events.recv()).await,
+        Some(TermEvent::Stopped(1))
     );
+    // From the loss on, every write of the surviving writer is refused in the client (one sent
+    // just before the loss may still answer: skip what is in flight).
+    while writes.try_recv().is_ok() {}
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    while writes.try_recv().is_ok() {}
+    for _ in 0..5 {
+        let result = guarded("a write after the loss", writes.recv())
+            .await
+            .unwrap();
+        let error = result.expect_err("a write went through after the Lease was lost");
+        assert!(error.contains("write gate closed"), "{error}");
+    }
+    let (_, metrics) = http_get(address, "/metrics").await;
+    assert_eq!(leader_gauge(&metrics), Some("0"), "{metrics}");
+    assert!(!manager.is_finished(), "the manager exited on a lost Lease");
+
+    // The intruder never renews: once its Lease expires the manager leads again, in-process.
+    assert_eq!(
+        guarded("second term", events.recv()).await,
+        Some(TermEvent::Started(2))
+    );
+    assert_eq!(
+        holder(&sandbox.client()).await.as_deref(),
+        Some("term-replica")
+    );
+    guarded("a write after winning the Lease back", async {
+        while writes.recv().await.unwrap().is_err() {}
+    })
+    .await;
+    assert!(!manager.is_finished());
+
+    shutdown.cancel();
+    guarded("manager stop", &mut manager)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        guarded("the second term stops", events.recv()).await,
+        Some(TermEvent::Stopped(2))
+    );
+    sandbox.shutdown().await;
+}
+
+/// Issue 26 item 2: an API server that does not answer at start-up is waited for (not-ready on
+/// `/readyz`, no exit, however long), and the manager leads as soon as it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_at_start_up_is_waited_for_while_not_ready() {
+    let sandbox = sandbox().await;
+    install_machine_crd(&sandbox.client()).await;
+    sandbox.faults().set_unavailable(
+        Duration::from_secs(600),
+        mcm_sandbox::UnavailableMode::ServiceUnavailable,
+    );
+    let config = config_for(&sandbox, &[]);
+    let (mut options, address) = options("patient-replica").await;
+    // Upstream gives up after 10 s; this wait only bounds 404s of a missing machine API.
+    options.api_wait = Duration::from_millis(300);
+    let (started_tx, started_rx) = oneshot::channel();
+    let probe = Probe {
+        warmed: None,
+        started: Some(started_tx),
+        stopped: None,
+        fail_after_start: false,
+    };
+    let shutdown = CancellationToken::new();
+    let mut manager = tokio::spawn(run(
+        config,
+        vec![Box::new(probe)],
+        options,
+        shutdown.clone(),
+    ));
+    guarded("readyz answers", async {
+        loop {
+            if tokio::net::TcpStream::connect(address).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    // Several retries later (the old wait gave up after `api_wait`), still waiting, not ready.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !manager.is_finished(),
+        "the manager gave up: {:?}",
+        (&mut manager).await
+    );
+    let (status, body) = http_get(address, "/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("connecting to the control API server"),
+        "{body}"
+    );
+    assert_eq!(http_get(address, "/healthz").await.0, 200);
+
+    sandbox.faults().clear_unavailable();
+    guarded("leading once the API is back", started_rx)
+        .await
+        .unwrap();
+    assert_eq!(http_get(address, "/readyz").await.0, 200);
+    shutdown.cancel();
+    guarded("manager stop", manager).await.unwrap().unwrap();
+    sandbox.shutdown().await;
+}
+
+/// A restarted manager (same identity, `leader::default_identity`) finds the Lease naming it and
+/// takes it at once: here the Lease promises an hour, so waiting for it to expire would never end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_manager_takes_its_own_lease_at_once() {
+    let sandbox = sandbox().await;
+    install_machine_crd(&sandbox.client()).await;
+    let now = jiff::Timestamp::now();
+    let lease: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "machine-controller-manager", "namespace": "default"},
+        "spec": {
+            "holderIdentity": "restarted-replica",
+            "leaseDurationSeconds": 3600,
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": 0
+        }
+    }))
+    .unwrap();
+    Api::<Lease>::namespaced(sandbox.client(), "default")
+        .create(&PostParams::default(), &lease)
+        .await
+        .unwrap();
+    let config = config_for(&sandbox, &[]);
+    let (options, _address) = options("restarted-replica").await;
+    let (started_tx, started_rx) = oneshot::channel();
+    let probe = Probe {
+        warmed: None,
+        started: Some(started_tx),
+        stopped: None,
+        fail_after_start: false,
+    };
+    let shutdown = CancellationToken::new();
+    let manager = tokio::spawn(run(
+        config,
+        vec![Box::new(probe)],
+        options,
+        shutdown.clone(),
+    ));
+    guarded("leading on its own Lease", started_rx)
+        .await
+        .unwrap();
+    shutdown.cancel();
+    guarded("manager stop", manager).await.unwrap().unwrap();
+    sandbox.shutdown().await;
+}
+
+/// Issue 26 item 5: a freshly started manager exports every counter family with a sample (0 for
+/// the label values known at start), so rates and alerts work from the first scrape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_manager_exports_every_counter_family() {
+    let sandbox = sandbox().await;
+    install_machine_crd(&sandbox.client()).await;
+    // Both shares' controllers and their series on --port (no machine metrics port).
+    let config = config_for(
+        &sandbox,
+        &[
+            "--leader-elect=false",
+            "--machine-metrics-port=0",
+            // Selects the machine controllers (the Probe runs in their place; nothing connects).
+            "--driver-endpoint=unix:///nonexistent/driver.sock",
+        ],
+    );
+    let (options, address) = options("counting-replica").await;
+    let (started_tx, started_rx) = oneshot::channel();
+    let probe = Probe {
+        warmed: None,
+        started: Some(started_tx),
+        stopped: None,
+        fail_after_start: false,
+    };
+    let shutdown = CancellationToken::new();
+    let manager = tokio::spawn(run(
+        config,
+        vec![Box::new(probe)],
+        options,
+        shutdown.clone(),
+    ));
+    guarded("controller start", started_rx).await.unwrap();
+    let (status, metrics) = http_get(address, "/metrics").await;
+    assert_eq!(status, 200);
+    let counters: Vec<&str> = metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.strip_suffix(" counter"))
+        .collect();
+    assert!(counters.contains(&"mcm_workqueue_retries"), "{metrics}");
+    // Its labels name the provider and the error code: nothing to export before a failure.
+    let unknown_labels = ["mcm_cloud_api_driver_requests_failed"];
+    let missing: Vec<&str> = counters
+        .iter()
+        .copied()
+        .filter(|family| !unknown_labels.contains(family))
+        .filter(|family| {
+            !metrics.lines().any(|line| {
+                line.starts_with(&format!("{family}_total "))
+                    || line.starts_with(&format!("{family}_total{{"))
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "counter families without a series: {missing:?}\n{metrics}"
+    );
+    // One series per queue of the selected controllers (upstream's queue names).
+    for queue in [
+        "machineset",
+        "machinedeployment",
+        "machine",
+        "machinesafetyapiserver",
+    ] {
+        let series = format!("mcm_workqueue_retries_total{{name=\"{queue}\",queue=\"{queue}\"}} 0");
+        assert!(metrics.contains(&series), "no {series}\n{metrics}");
+    }
+    shutdown.cancel();
+    guarded("manager stop", manager).await.unwrap().unwrap();
+    sandbox.shutdown().await;
+}
+
+/// Issue 26 item 5: the manager's requests name it in their User-Agent (client-go's form), as the
+/// sandbox's request record shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_managers_requests_carry_its_user_agent() {
+    let sandbox = sandbox().await;
+    install_machine_crd(&sandbox.client()).await;
+    sandbox.faults().requesters.reset();
+    let config = config_for(&sandbox, &[]);
+    let (options, _address) = options("agent-replica").await;
+    let (started_tx, started_rx) = oneshot::channel();
+    let probe = Probe {
+        warmed: None,
+        started: Some(started_tx),
+        stopped: None,
+        fail_after_start: false,
+    };
+    let shutdown = CancellationToken::new();
+    let manager = tokio::spawn(run(
+        config,
+        vec![Box::new(probe)],
+        options,
+        shutdown.clone(),
+    ));
+    guarded("controller start", started_rx).await.unwrap();
+    shutdown.cancel();
+    guarded("manager stop", manager).await.unwrap().unwrap();
+    let records = sandbox.faults().requesters.snapshot();
+    let leases: Vec<_> = records
+        .iter()
+        .filter(|record| record.resource == "leases")
+        .collect();
+    assert!(!leases.is_empty(), "{records:?}");
+    let expected = format!("machine-controller-manager/{} (", env!("CARGO_PKG_VERSION"));
+    for record in leases {
+        assert!(
+            record.user_agent.starts_with(&expected) && record.user_agent.ends_with(')'),
+            "{record:?}"
+        );
+    }
     sandbox.shutdown().await;
 }
 

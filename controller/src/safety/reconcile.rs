@@ -130,7 +130,15 @@ pub fn run_apiserver(
         }
         let queue = WorkQueue::new(APISERVER_QUEUE, Some(shell.metrics.clone()));
         queue.add(KEY);
-        let checker = Arc::new(Mutex::new(ApiServerChecker::default()));
+        // A new leadership term (the Lease was lost, often in the very outage that froze the
+        // controller) starts from the freeze it inherits, so the recovery still resets the
+        // health timeouts of Unknown machines before unfreezing.
+        let checker = Arc::new(Mutex::new(ApiServerChecker {
+            state: crate::safety::apiserver::plan::FreezeState {
+                frozen: shell.machine_controller_frozen(),
+                down_since: None,
+            },
+        }));
         queue
             .run(1, shutdown, move |_key| {
                 let shell = Arc::clone(&shell);

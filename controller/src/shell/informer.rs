@@ -155,6 +155,17 @@ where
         state.handlers.push(Box::new(handler));
     }
 
+    /// How many handlers are subscribed (see [`Informer::truncate_handlers`]).
+    pub fn handler_count(&self) -> usize {
+        self.lock().handlers.len()
+    }
+
+    /// Drops the handlers subscribed after the first `count`: those of controllers that stopped
+    /// (a leadership term that ended) while the cache lives on for the next term.
+    pub fn truncate_handlers(&self, count: usize) {
+        self.lock().handlers.truncate(count);
+    }
+
     /// Puts `object` into the cache and notifies subscribers (a watch ADDED/MODIFIED).
     pub fn apply(&self, object: K) {
         let mut state = self.lock();

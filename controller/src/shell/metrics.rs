@@ -200,6 +200,11 @@ struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabels {
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MethodLabels {
     method: String,
 }
@@ -626,6 +631,8 @@ struct Inner {
     driver_retries: Family<MethodLabels, Counter>,
     driver_retry_backoff: Family<MethodLabels, FloatGauge>,
     volume_reattach: Family<ResultLabels, Counter>,
+    // client-go's leader-election gauge (component-base), on both ports.
+    leader: Family<LeaseLabels, Gauge>,
     // client-go workqueue families (and our reconcile durations), one set per port.
     manager_queues: QueueMetrics,
     machine_queues: QueueMetrics,
@@ -828,6 +835,17 @@ impl Metrics {
                 "Re-attach waits of evicted pods' volumes during drains, by result (reattached, timeout)",
                 Family::default(),
             ),
+            leader: {
+                let help = "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.";
+                let family = register(
+                    &mut r,
+                    "leader_election_master_status",
+                    help,
+                    Family::default(),
+                );
+                m.register("leader_election_master_status", help, family.clone());
+                family
+            },
             manager_queues: QueueMetrics::register(&mut r),
             machine_queues: QueueMetrics::register(&mut m),
             manager_registry: r,
@@ -893,6 +911,82 @@ impl Metrics {
     /// series have no port of their own (`--machine-metrics-port=0`).
     pub fn encode(&self) -> Result<String, fmt::Error> {
         self.encode_port(MetricsPort::Both)
+    }
+
+    /// Whether this replica holds the Lease `lease` (client-go's
+    /// `leader_election_master_status{name}`: 1 leading, 0 standby).
+    pub fn set_leader(&self, lease: &str, leading: bool) {
+        self.0
+            .leader
+            .get_or_create(&LeaseLabels {
+                name: lease.to_owned(),
+            })
+            .set(i64::from(leading));
+    }
+
+    /// Creates the series of every counter family whose label values are known before anything
+    /// happened, at 0, for the controllers `names` run: the work queues' adds and retries (and
+    /// their gauges) per queue, the scrape failures per kind, the driver retries per method and
+    /// the volume re-attach results. client-go and client_golang export these from the start;
+    /// `rate()` and `increase()` need the 0 before the first increment, and an alert on a
+    /// missing series never fires. Only `mcm_cloud_api_driver_requests_failed` stays empty until
+    /// a call fails: its labels name the provider and the error code.
+    pub fn declare_controllers(&self, names: &[&str]) {
+        let mut manager_share = false;
+        let mut machine_share = false;
+        for name in names {
+            match share_of(name) {
+                Some(Share::MachineController) => machine_share = true,
+                _ => manager_share = true,
+            }
+            let families = self.queues(name);
+            let labels = QueueLabels::of(name);
+            let _ = families.adds.get_or_create(&labels);
+            let _ = families.retries.get_or_create(&labels);
+            let _ = families.depth.get_or_create(&labels);
+            let _ = families.unfinished.get_or_create(&labels);
+            let _ = families.longest.get_or_create(&labels);
+        }
+        if manager_share {
+            for kind in [ScrapeKind::MachineSet, ScrapeKind::MachineDeployment] {
+                let _ = self.0.scrape_failures.get_or_create(&kind.labels());
+            }
+        }
+        if machine_share {
+            let _ = self
+                .0
+                .scrape_failures
+                .get_or_create(&ScrapeKind::Machine.labels());
+            for method in ["CreateMachine", "InitializeMachine", "DeleteMachine"] {
+                let _ = self.0.driver_retries.get_or_create(&MethodLabels {
+                    method: method.to_owned(),
+                });
+            }
+            for result in ["reattached", "timeout"] {
+                let _ = self.0.volume_reattach.get_or_create(&ResultLabels {
+                    result: result.to_owned(),
+                });
+            }
+        }
+    }
+
+    /// How many scrape hooks are registered (see [`Metrics::truncate_scrape_hooks`]).
+    pub fn scrape_hook_count(&self) -> usize {
+        self.0
+            .scrape_hooks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
+    }
+
+    /// Drops the hooks registered after the first `count`: those of controllers that stopped
+    /// (a leadership term that ended), so the next term's controllers do not add to them.
+    pub fn truncate_scrape_hooks(&self, count: usize) {
+        self.0
+            .scrape_hooks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .truncate(count);
     }
 
     // ----- machine controller, event driven -------------------------------------------------

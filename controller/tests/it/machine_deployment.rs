@@ -1521,6 +1521,24 @@ async fn a_mass_failure_trips_the_meltdown_guard_and_nothing_is_replaced() {
         3,
         "{phases:?}"
     );
+    // The held machines say the guard holds them, not that they "are Failed at" a past time.
+    eventually(
+        "the held machines' Blocked conditions name the guard",
+        LIMIT,
+        || async {
+            let machines = world.machines().list(&ListParams::default()).await.ok()?;
+            let held: Vec<String> = machines
+                .items
+                .iter()
+                .filter_map(|m| m.status.as_ref()?.conditions.as_ref())
+                .filter_map(|conditions| conditions.iter().find(|c| c.type_ == "Blocked"))
+                .filter_map(|c| c.message.clone())
+                .filter(|message| message.contains("meltdown guard"))
+                .collect();
+            (held.len() == 3).then_some(())
+        },
+    )
+    .await;
     // Two nodes recover: 1 of 5 is under the threshold, the guard is lifted.
     for name in &names[..2] {
         world.fleet.set_overrides(name, BTreeMap::new());

@@ -16,6 +16,7 @@ mod health;
 mod hot_update;
 mod kubectl_plugin;
 mod lifecycle;
+mod outage;
 mod preservation;
 mod restart;
 mod rollout;
@@ -212,5 +213,31 @@ async fn gardener_split_mode_pod_with_gardeners_arguments() {
     let mut config = SystemConfig::new("gardener");
     config.namespace = "shoot--e2e--gardener".to_owned();
     config.start_manager = false;
+    run_all(config, vec![scenario], false).await;
+}
+
+/// API-server outages of 20, 60 and 150 s against a manager that elects a leader (issue 26 item
+/// 2): prints how long after the API's return it leads and reconciles again; fails if it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outages_on_their_own_system() {
+    let scenario = Scenario {
+        name: "outage_manager_leads_again_after_api_outages",
+        sandbox_only: true,
+        run: |s| Box::pin(outage::leads_again_after_outages(s)),
+    };
+    if mcm_e2e::system::cluster_kubeconfig().is_some() {
+        println!(
+            "  SKIPPED {}: needs the sandbox system (MCM_E2E_KUBECONFIG is set)",
+            scenario.name
+        );
+        return;
+    }
+    let mut config = SystemConfig::new("outage");
+    config.namespace = "e2e-outage".to_owned();
+    // Leader election as in production (upstream's timings), so the Lease is lost in the outage.
+    config
+        .manager_flags
+        .retain(|flag| !flag.starts_with("--leader-elect="));
+    config.manager_flags.push("--leader-elect=true".to_owned());
     run_all(config, vec![scenario], false).await;
 }

@@ -135,9 +135,17 @@ async fn main() -> anyhow::Result<()> {
             tokio::spawn(reloader.run(certs.clone(), period));
         }
         CertMode::SelfManaged => {
-            let client = kube::Client::try_default()
+            let mut config = kube::Config::infer()
                 .await
-                .context("cannot build a Kubernetes client")?;
+                .context("cannot find Kubernetes credentials")?;
+            // Name ourselves in the API server's audit log, as client-go components do.
+            let agent =
+                mcm_api::user_agent::user_agent("machine-webhook", env!("CARGO_PKG_VERSION"));
+            if let Ok(agent) = axum::http::HeaderValue::from_str(&agent) {
+                config.headers.push((axum::http::header::USER_AGENT, agent));
+            }
+            let client =
+                kube::Client::try_from(config).context("cannot build a Kubernetes client")?;
             let svc = &args.service_name;
             let ns = &args.namespace;
             let settings = Settings {

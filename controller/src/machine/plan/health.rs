@@ -106,6 +106,9 @@ pub struct HealthPlan {
     pub failed_join: bool,
     /// Events.
     pub events: Vec<Event>,
+    /// Set when the health timeout ran out but a guard keeps the machine from being marked
+    /// Failed: which guard and why (shown by the machine's `Blocked` condition).
+    pub held: Option<String>,
     /// What next.
     pub outcome: HealthOutcome,
 }
@@ -237,6 +240,7 @@ pub fn plan_health(input: &HealthInput<'_>) -> HealthPlan {
         join_duration: None,
         failed_join: false,
         events: Vec::new(),
+        held: None,
         outcome: HealthOutcome::Continue {
             recheck_after: None,
         },
@@ -472,6 +476,9 @@ fn timeouts(input: &HealthInput<'_>, plan: &mut HealthPlan) {
                 FailurePermit::Granted => {}
             }
             if !can_mark_machine_failed(input.siblings) {
+                plan.held = Some(format!(
+                    "the meltdown protection (one replacement at a time per MachineDeployment, upstream's maxReplacements = 1): another machine of MachineDeployment {key:?} is being replaced"
+                ));
                 plan.outcome = HealthOutcome::EndPass {
                     retry: Retry::Short,
                     reason: format!(
@@ -486,6 +493,7 @@ fn timeouts(input: &HealthInput<'_>, plan: &mut HealthPlan) {
                 input.siblings.iter().map(|sibling| &**sibling),
                 input.meltdown_threshold,
             ) {
+                plan.held = Some(format!("the meltdown guard: {reason}"));
                 plan.outcome = HealthOutcome::EndPass {
                     retry: Retry::Short,
                     reason: format!(

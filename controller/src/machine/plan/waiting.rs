@@ -108,6 +108,9 @@ pub struct WaitingInput<'a> {
     pub frozen: Option<&'a str>,
     /// The drain's view, during the drain step of a deletion.
     pub drain: Option<&'a DrainView>,
+    /// The guard keeping an `Unknown` machine whose health timeout ran out from being marked
+    /// Failed ([`crate::machine::plan::health::HealthPlan::held`]), when one holds it.
+    pub held: Option<&'a str>,
 }
 
 fn listed(items: &[String]) -> String {
@@ -310,6 +313,17 @@ pub fn waiting_condition(input: &WaitingInput<'_>) -> Option<NodeCondition> {
                 .unwrap_or_default();
             let until = if settings.disable_health_timeout {
                 "; never marked Failed (disableHealthTimeout)".to_owned()
+            } else if let Some(held) = input.held {
+                // The deadline is past: say what holds the machine, not a time that went by.
+                let passed = since_status
+                    .map(|at| format!(" at {}", at_text(add(at, settings.health_timeout))))
+                    .unwrap_or_default();
+                return Some(condition(
+                    "ReplacementHeld",
+                    format!(
+                        "waiting for node {node} to become healthy again; its health timeout ran out{passed}, but it is not marked Failed (and replaced) while {held}{preserved}"
+                    ),
+                ));
             } else {
                 since_status
                     .map(|at| {
@@ -419,6 +433,20 @@ pub fn refresh_waiting_condition(
     drain: Option<&DrainView>,
     now: Timestamp,
 ) -> bool {
+    refresh_held_condition(machine, controller, frozen, drain, None, now)
+}
+
+/// [`refresh_waiting_condition`] for a machine a guard holds (`held`, see [`WaitingInput::held`]):
+/// the health check calls it when the guard keeps the machine from being marked Failed.
+#[must_use]
+pub fn refresh_held_condition(
+    machine: &mut Machine,
+    controller: &ControllerSettings,
+    frozen: Option<&str>,
+    drain: Option<&DrainView>,
+    held: Option<&str>,
+    now: Timestamp,
+) -> bool {
     let settings = super::common::effective_settings(machine, controller);
     let wanted = waiting_condition(&WaitingInput {
         machine,
@@ -426,6 +454,7 @@ pub fn refresh_waiting_condition(
         controller,
         frozen,
         drain,
+        held,
     });
     let Some(status) = machine.status.as_mut() else {
         return false;

@@ -20,6 +20,7 @@ fn compute(
         controller: &controller,
         frozen,
         drain,
+        held: None,
     })
 }
 
@@ -218,4 +219,101 @@ proptest! {
         let (_, changed) = merge_waiting_condition(&merged, compute(&m, None, None), at(20 + later));
         prop_assert!(!changed);
     }
+}
+
+fn health_plan(
+    machine: &Machine,
+    siblings: &[Machine],
+    threshold: f64,
+) -> crate::machine::plan::health::HealthPlan {
+    use crate::machine::plan::health::{FailurePermit, HealthInput, NodeLookup, plan_health};
+    let settings = effective_settings(machine, &ControllerSettings::default());
+    let siblings: Vec<std::sync::Arc<Machine>> =
+        siblings.iter().cloned().map(std::sync::Arc::new).collect();
+    plan_health(&HealthInput {
+        machine,
+        node: NodeLookup::NotFound,
+        settings: &settings,
+        siblings: &siblings,
+        meltdown_threshold: threshold,
+        permit: FailurePermit::Granted,
+        // Long past the 10 min health timeout of a machine Unknown since 0.
+        now: at(3600),
+    })
+}
+
+fn held_condition(machine: &Machine, held: Option<&str>) -> Option<NodeCondition> {
+    let controller = ControllerSettings::default();
+    let settings = effective_settings(machine, &controller);
+    waiting_condition(&WaitingInput {
+        machine,
+        settings: &settings,
+        controller: &controller,
+        frozen: None,
+        drain: None,
+        held,
+    })
+}
+
+/// Issue 26 item 5: a machine the meltdown guard keeps from being failed does not claim it "is
+/// Failed at" a time long past; its condition names the guard, its flag and the share.
+#[test]
+fn a_machine_held_by_the_meltdown_guard_names_the_guard() {
+    let unknown = |name: &str| {
+        machine(name)
+            .with_label("name", "md1")
+            .with_label("node", name)
+            .with_phase(MachinePhase::Unknown, at(0))
+    };
+    let held = unknown("m1");
+    let siblings = [
+        held.clone(),
+        unknown("m2"),
+        machine("m3")
+            .with_label("name", "md1")
+            .with_phase(MachinePhase::Running, at(0)),
+    ];
+    let plan = health_plan(&held, &siblings, 0.3);
+    assert_eq!(plan.status, None, "the guard must keep the machine Unknown");
+    let guard = plan.held.as_deref().expect("the plan names the guard");
+    let c = held_condition(&held, Some(guard));
+    assert_eq!(reason(&c), "ReplacementHeld");
+    let text = message(&c);
+    assert!(text.contains("meltdown guard"), "{text}");
+    assert!(text.contains("--machine-meltdown-threshold"), "{text}");
+    assert!(text.contains("2 of 3"), "{text}");
+    assert!(text.contains("node m1"), "{text}");
+    assert!(!text.contains("is Failed at"), "{text}");
+    // The deadline that passed is still named as such.
+    assert!(text.contains(&format!("ran out at {}", at(600))), "{text}");
+
+    // Below the threshold the plan fails the machine and names no guard.
+    let plan = health_plan(&held, &siblings, 0.0);
+    assert!(plan.status.is_some());
+    assert_eq!(plan.held, None);
+}
+
+/// Upstream's one-replacement-at-a-time protection holds a machine too, and says so.
+#[test]
+fn a_machine_held_by_the_one_at_a_time_protection_names_it() {
+    let held = machine("m1")
+        .with_label("name", "md1")
+        .with_label("node", "m1")
+        .with_phase(MachinePhase::Unknown, at(0));
+    let replaced = machine("m2")
+        .with_label("name", "md1")
+        .with_phase(MachinePhase::Failed, at(0));
+    let plan = health_plan(&held, &[held.clone(), replaced], 0.0);
+    assert_eq!(plan.status, None);
+    let guard = plan.held.as_deref().expect("the plan names the protection");
+    let c = held_condition(&held, Some(guard));
+    let text = message(&c);
+    assert!(text.contains("meltdown protection"), "{text}");
+    assert!(text.contains("one replacement at a time"), "{text}");
+    assert!(text.contains("md1"), "{text}");
+    assert!(!text.contains("is Failed at"), "{text}");
+    // Without a guard the deadline is announced as before.
+    let c = held_condition(&held, None);
+    assert_eq!(reason(&c), "NodeUnhealthy");
+    assert!(message(&c).contains("is Failed at"), "{}", message(&c));
 }

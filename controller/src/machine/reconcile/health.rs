@@ -86,6 +86,11 @@ impl MachineController {
         };
 
         self.events(machine, &plan.events);
+        if plan.status.is_none()
+            && let Some(held) = plan.held.as_deref()
+        {
+            self.show_held(machine, held).await;
+        }
         if let Some(write) = &plan.status {
             match writes::write_status(&self.shell, machine, write).await {
                 Ok(stored) => {
@@ -158,6 +163,37 @@ impl MachineController {
             // The loop above always answers the permit question.
             HealthOutcome::NeedsFailurePermit { .. } => Step::End(Retry::Short),
         })
+    }
+}
+
+impl MachineController {
+    /// The health timeout ran out but a guard keeps the machine from being marked Failed: its
+    /// `Blocked` condition names the guard (written only when it changes; a failed write is
+    /// retried by the next pass).
+    async fn show_held(&self, machine: &mut Machine, held: &str) {
+        let mut updated = machine.clone();
+        if !plan::waiting::refresh_held_condition(
+            &mut updated,
+            &self.settings,
+            None,
+            None,
+            Some(held),
+            Timestamp::now(),
+        ) {
+            return;
+        }
+        let name = name_of(machine).to_owned();
+        match self
+            .shell
+            .namespaced::<Machine>()
+            .replace_status(&name, &kube::api::PostParams::default(), &updated)
+            .await
+        {
+            Ok(stored) => *machine = stored,
+            Err(error) => {
+                tracing::debug!(machine = %name, %error, "cannot show the guard on the machine");
+            }
+        }
     }
 }
 
