@@ -259,7 +259,10 @@ mod tests {
             })
             .collect();
         assert_eq!(calls.len(), 2);
-        assert!(calls.contains(&("n1", 2)) && calls.contains(&("n2", 0)), "{calls:?}");
+        assert!(
+            calls.contains(&("n1", 2)) && calls.contains(&("n2", 0)),
+            "{calls:?}"
+        );
     }
 
     #[tokio::test]

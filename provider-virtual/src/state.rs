@@ -506,7 +506,10 @@ mod tests {
         spec_input.spec =
             crate::spec::parse_provider_spec(&json!({"initialization": "silent"})).unwrap();
         let (vm, _) = state.create(spec_input, now());
-        assert!(!vm.awaits_initialization(), "GetMachineStatus reports it normally");
+        assert!(
+            !vm.awaits_initialization(),
+            "GetMachineStatus reports it normally"
+        );
         assert!(vm.needs_initialization());
         assert!(!vm.runs_node(now()), "no Node before InitializeMachine");
         state.record_initialize_call(&vm.provider_id);
@@ -519,7 +522,12 @@ mod tests {
             state.initialize_call_counts(),
             BTreeMap::from([(0, 1), (1, 1)])
         );
-        assert_eq!(state.by_provider_id(&other.provider_id).map(|vm| vm.initialize_calls), Some(0));
+        assert_eq!(
+            state
+                .by_provider_id(&other.provider_id)
+                .map(|vm| vm.initialize_calls),
+            Some(0)
+        );
     }
 
     #[test]

@@ -777,7 +777,10 @@ mod tests {
     #[test]
     fn times_print_like_go_time_string() {
         let time = |seconds: i64, nanos: i32| Timestamp::new(seconds, nanos).unwrap();
-        assert_eq!(go_time_string(time(1_700_007_200, 0)), "2023-11-15 00:13:20 +0000 UTC");
+        assert_eq!(
+            go_time_string(time(1_700_007_200, 0)),
+            "2023-11-15 00:13:20 +0000 UTC"
+        );
         assert_eq!(
             go_time_string(time(1_700_007_200, 500_000_000)),
             "2023-11-15 00:13:20.5 +0000 UTC"

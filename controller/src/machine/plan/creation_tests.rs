@@ -616,8 +616,8 @@ fn run_pass(f: &mut Fixture, cloud: &mut Cloud) -> CreationOutcome {
                         stored = stored.with_label("node", &node);
                     }
                     if let Some(priority) = update.priority {
-                        stored =
-                            stored.with_annotation("machinepriority.machine.sapcloud.io", &priority);
+                        stored = stored
+                            .with_annotation("machinepriority.machine.sapcloud.io", &priority);
                     }
                     f.machine = stored.with_provider_id(&update.provider_id);
                     pass.metadata_update = Some(Ok(()));
@@ -626,7 +626,10 @@ fn run_pass(f: &mut Fixture, cloud: &mut Cloud) -> CreationOutcome {
                 }
             }
             CreationStep::CallInitializeMachine => {
-                assert!(pass.initialize.is_none(), "InitializeMachine twice in one pass");
+                assert!(
+                    pass.initialize.is_none(),
+                    "InitializeMachine twice in one pass"
+                );
                 cloud.initializes += 1;
                 pass.initialize = Some(if cloud.init_errors.is_empty() {
                     if let Some(vm) = cloud.vms.get_mut(&name) {
@@ -671,16 +674,30 @@ fn a_vm_created_in_this_pass_is_initialized_in_this_pass() {
     assert_eq!((cloud.creates, cloud.initializes), (1, 1));
     assert_eq!(first.reason, INITIALIZED);
     assert_eq!(first.retry, Retry::Short);
-    assert!(first.status.is_none(), "with a target cluster nothing else is written");
+    assert!(
+        first.status.is_none(),
+        "with a target cluster nothing else is written"
+    );
     assert_eq!(provider_id_of(&f.machine), Some("cloud:///i-1"));
-    assert_eq!(phase_of(&f.machine), None, "Pending follows in the next pass");
+    assert_eq!(
+        phase_of(&f.machine),
+        None,
+        "Pending follows in the next pass"
+    );
 
     let second = run_pass(&mut f, &mut cloud);
-    assert_eq!(second.reason, "machine creation in process. Machine/Status UPDATE successful");
+    assert_eq!(
+        second.reason,
+        "machine creation in process. Machine/Status UPDATE successful"
+    );
     assert_eq!(phase_of(&f.machine), Some(MachinePhase::Pending));
     let third = run_pass(&mut f, &mut cloud);
     assert_eq!(third.retry, Retry::Long);
-    assert_eq!((cloud.creates, cloud.initializes), (1, 1), "exactly one of each per VM");
+    assert_eq!(
+        (cloud.creates, cloud.initializes),
+        (1, 1),
+        "exactly one of each per VM"
+    );
 }
 
 /// A driver that answers `Uninitialized` until initialised is asked in the creating pass too
@@ -743,17 +760,30 @@ fn without_target_cluster_addresses_are_written_in_the_creating_pass() {
         ]
     );
     assert_eq!(phase_of(&f.machine), None);
-    assert!(label(&f.machine, "node").is_none(), "no node label without a target cluster");
+    assert!(
+        label(&f.machine, "node").is_none(),
+        "no node label without a target cluster"
+    );
 
     let second = run_pass(&mut f, &mut cloud);
-    assert_eq!(second.reason, "machine creation in process. Machine/Status UPDATE successful");
+    assert_eq!(
+        second.reason,
+        "machine creation in process. Machine/Status UPDATE successful"
+    );
     assert_eq!(phase_of(&f.machine), Some(MachinePhase::Available));
-    assert_eq!(description_of(&f.machine), "Created machine on cloud provider");
+    assert_eq!(
+        description_of(&f.machine),
+        "Created machine on cloud provider"
+    );
     let operation = f.machine.last_operation().unwrap();
     assert_eq!(operation.state, Some(MachineState::Successful));
     assert_eq!(operation.type_, Some(MachineOperationType::Create));
     assert_eq!(
-        f.machine.status.as_ref().and_then(|s| s.addresses.as_ref()).map(Vec::len),
+        f.machine
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .map(Vec::len),
         Some(3),
         "the addresses are kept"
     );
@@ -828,12 +858,26 @@ fn initialize_answers_in_the_creating_pass() {
             ),
             "{code:?}"
         );
-        assert_eq!(write.last_operation.error_code.as_deref(), Some(code.name()));
+        assert_eq!(
+            write.last_operation.error_code.as_deref(),
+            Some(code.name())
+        );
         assert_eq!(write.last_operation.state, Some(MachineState::Failed));
-        assert_eq!(write.last_operation.type_, Some(MachineOperationType::Create));
+        assert_eq!(
+            write.last_operation.type_,
+            Some(MachineOperationType::Create)
+        );
         assert_eq!(written_phase(&done), expected_phase, "{code:?}");
-        assert!(matches!(done.retry, Retry::After(_)), "{code:?}: {:?}", done.retry);
-        assert_eq!(provider_id_of(&f.machine), Some("cloud:///i-1"), "stored before");
+        assert!(
+            matches!(done.retry, Retry::After(_)),
+            "{code:?}: {:?}",
+            done.retry
+        );
+        assert_eq!(
+            provider_id_of(&f.machine),
+            Some("cloud:///i-1"),
+            "stored before"
+        );
         // The VM is reported normally now: the next pass adopts it (Pending), as upstream.
         f.now = at(30 * 60);
         run_pass(&mut f, &mut cloud);
