@@ -1,6 +1,7 @@
 //! The HTTP endpoint of the provider: `/metrics`, `/healthz`, and admin routes for tests.
 //!
-//! - `GET /admin/vms`: every VM as JSON.
+//! - `GET /admin/vms`: every VM as JSON (with `initializeCalls`, the InitializeMachine calls it
+//!   received; `/metrics` sums them up as `provider_virtual_vms_by_initialize_calls{calls}`).
 //! - `PUT /admin/nodes/{node}/conditions` with a JSON object such as
 //!   `{"Ready": "False", "DiskPressure": "True"}`: overrides those conditions of the node
 //!   (statuses `True`, `False`, `Unknown`); `DELETE` on the same path removes the overrides.
@@ -41,6 +42,9 @@ pub fn router(fleet: Arc<Fleet>, metrics: Arc<Metrics>) -> Router {
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
+    state
+        .metrics
+        .set_initialize_call_counts(&state.fleet.initialize_call_counts());
     (
         [(
             header::CONTENT_TYPE,
@@ -210,6 +214,55 @@ mod tests {
         let (status, _) = send(&app, "DELETE", "/admin/nodes/n1/conditions", "").await;
         assert_eq!(status, StatusCode::NO_CONTENT);
         assert!(fleet.overrides("n1").is_empty());
+    }
+
+    #[tokio::test]
+    async fn initialize_calls_are_counted_per_vm() {
+        let (app, fleet) = app();
+        with_vm(&fleet, "n1").await;
+        with_vm(&fleet, "n2").await;
+        let driver = crate::driver::VirtualDriver::new(Arc::clone(&fleet));
+        let class: mcm_api::v1alpha1::MachineClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+            "metadata": {"name": "c", "namespace": "ns"}, "provider": "virtual", "providerSpec": {}
+        }))
+        .unwrap();
+        for _ in 0..2 {
+            mcm_provider_proto::Driver::initialize_machine(
+                &driver,
+                mcm_provider_proto::MachineRequest {
+                    machine: mcm_provider_proto::conformance::machine("ns", "n1", "c", None),
+                    class: class.clone(),
+                    secret: mcm_provider_proto::SecretData::new(),
+                },
+            )
+            .await
+            .unwrap();
+        }
+        let (_, body) = send(&app, "GET", "/metrics", "").await;
+        for expected in [
+            r#"provider_virtual_vms_by_initialize_calls{calls="0"} 1"#,
+            r#"provider_virtual_vms_by_initialize_calls{calls="2"} 1"#,
+        ] {
+            assert!(body.contains(expected), "{expected} missing in\n{body}");
+        }
+        assert!(!body.contains(r#"calls="1""#), "{body}");
+        let (_, body) = send(&app, "GET", "/admin/vms", "").await;
+        let vms: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+        let calls: Vec<(&str, u64)> = vms
+            .iter()
+            .map(|vm| {
+                (
+                    vm["machineName"].as_str().unwrap(),
+                    vm["initializeCalls"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(calls.len(), 2);
+        assert!(
+            calls.contains(&("n1", 2)) && calls.contains(&("n2", 0)),
+            "{calls:?}"
+        );
     }
 
     #[tokio::test]

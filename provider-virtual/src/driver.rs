@@ -91,6 +91,11 @@ impl Fleet {
             .any(|vm| vm.node_name == node)
     }
 
+    /// How many VMs received how many InitializeMachine calls.
+    pub fn initialize_call_counts(&self) -> std::collections::BTreeMap<u32, usize> {
+        locked(&self.current).state.initialize_call_counts()
+    }
+
     /// The number of VMs.
     pub fn len(&self) -> usize {
         locked(&self.current).state.vms.len()
@@ -354,6 +359,11 @@ impl Driver for VirtualDriver {
                 machine.namespace, machine.name
             ))
         })?;
+        let ((), generation) = self
+            .fleet
+            .mutate(|state| state.record_initialize_call(&vm.provider_id));
+        self.fleet.commit(generation).await.map_err(persist_error)?;
+        tracing::info!(machine = %machine.name, namespace = %machine.namespace, provider_id = %vm.provider_id, calls = vm.initialize_calls + 1, "InitializeMachine");
         self.injected(&machine, FailingMethod::Initialize, &vm.spec)
             .await?;
         let (initialized, generation) =

@@ -34,6 +34,13 @@ pub struct KubeLabels {
     pub result: String,
 }
 
+/// Labels of the VMs-by-InitializeMachine-calls gauge.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InitializeCallsLabels {
+    /// The number of InitializeMachine calls a VM received (`0`, `1`, `2`...).
+    pub calls: String,
+}
+
 /// All metrics of the provider.
 pub struct Metrics {
     registry: Registry,
@@ -43,6 +50,8 @@ pub struct Metrics {
     pub kube_requests: Family<KubeLabels, Counter>,
     /// Current number of VMs.
     pub vms: Gauge<i64, AtomicI64>,
+    /// Current number of VMs by the number of InitializeMachine calls they received.
+    pub vms_by_initialize_calls: Family<InitializeCallsLabels, Gauge<i64, AtomicI64>>,
 }
 
 impl Default for Metrics {
@@ -69,11 +78,31 @@ impl Metrics {
             kube_requests.clone(),
         );
         registry.register("vms", "Number of virtual machines", vms.clone());
+        let vms_by_initialize_calls =
+            Family::<InitializeCallsLabels, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "vms_by_initialize_calls",
+            "Number of virtual machines by how many InitializeMachine calls each received",
+            vms_by_initialize_calls.clone(),
+        );
         Self {
             registry,
             driver_calls,
             kube_requests,
             vms,
+            vms_by_initialize_calls,
+        }
+    }
+
+    /// Replaces the VMs-by-InitializeMachine-calls series (counts that no VM has any more go).
+    pub fn set_initialize_call_counts(&self, counts: &std::collections::BTreeMap<u32, usize>) {
+        self.vms_by_initialize_calls.clear();
+        for (calls, vms) in counts {
+            self.vms_by_initialize_calls
+                .get_or_create(&InitializeCallsLabels {
+                    calls: calls.to_string(),
+                })
+                .set(i64::try_from(*vms).unwrap_or(i64::MAX));
         }
     }
 

@@ -5,7 +5,8 @@
 //! providerSpec:
 //!   bootDelay: 5s                 # time from CreateMachine until the Node registers
 //!   createLatency: 0s             # time CreateMachine itself takes (a slow cloud API)
-//!   requiresInitialization: true  # GetMachineStatus answers Uninitialized until InitializeMachine
+//!   initialization: silent        # none | reported | silent (see `Initialization`)
+//!   requiresInitialization: true  # older spelling of `initialization: reported`
 //!   unhealthyAfter: 10m           # the Node's Ready condition turns False this long after boot
 //!   failures:                     # fail the first N calls for each machine with a code
 //!     create: {code: ResourceExhausted, times: 2}
@@ -98,6 +99,33 @@ impl FailingMethod {
     }
 }
 
+/// Whether a VM needs InitializeMachine before its Node registers, and how GetMachineStatus
+/// shows a VM that is not initialised yet (`providerSpec.initialization`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Initialization {
+    /// `none`: nothing to initialise (InitializeMachine still answers OK).
+    #[default]
+    None,
+    /// `reported`: GetMachineStatus answers `Uninitialized` (with the VM's status) until
+    /// InitializeMachine succeeded, as the AWS provider does.
+    Reported,
+    /// `silent`: GetMachineStatus answers like a cloud that cannot see initialisation (NotFound
+    /// before CreateMachine, the VM after), yet the Node registers only after InitializeMachine:
+    /// only a controller that initialises the VM in the pass that created it gets a Node.
+    Silent,
+}
+
+impl Initialization {
+    /// The providerSpec value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Initialization::None => "none",
+            Initialization::Reported => "reported",
+            Initialization::Silent => "silent",
+        }
+    }
+}
+
 /// A validated providerSpec.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -106,8 +134,13 @@ pub struct VirtualSpec {
     pub boot_delay: Duration,
     /// Time CreateMachine takes before the VM exists (abandoned if the call's deadline expires).
     pub create_latency: Duration,
-    /// Whether GetMachineStatus answers Uninitialized until InitializeMachine succeeded.
+    /// Whether GetMachineStatus answers Uninitialized until InitializeMachine succeeded
+    /// ([`Initialization::Reported`]).
     pub requires_initialization: bool,
+    /// Whether the VM needs InitializeMachine although GetMachineStatus reports it normally
+    /// ([`Initialization::Silent`]; absent in state files written before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub silent_initialization: bool,
     /// The Node's Ready condition turns False this long after boot.
     pub unhealthy_after: Option<Duration>,
     /// Failure injection per method.
@@ -116,9 +149,28 @@ pub struct VirtualSpec {
     pub tags: BTreeMap<String, String>,
 }
 
+impl VirtualSpec {
+    /// The initialisation mode.
+    pub fn initialization(&self) -> Initialization {
+        if self.silent_initialization {
+            Initialization::Silent
+        } else if self.requires_initialization {
+            Initialization::Reported
+        } else {
+            Initialization::None
+        }
+    }
+
+    fn set_initialization(&mut self, mode: Initialization) {
+        self.requires_initialization = mode == Initialization::Reported;
+        self.silent_initialization = mode == Initialization::Silent;
+    }
+}
+
 const FIELDS: &[&str] = &[
     "bootDelay",
     "createLatency",
+    "initialization",
     "requiresInitialization",
     "unhealthyAfter",
     "failures",
@@ -171,13 +223,58 @@ pub fn parse_provider_spec(value: &Value) -> Result<VirtualSpec, Vec<FieldError>
     if let Some(value) = object.get("unhealthyAfter") {
         spec.unhealthy_after = duration(value, "providerSpec.unhealthyAfter", &mut errors);
     }
-    match object.get("requiresInitialization") {
-        None | Some(Value::Null) => {}
-        Some(Value::Bool(flag)) => spec.requires_initialization = *flag,
-        Some(other) => errors.push(FieldError {
-            path: "providerSpec.requiresInitialization".into(),
-            message: format!("must be a boolean, got {}", kind_of(other)),
+    let legacy = match object.get("requiresInitialization") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(flag)) => Some(if *flag {
+            Initialization::Reported
+        } else {
+            Initialization::None
         }),
+        Some(other) => {
+            errors.push(FieldError {
+                path: "providerSpec.requiresInitialization".into(),
+                message: format!("must be a boolean, got {}", kind_of(other)),
+            });
+            None
+        }
+    };
+    let mode = match object.get("initialization") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) => match name.as_str() {
+            "none" => Some(Initialization::None),
+            "reported" => Some(Initialization::Reported),
+            "silent" => Some(Initialization::Silent),
+            _ => {
+                errors.push(FieldError {
+                    path: "providerSpec.initialization".into(),
+                    message: format!("{name:?} is not one of none, reported, silent"),
+                });
+                None
+            }
+        },
+        Some(other) => {
+            errors.push(FieldError {
+                path: "providerSpec.initialization".into(),
+                message: format!(
+                    "must be one of \"none\", \"reported\", \"silent\", got {}",
+                    kind_of(other)
+                ),
+            });
+            None
+        }
+    };
+    match (mode, legacy) {
+        (Some(mode), Some(legacy)) if mode != legacy => errors.push(FieldError {
+            path: "providerSpec.initialization".into(),
+            message: format!(
+                "{:?} contradicts requiresInitialization: {} (which means {:?}); set only initialization",
+                mode.name(),
+                legacy == Initialization::Reported,
+                legacy.name()
+            ),
+        }),
+        (Some(mode), _) | (None, Some(mode)) => spec.set_initialization(mode),
+        (None, None) => {}
     }
     if let Some(value) = object.get("failures") {
         spec.failures = failures(value, &mut errors);
@@ -201,8 +298,8 @@ pub fn cold_changes(current: &VirtualSpec, wanted: &VirtualSpec) -> Vec<&'static
     if current.create_latency != wanted.create_latency {
         changed.push("providerSpec.createLatency");
     }
-    if current.requires_initialization != wanted.requires_initialization {
-        changed.push("providerSpec.requiresInitialization");
+    if current.initialization() != wanted.initialization() {
+        changed.push("providerSpec.initialization");
     }
     if current.unhealthy_after != wanted.unhealthy_after {
         changed.push("providerSpec.unhealthyAfter");
@@ -486,6 +583,51 @@ mod tests {
     }
 
     #[test]
+    fn initialization_modes_and_the_older_flag() {
+        let mode = |spec: Value| parse_provider_spec(&spec).map(|spec| spec.initialization());
+        assert_eq!(mode(json!({})), Ok(Initialization::None));
+        assert_eq!(
+            mode(json!({"initialization": "silent"})),
+            Ok(Initialization::Silent)
+        );
+        assert_eq!(
+            mode(json!({"initialization": "reported"})),
+            Ok(Initialization::Reported)
+        );
+        assert_eq!(
+            mode(json!({"requiresInitialization": true})),
+            Ok(Initialization::Reported)
+        );
+        assert_eq!(
+            mode(json!({"initialization": "reported", "requiresInitialization": true})),
+            Ok(Initialization::Reported)
+        );
+        assert_eq!(
+            mode(json!({"initialization": "none", "requiresInitialization": false})),
+            Ok(Initialization::None)
+        );
+        for bad in [
+            json!({"initialization": "silent", "requiresInitialization": true}),
+            json!({"initialization": "later"}),
+            json!({"initialization": true}),
+        ] {
+            let errors = parse_provider_spec(&bad).unwrap_err();
+            assert_eq!(paths(&errors), vec!["providerSpec.initialization"], "{bad}");
+        }
+        // The state file keeps the mode; files written before `silent` existed read as before.
+        let silent = parse_provider_spec(&json!({"initialization": "silent"})).unwrap();
+        let stored = serde_json::to_value(&silent).unwrap();
+        assert_eq!(stored["silentInitialization"], true);
+        let read: VirtualSpec = serde_json::from_value(stored).unwrap();
+        assert_eq!(read.initialization(), Initialization::Silent);
+        let mut old = serde_json::to_value(VirtualSpec::default()).unwrap();
+        assert!(old.get("silentInitialization").is_none());
+        old["requiresInitialization"] = json!(true);
+        let read: VirtualSpec = serde_json::from_value(old).unwrap();
+        assert_eq!(read.initialization(), Initialization::Reported);
+    }
+
+    #[test]
     fn a_non_object_spec_is_refused() {
         let errors = parse_provider_spec(&json!(["x"])).unwrap_err();
         assert_eq!(paths(&errors), vec!["providerSpec"]);
@@ -516,10 +658,15 @@ mod tests {
         .unwrap();
         assert_eq!(
             cold_changes(&current, &cold),
-            vec![
-                "providerSpec.bootDelay",
-                "providerSpec.requiresInitialization"
-            ]
+            vec!["providerSpec.bootDelay", "providerSpec.initialization"]
+        );
+        let silent = parse_provider_spec(
+            &json!({"tags": {"a": "1"}, "bootDelay": "1s", "initialization": "silent"}),
+        )
+        .unwrap();
+        assert_eq!(
+            cold_changes(&current, &silent),
+            vec!["providerSpec.initialization"]
         );
         assert!(hot_changes(&current, &current).is_empty());
     }

@@ -13,7 +13,7 @@ use mcm_api::v1alpha1::ResourceList;
 use mcm_provider_proto::{Code, MachineError};
 use serde::{Deserialize, Serialize};
 
-use crate::spec::{FailingMethod, VirtualSpec};
+use crate::spec::{FailingMethod, Initialization, VirtualSpec};
 
 /// The state file format version written by this build.
 pub const STATE_VERSION: u32 = 1;
@@ -61,6 +61,11 @@ pub struct Vm {
     pub created_at: Timestamp,
     /// Whether InitializeMachine succeeded.
     pub initialized: bool,
+    /// How many InitializeMachine calls reached this VM (including injected failures): a
+    /// controller initialises each VM it creates exactly once, unless GetMachineStatus answers
+    /// `Uninitialized` later.
+    #[serde(default)]
+    pub initialize_calls: u32,
     /// Its InternalIP.
     #[serde(rename = "internalIP")]
     pub internal_ip: String,
@@ -79,9 +84,14 @@ impl Vm {
         self.spec.requires_initialization && !self.initialized
     }
 
+    /// Whether the VM still needs InitializeMachine (reported or not).
+    pub fn needs_initialization(&self) -> bool {
+        self.spec.initialization() != Initialization::None && !self.initialized
+    }
+
     /// Whether its Node should be registered and kept alive at `now`.
     pub fn runs_node(&self, now: Timestamp) -> bool {
-        now >= self.booted_at() && !self.awaits_initialization()
+        now >= self.booted_at() && !self.needs_initialization()
     }
 }
 
@@ -192,10 +202,27 @@ impl FleetState {
             node_template: input.node_template,
             created_at: now,
             initialized: false,
+            initialize_calls: 0,
             internal_ip: internal_ip(number),
         };
         self.vms.insert(vm.provider_id.clone(), vm.clone());
         (vm, true)
+    }
+
+    /// Counts an InitializeMachine call that reached a VM.
+    pub fn record_initialize_call(&mut self, provider_id: &str) {
+        if let Some(vm) = self.vms.get_mut(provider_id) {
+            vm.initialize_calls = vm.initialize_calls.saturating_add(1);
+        }
+    }
+
+    /// How many VMs received how many InitializeMachine calls.
+    pub fn initialize_call_counts(&self) -> BTreeMap<u32, usize> {
+        let mut counts = BTreeMap::new();
+        for vm in self.vms.values() {
+            *counts.entry(vm.initialize_calls).or_insert(0) += 1;
+        }
+        counts
     }
 
     /// Marks a VM initialised.
@@ -469,6 +496,37 @@ mod tests {
         assert_eq!(
             state.initialize("virtual:///ns/none").unwrap_err().code,
             Code::NotFound
+        );
+    }
+
+    #[test]
+    fn silent_initialisation_gates_the_node_but_not_the_status() {
+        let mut state = FleetState::default();
+        let mut spec_input = input("m", "c");
+        spec_input.spec =
+            crate::spec::parse_provider_spec(&json!({"initialization": "silent"})).unwrap();
+        let (vm, _) = state.create(spec_input, now());
+        assert!(
+            !vm.awaits_initialization(),
+            "GetMachineStatus reports it normally"
+        );
+        assert!(vm.needs_initialization());
+        assert!(!vm.runs_node(now()), "no Node before InitializeMachine");
+        state.record_initialize_call(&vm.provider_id);
+        let vm = state.initialize(&vm.provider_id).unwrap();
+        assert!(vm.runs_node(now()));
+        assert_eq!(vm.initialize_calls, 1);
+        let (other, _) = state.create(input("n", "c"), now());
+        state.record_initialize_call("virtual:///ns/none");
+        assert_eq!(
+            state.initialize_call_counts(),
+            BTreeMap::from([(0, 1), (1, 1)])
+        );
+        assert_eq!(
+            state
+                .by_provider_id(&other.provider_id)
+                .map(|vm| vm.initialize_calls),
+            Some(0)
         );
     }
 

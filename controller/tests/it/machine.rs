@@ -1274,6 +1274,50 @@ async fn preservation_follows_the_annotations() {
     world.stop_manager().await.unwrap();
 }
 
+/// Issue 22: a driver that implements InitializeMachine and answers GetMachineStatus like a real
+/// cloud (NotFound before CreateMachine, the VM after; provider-virtual's `initialization:
+/// silent`, whose Node registers only once initialised) gets exactly one InitializeMachine per
+/// created VM, in the pass that created it; the machines then run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vms_reported_normally_are_initialized_once_in_the_creating_pass() {
+    let mut world = World::start().await;
+    ready_class(
+        &world,
+        "c1",
+        serde_json::json!({"initialization": "silent"}),
+    )
+    .await;
+    world.start_manager(machine_shell(), &[]).await;
+    let names = ["machine-i1", "machine-i2", "machine-i3"];
+    for name in names {
+        create_machine(&world, name, "c1", serde_json::json!({})).await;
+    }
+    for name in names {
+        let running = wait_phase(&world, name, MachinePhase::Running).await;
+        assert!(
+            description(&running).starts_with(&format!("Machine {name} successfully joined")),
+            "{}",
+            description(&running)
+        );
+    }
+    // Later passes (health checks, resyncs) do not call it again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let vms = world.fleet.vms();
+    assert_eq!(vms.len(), names.len(), "{vms:?}");
+    for vm in &vms {
+        assert!(vm.initialized, "{vm:?}");
+        assert_eq!(vm.initialize_calls, 1, "InitializeMachine calls of {vm:?}");
+    }
+    let metrics = scrape(&world).await;
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line.starts_with("mcm_machine_initialize_duration_seconds{")),
+        "the initialize duration is recorded"
+    );
+    world.stop_manager().await.unwrap();
+}
+
 /// DESIGN §4 crash safety: killing the manager at several points of the creation flow and
 /// starting it again never leaks or duplicates a VM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

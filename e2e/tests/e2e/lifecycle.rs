@@ -14,15 +14,23 @@ use mcm_e2e::objects::{
     wait_running,
 };
 use mcm_e2e::{E2eError, Probe, Result, System, ensure, eventually};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::harness::Outcome;
 
 /// 2 replicas → 2 Running machines, each with a Ready Node carrying the template's labels and
-/// a VM; status counts; deletion removes everything.
+/// a VM; status counts; deletion removes everything. The class's VMs need InitializeMachine
+/// although GetMachineStatus reports them like a real cloud does (`initialization: silent`, their
+/// Nodes register only once initialised): each VM receives exactly one call.
 pub async fn deployment_reaches_running_nodes(system: Arc<System>) -> Result<Outcome> {
     let s = &*system;
-    create_class(s, "lc-class", json!({"bootDelay": "1s"}), "2").await?;
+    create_class(
+        s,
+        "lc-class",
+        json!({"bootDelay": "1s", "initialization": "silent"}),
+        "2",
+    )
+    .await?;
     create(
         s,
         Kind::MachineDeployment,
@@ -66,6 +74,10 @@ pub async fn deployment_reaches_running_nodes(system: Arc<System>) -> Result<Out
     if s.is_sandbox() {
         let vms = vms_with_prefix(s, "lc-basic-").await?;
         ensure(vms.len() == 2, || format!("expected 2 VMs, got {vms:?}"))?;
+        let calls: Vec<&Value> = vms.iter().map(|vm| &vm["initializeCalls"]).collect();
+        ensure(calls.iter().all(|calls| **calls == 1), || {
+            format!("expected exactly one InitializeMachine call per VM, got {calls:?}")
+        })?;
     }
     eventually(
         "lc-basic: MachineDeployment status counts 2 ready/available",

@@ -10,8 +10,17 @@
 //! CrashLoopBackOff) and no providerID, which is what the orphan collector keeps VMs for, and a
 //! deletion goes through the termination flow, which deletes the VM by machine name. The next pass
 //! finds a VM created before a crash again (GetMachineStatus, or CreateMachine, which providers
-//! implement idempotently by machine name). `InitializeMachine` is only called once the providerID
-//! is persisted on the Machine.
+//! implement idempotently by machine name).
+//!
+//! InitializeMachine is called in the pass whose CreateMachine created the VM (after the metadata
+//! update, as upstream), and later only when GetMachineStatus answers `Uninitialized`: a driver
+//! that reports a created VM normally is asked exactly once per VM. The metadata update replaces
+//! the shell's machine by the stored object, whose providerID must not make the re-asked plan
+//! take the VM for one found in an earlier pass, so what the pass did (`CreationPass::create`)
+//! decides before the stored providerID. Without a target cluster the addresses of CreateMachine
+//! and InitializeMachine are written in that pass too; the phase (`Available`) follows in the next
+//! pass, as upstream (its test "without target cluster: machine creation and initialization
+//! succeeds" expects no phase after the creating pass).
 //!
 //! Earlier versions wrote a status of their own before CreateMachine ([`CREATE_INTENT_DESCRIPTION`]);
 //! upstream writes none, and the finalizer already records the intent, so the write is gone (one
@@ -496,6 +505,53 @@ struct Vm {
     uninitialized: bool,
 }
 
+/// The stale node check after CreateMachine (target cluster only): a VM whose node name belongs
+/// to an existing Node other than the machine's own is deleted and the machine marked Failed.
+fn stale_node_step(
+    ctx: &CreationContext<'_>,
+    pass: &CreationPass,
+    created: &CreateMachineResponse,
+) -> Option<CreationStep> {
+    let name = name_of(ctx.machine);
+    if !ctx.controller.target_cluster
+        || created.node_name == name
+        || created.node_name.is_empty()
+        || !(ctx.node_exists)(&created.node_name)
+    {
+        return None;
+    }
+    let Some(delete_result) = &pass.stale_vm_delete else {
+        return Some(CreationStep::DeleteStaleVm {
+            provider_id: created.provider_id.clone(),
+        });
+    };
+    let write = StatusWrite::similar_checked(
+        last_operation(
+            STALE_NODE_DESCRIPTION,
+            MachineState::Failed,
+            MachineOperationType::Create,
+            ctx.now,
+        ),
+        current_status(MachinePhase::Failed, false, ctx.now, None),
+    );
+    let reason = match delete_result {
+        Ok(()) => format!(
+            "machine {name:?}: VM {} uses the name of existing node {:?}; VM deleted",
+            created.provider_id, created.node_name
+        ),
+        Err(error) => format!(
+            "machine {name:?}: VM {} uses the name of existing node {:?}; deleting it failed: {error}",
+            created.provider_id, created.node_name
+        ),
+    };
+    Some(CreationStep::Finish(CreationOutcome {
+        status: Some(write),
+        retry: Retry::Short,
+        events: vec![Event::warning("StaleNodeDetected", reason.clone())],
+        reason,
+    }))
+}
+
 /// The next step of the creation flow for what has been observed in this pass.
 #[must_use]
 pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> CreationStep {
@@ -534,77 +590,45 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
         Err(StatusCallError { error, .. })
             if matches!(error.code(), Code::NotFound | Code::Unimplemented) =>
         {
-            match provider_id_of(machine) {
-                Some(provider_id) => Vm {
+            // What this pass did decides before the stored providerID: after the metadata update
+            // the shell asks again with the stored machine, which carries the providerID of the
+            // VM this very pass created; that VM still needs InitializeMachine.
+            match (&pass.create, provider_id_of(machine)) {
+                (Some(Err(error)), _) => {
+                    return CreationStep::Finish(create_error_outcome(ctx, error, None));
+                }
+                (Some(Ok(created)), _) => {
+                    if let Some(step) = stale_node_step(ctx, pass, created) {
+                        return step;
+                    }
+                    Vm {
+                        node_name: created.node_name.clone(),
+                        provider_id: created.provider_id.clone(),
+                        addresses: created.addresses.clone(),
+                        uninitialized: true,
+                    }
+                }
+                (None, Some(provider_id)) => Vm {
                     // The VM is presumed to exist (a vanished VM is not recreated, Q27).
                     node_name: node_name_of(machine).unwrap_or("").to_owned(),
                     provider_id: provider_id.to_owned(),
                     addresses: Vec::new(),
                     uninitialized: false,
                 },
-                None => match &pass.create {
-                    None if has_finalizer(machine, finalizer::MACHINE_CONTROLLER_MANAGER) => {
-                        return CreationStep::CallCreateMachine;
-                    }
-                    None => {
-                        // The entry step stores the finalizer before any pass gets here; without
-                        // it a VM could outlive a deletion of its Machine.
-                        return finish(
-                            None,
-                            Retry::Short,
-                            format!(
-                                "machine {name:?}: no finalizer stored yet, CreateMachine waits for it"
-                            ),
-                        );
-                    }
-                    Some(Err(error)) => {
-                        return CreationStep::Finish(create_error_outcome(ctx, error, None));
-                    }
-                    Some(Ok(created)) => {
-                        if target
-                            && created.node_name != name
-                            && !created.node_name.is_empty()
-                            && (ctx.node_exists)(&created.node_name)
-                        {
-                            let Some(delete_result) = &pass.stale_vm_delete else {
-                                return CreationStep::DeleteStaleVm {
-                                    provider_id: created.provider_id.clone(),
-                                };
-                            };
-                            let write = StatusWrite::similar_checked(
-                                last_operation(
-                                    STALE_NODE_DESCRIPTION,
-                                    MachineState::Failed,
-                                    MachineOperationType::Create,
-                                    ctx.now,
-                                ),
-                                current_status(MachinePhase::Failed, false, ctx.now, None),
-                            );
-                            let reason = match delete_result {
-                                Ok(()) => format!(
-                                    "machine {name:?}: VM {} uses the name of existing node {:?}; VM deleted",
-                                    created.provider_id, created.node_name
-                                ),
-                                Err(error) => format!(
-                                    "machine {name:?}: VM {} uses the name of existing node {:?}; deleting it failed: {error}",
-                                    created.provider_id, created.node_name
-                                ),
-                            };
-                            return CreationStep::Finish(CreationOutcome {
-                                status: Some(write),
-                                retry: Retry::Short,
-                                events: vec![Event::warning("StaleNodeDetected", reason.clone())],
-                                reason,
-                            });
-                        }
-                        Vm {
-                            node_name: created.node_name.clone(),
-                            provider_id: created.provider_id.clone(),
-                            addresses: created.addresses.clone(),
-                            uninitialized: true,
-                        }
-                    }
-                },
+                (None, None) if has_finalizer(machine, finalizer::MACHINE_CONTROLLER_MANAGER) => {
+                    return CreationStep::CallCreateMachine;
+                }
+                (None, None) => {
+                    // The entry step stores the finalizer before any pass gets here; without it
+                    // a VM could outlive a deletion of its Machine.
+                    return finish(
+                        None,
+                        Retry::Short,
+                        format!(
+                            "machine {name:?}: no finalizer stored yet, CreateMachine waits for it"
+                        ),
+                    );
+                }
             }
         }
         Err(StatusCallError { error, response }) if error.code() == Code::Uninitialized => {
@@ -636,7 +660,10 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
     let needs_priority =
         machine_annotation(machine, annotation::MACHINE_PRIORITY).is_none_or(str::is_empty);
     let needs_provider_id = provider_id_of(machine).is_none();
-    let metadata_written = match &pass.metadata_update {
+    // Upstream goes on to InitializeMachine even when the update failed (the next pass retries
+    // the update): a VM created in this pass is initialised in this pass, whatever the API server
+    // answered, or a driver that reports the VM normally from then on would never be asked.
+    let metadata_update = match &pass.metadata_update {
         None if needs_node_label || needs_priority || needs_provider_id => {
             return CreationStep::UpdateMachineMetadata(MetadataUpdate {
                 node_label: target.then(|| vm.node_name.clone()),
@@ -644,19 +671,7 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
                 provider_id: vm.provider_id.clone(),
             });
         }
-        None => false,
-        // The providerID must be durable before InitializeMachine; retry the whole pass.
-        Some(Err(failure)) => {
-            return finish(
-                None,
-                failure.retry(),
-                format!(
-                    "machine {name:?}: updating labels/providerID failed: {}",
-                    failure.message
-                ),
-            );
-        }
-        Some(Ok(())) => true,
+        other => other.as_ref(),
     };
 
     if vm.uninitialized {
@@ -731,12 +746,25 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
         }
     }
 
-    if metadata_written {
-        return finish(
-            None,
-            Retry::Short,
-            "machine creation in process. Machine labels/annotations update is successful",
-        );
+    match metadata_update {
+        Some(Err(failure)) => {
+            return finish(
+                None,
+                failure.retry(),
+                format!(
+                    "machine {name:?}: updating labels/providerID failed: {}",
+                    failure.message
+                ),
+            );
+        }
+        Some(Ok(())) => {
+            return finish(
+                None,
+                Retry::Short,
+                "machine creation in process. Machine labels/annotations update is successful",
+            );
+        }
+        None => {}
     }
 
     match phase_of(machine) {

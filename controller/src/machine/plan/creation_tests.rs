@@ -2,10 +2,11 @@
 
 use super::*;
 use crate::machine::plan::backoff::{RetryClass, next_backoff, strip_mark};
-use crate::machine::plan::common::effective_settings;
+use crate::machine::plan::common::{description_of, effective_settings, label};
 use crate::machine::plan::test_support::*;
 use mcm_api::duration::Duration;
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 
 fn vm_status(provider_id: &str, node_name: &str) -> MachineStatus {
     MachineStatus {
@@ -485,21 +486,33 @@ fn empty_ids_after_creation_are_medium_retry() {
 }
 
 #[test]
-fn metadata_update_failure_stops_before_initialize() {
+fn metadata_update_failure_still_initializes_then_ends_the_pass() {
     let f = Fixture::new(machine("shoot-worker-abcde"));
-    let pass = CreationPass {
+    let failure = Some(Err(WriteFailure {
+        conflict: true,
+        message: "conflict".into(),
+    }));
+    let mut pass = CreationPass {
         get_status: Some(Err(StatusCallError {
             error: DriverError::coded(Code::Uninitialized, "later"),
             response: Some(vm_status("p", "n")),
         })),
-        metadata_update: Some(Err(WriteFailure {
-            conflict: true,
-            message: "conflict".into(),
-        })),
+        metadata_update: failure.clone(),
+        ..CreationPass::default()
+    };
+    assert_eq!(f.step(&pass), CreationStep::CallInitializeMachine);
+    pass.initialize = Some(Ok(InitializeMachineResponse::default()));
+    assert_eq!(outcome(f.step(&pass)).retry, Retry::Short);
+
+    // A VM found initialised: the failed update ends the pass (retried after ConflictRetry).
+    let pass = CreationPass {
+        get_status: Some(Ok(vm_status("p", "n"))),
+        metadata_update: failure,
         ..CreationPass::default()
     };
     let done = outcome(f.step(&pass));
     assert_eq!(done.retry, Retry::Conflict);
+    assert!(done.status.is_none());
 }
 
 #[test]
@@ -531,6 +544,360 @@ fn without_target_cluster_machine_becomes_available_with_addresses() {
         panic!()
     };
     assert_eq!(update.node_label, None);
+}
+
+/// A cloud as the shell sees it through the driver: GetMachineStatus looks the VM up by machine
+/// name (NotFound before CreateMachine, the VM after); `reports_uninitialized` makes it answer
+/// `Uninitialized` until InitializeMachine succeeded (provider-virtual's `reported` mode, AWS).
+#[derive(Default)]
+struct Cloud {
+    reports_uninitialized: bool,
+    /// Per machine: providerID, node name, initialised.
+    vms: BTreeMap<String, (String, String, bool)>,
+    creates: usize,
+    initializes: usize,
+    /// The errors the next InitializeMachine calls answer.
+    init_errors: Vec<DriverError>,
+    /// The results the next metadata updates get.
+    metadata_failures: Vec<WriteFailure>,
+}
+
+impl Cloud {
+    fn status(&self, name: &str) -> Result<MachineStatus, StatusCallError> {
+        match self.vms.get(name) {
+            None => Err(status_error(Code::NotFound)),
+            Some((provider_id, node, initialized)) => {
+                let status = vm_status(provider_id, node);
+                if self.reports_uninitialized && !initialized {
+                    Err(StatusCallError {
+                        error: DriverError::coded(Code::Uninitialized, "not initialised yet"),
+                        response: Some(status),
+                    })
+                } else {
+                    Ok(status)
+                }
+            }
+        }
+    }
+}
+
+/// One reconcile pass the way the shell runs it: every step executed against `cloud`, the
+/// metadata update and the status write stored on `machine` (the shell continues with the stored
+/// object).
+fn run_pass(f: &mut Fixture, cloud: &mut Cloud) -> CreationOutcome {
+    let name = name_of(&f.machine).to_owned();
+    let mut pass = CreationPass::default();
+    for _ in 0..10 {
+        match f.step(&pass) {
+            CreationStep::CallGetMachineStatus => pass.get_status = Some(cloud.status(&name)),
+            CreationStep::CallCreateMachine => {
+                cloud.creates += 1;
+                let number = cloud.vms.len() + 1;
+                let vm = cloud
+                    .vms
+                    .entry(name.clone())
+                    .or_insert_with(|| (format!("cloud:///i-{number}"), name.clone(), false))
+                    .clone();
+                pass.create = Some(Ok(CreateMachineResponse {
+                    provider_id: vm.0,
+                    node_name: vm.1,
+                    last_known_state: String::new(),
+                    addresses: vec![NodeAddress {
+                        type_: "InternalIP".into(),
+                        address: "10.0.0.1".into(),
+                    }],
+                }));
+            }
+            CreationStep::DeleteStaleVm { .. } => panic!("no stale node in these tests"),
+            CreationStep::UpdateMachineMetadata(update) => {
+                if cloud.metadata_failures.is_empty() {
+                    let mut stored = f.machine.clone();
+                    if let Some(node) = update.node_label {
+                        stored = stored.with_label("node", &node);
+                    }
+                    if let Some(priority) = update.priority {
+                        stored = stored
+                            .with_annotation("machinepriority.machine.sapcloud.io", &priority);
+                    }
+                    f.machine = stored.with_provider_id(&update.provider_id);
+                    pass.metadata_update = Some(Ok(()));
+                } else {
+                    pass.metadata_update = Some(Err(cloud.metadata_failures.remove(0)));
+                }
+            }
+            CreationStep::CallInitializeMachine => {
+                assert!(
+                    pass.initialize.is_none(),
+                    "InitializeMachine twice in one pass"
+                );
+                cloud.initializes += 1;
+                pass.initialize = Some(if cloud.init_errors.is_empty() {
+                    if let Some(vm) = cloud.vms.get_mut(&name) {
+                        vm.2 = true;
+                    }
+                    Ok(InitializeMachineResponse {
+                        provider_id: String::new(),
+                        node_name: String::new(),
+                        addresses: vec![NodeAddress {
+                            type_: "ExternalIP".into(),
+                            address: "192.0.2.7".into(),
+                        }],
+                    })
+                } else {
+                    Err(cloud.init_errors.remove(0))
+                });
+            }
+            CreationStep::Finish(outcome) => {
+                if let Some(write) = &outcome.status {
+                    f.machine.status = Some(write.apply(f.machine.status.as_ref()));
+                }
+                return outcome;
+            }
+        }
+    }
+    panic!("the pass did not finish");
+}
+
+const INITIALIZED: &str =
+    "machine creation in process. Machine initialization (if required) is successful";
+
+/// Issue 22: a driver that implements InitializeMachine and answers GetMachineStatus like a real
+/// cloud (NotFound before CreateMachine, the VM after) gets exactly one InitializeMachine per
+/// created VM, in the pass that created it (upstream's "Machine creation succeeds with object
+/// UPDATE": that pass ends with the initialization text and the providerID stored).
+#[test]
+fn a_vm_created_in_this_pass_is_initialized_in_this_pass() {
+    let mut f = Fixture::new(machine("shoot-worker-abcde"));
+    let mut cloud = Cloud::default();
+
+    let first = run_pass(&mut f, &mut cloud);
+    assert_eq!((cloud.creates, cloud.initializes), (1, 1));
+    assert_eq!(first.reason, INITIALIZED);
+    assert_eq!(first.retry, Retry::Short);
+    assert!(
+        first.status.is_none(),
+        "with a target cluster nothing else is written"
+    );
+    assert_eq!(provider_id_of(&f.machine), Some("cloud:///i-1"));
+    assert_eq!(
+        phase_of(&f.machine),
+        None,
+        "Pending follows in the next pass"
+    );
+
+    let second = run_pass(&mut f, &mut cloud);
+    assert_eq!(
+        second.reason,
+        "machine creation in process. Machine/Status UPDATE successful"
+    );
+    assert_eq!(phase_of(&f.machine), Some(MachinePhase::Pending));
+    let third = run_pass(&mut f, &mut cloud);
+    assert_eq!(third.retry, Retry::Long);
+    assert_eq!(
+        (cloud.creates, cloud.initializes),
+        (1, 1),
+        "exactly one of each per VM"
+    );
+}
+
+/// A driver that answers `Uninitialized` until initialised is asked in the creating pass too
+/// (no extra pass), and never again once it reports the VM initialised.
+#[test]
+fn a_driver_reporting_uninitialized_is_initialized_once_in_the_creating_pass() {
+    let mut f = Fixture::new(machine("shoot-worker-abcde"));
+    let mut cloud = Cloud {
+        reports_uninitialized: true,
+        ..Cloud::default()
+    };
+    assert_eq!(run_pass(&mut f, &mut cloud).reason, INITIALIZED);
+    assert_eq!(cloud.initializes, 1);
+    run_pass(&mut f, &mut cloud);
+    assert_eq!(phase_of(&f.machine), Some(MachinePhase::Pending));
+    assert_eq!((cloud.creates, cloud.initializes), (1, 1));
+
+    // A VM that still reports Uninitialized later (initialisation lost) is initialised again.
+    let mut f = Fixture::new(
+        machine("shoot-worker-fghij")
+            .with_provider_id("cloud:///i-9")
+            .with_label("node", "shoot-worker-fghij")
+            .with_annotation("machinepriority.machine.sapcloud.io", "3"),
+    );
+    cloud.vms.insert(
+        "shoot-worker-fghij".into(),
+        ("cloud:///i-9".into(), "shoot-worker-fghij".into(), false),
+    );
+    assert_eq!(run_pass(&mut f, &mut cloud).reason, INITIALIZED);
+    assert_eq!((cloud.creates, cloud.initializes), (1, 2));
+}
+
+/// Upstream's "without target cluster: machine creation and initialization succeeds" and
+/// "...: machine transitions to Available": the creating pass writes the addresses of
+/// CreateMachine and InitializeMachine plus the Hostname (sorted by type+address) and no phase;
+/// the next pass writes Available with "Created machine on cloud provider".
+#[test]
+fn without_target_cluster_addresses_are_written_in_the_creating_pass() {
+    let mut f = Fixture::new(machine("shoot-worker-abcde"));
+    f.controller.target_cluster = false;
+    let mut cloud = Cloud::default();
+    let first = run_pass(&mut f, &mut cloud);
+    assert_eq!(first.reason, INITIALIZED);
+    assert_eq!(cloud.initializes, 1);
+    let addresses: Vec<(String, String)> = f
+        .machine
+        .status
+        .as_ref()
+        .and_then(|status| status.addresses.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|address| (address.type_, address.address))
+        .collect();
+    assert_eq!(
+        addresses,
+        [
+            ("ExternalIP".to_owned(), "192.0.2.7".to_owned()),
+            ("Hostname".to_owned(), "shoot-worker-abcde".to_owned()),
+            ("InternalIP".to_owned(), "10.0.0.1".to_owned()),
+        ]
+    );
+    assert_eq!(phase_of(&f.machine), None);
+    assert!(
+        label(&f.machine, "node").is_none(),
+        "no node label without a target cluster"
+    );
+
+    let second = run_pass(&mut f, &mut cloud);
+    assert_eq!(
+        second.reason,
+        "machine creation in process. Machine/Status UPDATE successful"
+    );
+    assert_eq!(phase_of(&f.machine), Some(MachinePhase::Available));
+    assert_eq!(
+        description_of(&f.machine),
+        "Created machine on cloud provider"
+    );
+    let operation = f.machine.last_operation().unwrap();
+    assert_eq!(operation.state, Some(MachineState::Successful));
+    assert_eq!(operation.type_, Some(MachineOperationType::Create));
+    assert_eq!(
+        f.machine
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .map(Vec::len),
+        Some(3),
+        "the addresses are kept"
+    );
+    assert_eq!(cloud.initializes, 1);
+}
+
+/// Upstream calls InitializeMachine even when the metadata update failed (the update is retried
+/// by the next pass, which finds the VM): a failed update must not cost the VM its
+/// initialisation.
+#[test]
+fn a_failed_metadata_update_does_not_skip_initialization() {
+    let mut f = Fixture::new(machine("shoot-worker-abcde"));
+    let mut cloud = Cloud {
+        metadata_failures: vec![WriteFailure {
+            conflict: true,
+            message: "the object has been modified".into(),
+        }],
+        ..Cloud::default()
+    };
+    let first = run_pass(&mut f, &mut cloud);
+    assert_eq!(first.reason, INITIALIZED);
+    assert_eq!(first.retry, Retry::Short);
+    assert_eq!(provider_id_of(&f.machine), None, "the update failed");
+    let second = run_pass(&mut f, &mut cloud);
+    assert_eq!(
+        second.reason,
+        "machine creation in process. Machine labels/annotations update is successful"
+    );
+    assert_eq!(provider_id_of(&f.machine), Some("cloud:///i-1"));
+    run_pass(&mut f, &mut cloud);
+    assert_eq!(phase_of(&f.machine), Some(MachinePhase::Pending));
+    assert_eq!((cloud.creates, cloud.initializes), (1, 1));
+}
+
+/// InitializeMachine answers of the creating pass (upstream's `initializeMachine`): Unimplemented
+/// counts as success; any other code writes "Provider error: <err>. Initialize VM Instance" with
+/// the code, phase CrashLoopBackOff (Failed after the creation timeout) and ShortRetry (our
+/// backoff); undecodable answers write nothing and retry after LongRetry. A cloud that reports
+/// the VM normally is not asked again (upstream: only `Uninitialized` leads back to it).
+#[test]
+fn initialize_answers_in_the_creating_pass() {
+    let mut f = Fixture::new(machine("shoot-worker-abcde"));
+    let mut cloud = Cloud {
+        init_errors: vec![DriverError::coded(Code::Unimplemented, "not supported")],
+        ..Cloud::default()
+    };
+    assert_eq!(run_pass(&mut f, &mut cloud).reason, INITIALIZED);
+
+    for (code, expected_phase, now) in [
+        (Code::Internal, MachinePhase::CrashLoopBackOff, at(60)),
+        (Code::Uninitialized, MachinePhase::CrashLoopBackOff, at(60)),
+        (Code::NotFound, MachinePhase::CrashLoopBackOff, at(60)),
+        (Code::ResourceExhausted, MachinePhase::Failed, at(21 * 60)),
+    ] {
+        let mut f = Fixture::new(machine("shoot-worker-abcde"));
+        f.now = now;
+        let mut cloud = Cloud {
+            init_errors: vec![DriverError::coded(code, "init failed")],
+            ..Cloud::default()
+        };
+        let done = run_pass(&mut f, &mut cloud);
+        assert_eq!(cloud.initializes, 1);
+        let write = done.status.as_ref().unwrap();
+        assert_eq!(
+            write.last_operation.description.as_deref().map(strip_mark),
+            Some(
+                format!(
+                    "Provider error: machine codes error: code = [{}] message = [init failed]. Initialize VM Instance",
+                    code.name()
+                )
+                .as_str()
+            ),
+            "{code:?}"
+        );
+        assert_eq!(
+            write.last_operation.error_code.as_deref(),
+            Some(code.name())
+        );
+        assert_eq!(write.last_operation.state, Some(MachineState::Failed));
+        assert_eq!(
+            write.last_operation.type_,
+            Some(MachineOperationType::Create)
+        );
+        assert_eq!(written_phase(&done), expected_phase, "{code:?}");
+        assert!(
+            matches!(done.retry, Retry::After(_)),
+            "{code:?}: {:?}",
+            done.retry
+        );
+        assert_eq!(
+            provider_id_of(&f.machine),
+            Some("cloud:///i-1"),
+            "stored before"
+        );
+        // The VM is reported normally now: the next pass adopts it (Pending), as upstream.
+        f.now = at(30 * 60);
+        run_pass(&mut f, &mut cloud);
+        let next = if expected_phase == MachinePhase::Failed {
+            MachinePhase::Failed
+        } else {
+            MachinePhase::Pending
+        };
+        assert_eq!(phase_of(&f.machine), Some(next), "{code:?}");
+        assert_eq!((cloud.creates, cloud.initializes), (1, 1), "{code:?}");
+    }
+
+    let mut f = Fixture::new(machine("shoot-worker-abcde"));
+    let mut cloud = Cloud {
+        init_errors: vec![DriverError::Undecodable("transport closed".into())],
+        ..Cloud::default()
+    };
+    let done = run_pass(&mut f, &mut cloud);
+    assert_eq!(done.retry, Retry::Long);
+    assert!(done.status.is_none());
 }
 
 #[test]
@@ -661,8 +1028,10 @@ proptest! {
                     pass.metadata_update = Some(if metadata_ok { Ok(()) } else { Err(WriteFailure { conflict: false, message: "x".into() }) });
                 }
                 CreationStep::CallInitializeMachine => {
-                    // The providerID is durable before InitializeMachine.
-                    prop_assert!(provider_id || pass.metadata_update == Some(Ok(())));
+                    // Only for a VM created in this pass or reported Uninitialized, once a pass.
+                    prop_assert!(pass.initialize.is_none(), "InitializeMachine twice in one pass");
+                    let reported_uninitialized = matches!(&pass.get_status, Some(Err(e)) if e.error.is_decodable() && e.error.code() == Code::Uninitialized);
+                    prop_assert!(matches!(pass.create, Some(Ok(_))) || reported_uninitialized);
                     pass.initialize = Some(match &init { None => Ok(InitializeMachineResponse::default()), Some(e) => Err(e.clone()) });
                 }
                 CreationStep::Finish(_) => return Ok(()),

@@ -19,8 +19,8 @@ use mcm_api::keys::{annotation, condition, preserve, taint, value};
 use mcm_api::v1alpha1::{CurrentStatus, Machine, MachinePhase};
 
 use super::common::{
-    EffectiveSettings, Event, Retry, StatusWrite, add, current_of, machine_annotation, name_of,
-    node_name_of, phase_of, preserve_expiry_of, time,
+    EffectiveSettings, Event, Retry, StatusWrite, add, current_of, go_time_string,
+    machine_annotation, name_of, node_name_of, phase_of, preserve_expiry_of, time,
 };
 use crate::drain::plan::{DrainConfig, DrainOutcome, preserved_drain_config};
 
@@ -332,7 +332,9 @@ fn preserve_machine(
             Some(DrainOutcome::Failed { reason }) => drain_result = Some(Err(reason.clone())),
         }
     }
-    let until_text = format!("Machine preserved until {}.", expiry.0);
+    // Upstream prints the stored expiry (whole seconds) with `%v`: Go's `time.Time.String()`.
+    let stored_expiry = Timestamp::from_second(expiry.0.as_second()).unwrap_or(expiry.0);
+    let until_text = format!("Machine preserved until {}.", go_time_string(stored_expiry));
     let mut wanted = existing.cloned().unwrap_or_else(|| NodeCondition {
         type_: condition::PRESERVED.to_owned(),
         status: "False".to_owned(),

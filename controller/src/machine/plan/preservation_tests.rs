@@ -109,6 +109,46 @@ fn not_bound_does_nothing() {
     );
 }
 
+/// The Preserved condition prints the expiry as upstream's `%v` of a `metav1.Time` does (Go's
+/// `time.Time.String()` of the stored, whole-second value), not RFC 3339.
+#[test]
+fn preserved_condition_prints_the_expiry_like_go() {
+    let m = machine("m1")
+        .with_label("node", "n1")
+        .with_phase(P::Running, at(0));
+    // A clock reading with a fraction: the stored expiry has whole seconds.
+    let now = Timestamp::new(1_800_000_010, 750_000_000).unwrap();
+    let plan = run(&m, Some(&annotated_node(Some("now"))), None, now);
+    assert_eq!(
+        condition_of(&plan).unwrap().message.as_deref(),
+        Some("Machine preserved until 2027-01-19 08:00:10 +0000 UTC.")
+    );
+
+    let failed = machine("m1")
+        .with_label("node", "n1")
+        .with_phase(P::Failed, at(0))
+        .with_preserve_expiry(Some(at(3600)));
+    let n = annotated_node(Some("now"));
+    for (drain, expected) in [
+        (
+            DrainOutcome::Complete,
+            "Preserved node drained successfully. Machine preserved until 2027-01-15 09:00:00 +0000 UTC.",
+        ),
+        (
+            DrainOutcome::Failed {
+                reason: "pdb".into(),
+            },
+            "Preserved node could not be drained. Machine preserved until 2027-01-15 09:00:00 +0000 UTC.",
+        ),
+    ] {
+        let plan = run(&failed, Some(&n), Some(&drain), at(11));
+        assert_eq!(
+            condition_of(&plan).unwrap().message.as_deref(),
+            Some(expected)
+        );
+    }
+}
+
 #[test]
 fn preserve_now_on_running_machine() {
     let m = machine("m1")
