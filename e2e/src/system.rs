@@ -57,6 +57,8 @@ pub struct SystemConfig {
     /// Whether the system starts its manager (a scenario that starts its own, e.g. `gardener`,
     /// sets `false`).
     pub start_manager: bool,
+    /// Extra flags of `mcm-sandbox serve` (e.g. `--node-monitor-grace-period=30s`).
+    pub sandbox_flags: Vec<String>,
 }
 
 impl SystemConfig {
@@ -67,6 +69,7 @@ impl SystemConfig {
             namespace: "e2e".to_owned(),
             manager_flags: default_manager_flags(),
             start_manager: true,
+            sandbox_flags: Vec::new(),
         }
     }
 }
@@ -249,21 +252,23 @@ impl System {
         );
 
         // 1. API server.
+        let mut sandbox_args: Vec<String> = vec![
+            "serve".into(),
+            "--port".into(),
+            "0".into(),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+            "--service".into(),
+            format!(
+                "{WEBHOOK_NAMESPACE}/{WEBHOOK_SERVICE}={}",
+                addresses.webhook
+            ),
+        ];
+        sandbox_args.extend(config.sandbox_flags.iter().cloned());
         let mut sandbox = Process::start(
             "sandbox",
             sandbox_bin,
-            vec![
-                "serve".into(),
-                "--port".into(),
-                "0".into(),
-                "--kubeconfig".into(),
-                kubeconfig.display().to_string(),
-                "--service".into(),
-                format!(
-                    "{WEBHOOK_NAMESPACE}/{WEBHOOK_SERVICE}={}",
-                    addresses.webhook
-                ),
-            ],
+            sandbox_args,
             vec![],
             logs.join("sandbox.log"),
         )?;

@@ -33,10 +33,9 @@ use tokio_util::sync::CancellationToken;
 use crate::driver::Fleet;
 use crate::metrics::Metrics;
 use crate::node::{
-    CONDITIONS_ANNOTATION, HEARTBEAT_ANNOTATION, HEARTBEAT_STOPPED, HeartbeatConfig,
-    MANAGED_LABEL, NodeAction, NodeClock, StatusKey, conditions, node_actions,
-    parse_condition_overrides, registration_node, server_disagrees, status_patch,
-    transition_times,
+    CONDITIONS_ANNOTATION, HEARTBEAT_ANNOTATION, HEARTBEAT_STOPPED, HeartbeatConfig, MANAGED_LABEL,
+    NodeAction, NodeClock, StatusKey, conditions, node_actions, parse_condition_overrides,
+    registration_node, server_disagrees, status_patch, transition_times,
 };
 use crate::pods::{PodAction, node_volumes, pod_actions, running_pod_status};
 use crate::state::Vm;

@@ -471,9 +471,15 @@ mod tests {
             ]
         };
         assert!(server_disagrees(&stored("Unknown", "Preserved"), &key));
-        assert!(!server_disagrees(&stored("True", "Preserved"), &key), "other owners' conditions do not count");
+        assert!(
+            !server_disagrees(&stored("True", "Preserved"), &key),
+            "other owners' conditions do not count"
+        );
         assert!(server_disagrees(&stored("True", "DiskPressure"), &key));
-        assert!(!server_disagrees(&[], &key), "nothing stored yet: the schedule decides");
+        assert!(
+            !server_disagrees(&[], &key),
+            "nothing stored yet: the schedule decides"
+        );
     }
     use crate::spec::parse_provider_spec;
     use crate::state::{CreateInput, FleetState, NodeTemplateInfo};

@@ -561,6 +561,20 @@ async fn serve(
                             ));
                         }
                         let mut req = req.map(axum::body::Body::new);
+                        // A body announced over the limit is refused before routing (401, 403
+                        // or 404 answers would drop the connection the same way), after reading
+                        // it, so that the client gets to read the answer.
+                        let announced = req
+                            .headers()
+                            .get(http::header::CONTENT_LENGTH)
+                            .and_then(|v| v.to_str().ok())
+                            .and_then(|v| v.parse::<u64>().ok());
+                        if announced.is_some_and(|n| n > server::MAX_BODY as u64) {
+                            server::discard_body(req.into_body()).await;
+                            return Ok(axum::response::IntoResponse::into_response(
+                                server::too_large(),
+                            ));
+                        }
                         if let Some(p) = peer {
                             req.extensions_mut().insert(p);
                         }

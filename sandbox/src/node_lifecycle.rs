@@ -41,7 +41,8 @@ pub const NEVER_UPDATED_REASON: &str = "NodeStatusNeverUpdated";
 /// Message of a condition the kubelet never posted.
 pub const NEVER_UPDATED_MESSAGE: &str = "Kubelet never posted node status.";
 /// The conditions set to `Unknown` (kube leaves `NetworkUnavailable` to the network plugin).
-pub const MONITORED_CONDITIONS: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
+pub const MONITORED_CONDITIONS: [&str; 4] =
+    ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
 
 /// Timing of the monitor (kube-controller-manager's flags of the same names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +103,9 @@ fn condition<'a>(node: &'a Value, type_: &str) -> Option<&'a Value> {
 
 /// The `Ready` condition's status (`True`, `False`, `Unknown`), if the Node has one.
 pub fn ready_status(node: &Value) -> Option<&str> {
-    condition(node, "Ready").and_then(|c| c.get("status")).and_then(Value::as_str)
+    condition(node, "Ready")
+        .and_then(|c| c.get("status"))
+        .and_then(Value::as_str)
 }
 
 fn heartbeat_of(node: &Value) -> Option<String> {
@@ -176,7 +179,10 @@ pub fn lapsed(probe: &Probe, grace: Duration, now: Timestamp) -> bool {
     let Ok(grace) = jiff::SignedDuration::try_from(grace) else {
         return false;
     };
-    probe.at.checked_add(grace).is_ok_and(|deadline| now > deadline)
+    probe
+        .at
+        .checked_add(grace)
+        .is_ok_and(|deadline| now > deadline)
 }
 
 /// Kube's time format for conditions and taints.
@@ -278,7 +284,12 @@ pub struct NodeMonitor {
 impl NodeMonitor {
     /// One pass over every Node at `now`: heartbeats observed, lapsed Nodes marked `Unknown`,
     /// taints brought in line with `Ready`. Returns the names of the Nodes it wrote.
-    pub fn pass(&mut self, store: &Store, config: &NodeMonitorConfig, now: Timestamp) -> Vec<String> {
+    pub fn pass(
+        &mut self,
+        store: &Store,
+        config: &NodeMonitorConfig,
+        now: Timestamp,
+    ) -> Vec<String> {
         let nodes_gr = (String::new(), "nodes".to_owned());
         let leases_gr = ("coordination.k8s.io".to_owned(), "leases".to_owned());
         let (_, nodes) = store.list(&nodes_gr, None);
@@ -291,17 +302,16 @@ impl NodeMonitor {
             };
             seen.insert(name.to_owned());
             let lease = store.get(&leases_gr, LEASE_NAMESPACE, name);
-            let (probe, grace) = observe(
-                self.probes.get(name),
-                node,
-                lease.as_deref(),
-                now,
-                config,
-            );
+            let (probe, grace) =
+                observe(self.probes.get(name), node, lease.as_deref(), now, config);
             if lapsed(&probe, grace, now)
                 && let Some(conditions) = unknown_conditions(node, &now_text)
             {
-                tracing::info!(node = name, grace_seconds = grace.as_secs(), "node stopped heartbeating: marking it Unknown");
+                tracing::info!(
+                    node = name,
+                    grace_seconds = grace.as_secs(),
+                    "node stopped heartbeating: marking it Unknown"
+                );
                 status_changes.insert(name.to_owned(), conditions);
             }
             self.probes.insert(name.to_owned(), probe);
@@ -325,7 +335,9 @@ impl NodeMonitor {
             if !status_changes.contains_key(name) && new_taints.is_none() {
                 continue;
             }
-            let lapsed_heartbeat = status_changes.contains_key(name).then(|| heartbeat_of(node));
+            let lapsed_heartbeat = status_changes
+                .contains_key(name)
+                .then(|| heartbeat_of(node));
             let key = ObjKey {
                 group: String::new(),
                 resource: "nodes".into(),

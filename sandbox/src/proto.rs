@@ -572,7 +572,11 @@ mod tests {
         for kind in KINDS {
             assert!(schema(kind).is_some(), "{kind}");
         }
-        let tm = [field(1, b"rbac.authorization.k8s.io/v1"), field(2, b"PolicyRule")].concat();
+        let tm = [
+            field(1, b"rbac.authorization.k8s.io/v1"),
+            field(2, b"PolicyRule"),
+        ]
+        .concat();
         assert_eq!(
             decode(&[MAGIC.to_vec(), field(1, &tm)].concat()),
             Err(ProtoError::Unsupported("PolicyRule".into()))
@@ -604,7 +608,11 @@ mod tests {
             field(4, b"p1"),
         ]
         .concat();
-        let role = [field(1, &[field(1, b"r"), field(3, b"ns")].concat()), field(2, &rule)].concat();
+        let role = [
+            field(1, &[field(1, b"r"), field(3, b"ns")].concat()),
+            field(2, &rule),
+        ]
+        .concat();
         let tm = [field(1, b"rbac.authorization.k8s.io/v1"), field(2, b"Role")].concat();
         let v = decode(&[MAGIC.to_vec(), field(1, &tm), field(2, &role)].concat()).unwrap();
         assert_eq!(
@@ -613,18 +621,51 @@ mod tests {
                    "metadata": {"name": "r", "namespace": "ns"},
                    "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"], "resourceNames": ["p1"]}]})
         );
-        let subject = [field(1, b"ServiceAccount"), field(2, b""), field(3, b"sa"), field(4, b"ns")].concat();
-        let role_ref = [field(1, b"rbac.authorization.k8s.io"), field(2, b"ClusterRole"), field(3, b"view")].concat();
-        let binding = [field(1, &field(1, b"b")), field(2, &subject), field(3, &role_ref)].concat();
-        let tm = [field(1, b"rbac.authorization.k8s.io/v1"), field(2, b"ClusterRoleBinding")].concat();
+        let subject = [
+            field(1, b"ServiceAccount"),
+            field(2, b""),
+            field(3, b"sa"),
+            field(4, b"ns"),
+        ]
+        .concat();
+        let role_ref = [
+            field(1, b"rbac.authorization.k8s.io"),
+            field(2, b"ClusterRole"),
+            field(3, b"view"),
+        ]
+        .concat();
+        let binding = [
+            field(1, &field(1, b"b")),
+            field(2, &subject),
+            field(3, &role_ref),
+        ]
+        .concat();
+        let tm = [
+            field(1, b"rbac.authorization.k8s.io/v1"),
+            field(2, b"ClusterRoleBinding"),
+        ]
+        .concat();
         let v = decode(&[MAGIC.to_vec(), field(1, &tm), field(2, &binding)].concat()).unwrap();
-        assert_eq!(v["subjects"], json!([{"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}]));
-        assert_eq!(v["roleRef"], json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}));
+        assert_eq!(
+            v["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}])
+        );
+        assert_eq!(
+            v["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"})
+        );
         let selector = field(1, &[field(1, b"agg"), field(2, b"true")].concat());
         let cr = [field(1, &field(1, b"c")), field(3, &field(1, &selector))].concat();
-        let tm = [field(1, b"rbac.authorization.k8s.io/v1"), field(2, b"ClusterRole")].concat();
+        let tm = [
+            field(1, b"rbac.authorization.k8s.io/v1"),
+            field(2, b"ClusterRole"),
+        ]
+        .concat();
         let v = decode(&[MAGIC.to_vec(), field(1, &tm), field(2, &cr)].concat()).unwrap();
-        assert_eq!(v["aggregationRule"], json!({"clusterRoleSelectors": [{"matchLabels": {"agg": "true"}}]}));
+        assert_eq!(
+            v["aggregationRule"],
+            json!({"clusterRoleSelectors": [{"matchLabels": {"agg": "true"}}]})
+        );
     }
 
     #[test]

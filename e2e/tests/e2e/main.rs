@@ -12,6 +12,7 @@ mod drain;
 mod gardener;
 mod harness;
 mod health;
+mod heartbeat;
 mod hot_update;
 mod kubectl_plugin;
 mod lifecycle;
@@ -165,6 +166,22 @@ async fn disruptive_scenarios_on_their_own_system() {
     let mut config = SystemConfig::new("disruptive");
     config.namespace = "e2e-disruptive".to_owned();
     run_all(config, disruptive_scenarios(), false).await;
+}
+
+/// Node heartbeats (a 150 s API outage, a node whose heartbeat stops): their own system with a
+/// short node-monitor grace period, in parallel with the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeat_scenarios_on_their_own_system() {
+    if mcm_e2e::system::cluster_kubeconfig().is_some() {
+        for scenario in heartbeat::scenarios() {
+            println!(
+                "  SKIPPED {}: needs the sandbox system (MCM_E2E_KUBECONFIG is set)",
+                scenario.name
+            );
+        }
+        return;
+    }
+    run_all(heartbeat::system_config(), heartbeat::scenarios(), false).await;
 }
 
 /// Gardener's MCM pod (issue 12 item 7): our manager with Gardener's exact arguments in split

@@ -41,34 +41,73 @@ fn secs(n: i64) -> jiff::SignedDuration {
 #[test]
 fn a_node_first_seen_counts_from_now_and_one_that_never_posted_from_its_creation() {
     let now = t(T0);
-    let (p, grace) = observe(None, &node("a", Some(("True", "2025-12-31T23:59:00Z"))), None, now, &cfg());
+    let (p, grace) = observe(
+        None,
+        &node("a", Some(("True", "2025-12-31T23:59:00Z"))),
+        None,
+        now,
+        &cfg(),
+    );
     assert_eq!(p.at, now);
     assert_eq!(grace, Duration::from_secs(40));
     let (p, grace) = observe(None, &node("b", None), None, now, &cfg());
     assert_eq!(p.at, t("2025-12-31T23:00:00Z"));
     assert_eq!(grace, Duration::from_secs(60));
-    assert!(lapsed(&p, grace, now), "created an hour ago and never posted");
+    assert!(
+        lapsed(&p, grace, now),
+        "created an hour ago and never posted"
+    );
 }
 
 #[test]
 fn a_new_status_heartbeat_or_a_newer_lease_renews_the_probe_and_nothing_else_does() {
     let n = node("a", Some(("True", "2026-01-01T00:00:00Z")));
-    let (p0, _) = observe(None, &n, Some(&lease("2026-01-01T00:00:00.000000Z")), t(T0), &cfg());
+    let (p0, _) = observe(
+        None,
+        &n,
+        Some(&lease("2026-01-01T00:00:00.000000Z")),
+        t(T0),
+        &cfg(),
+    );
     // Same heartbeat, same lease 30 s later: the probe stays.
     let later = t(T0) + secs(30);
-    let (p1, grace) = observe(Some(&p0), &n, Some(&lease("2026-01-01T00:00:00.000000Z")), later, &cfg());
+    let (p1, grace) = observe(
+        Some(&p0),
+        &n,
+        Some(&lease("2026-01-01T00:00:00.000000Z")),
+        later,
+        &cfg(),
+    );
     assert_eq!(p1.at, t(T0));
     assert!(!lapsed(&p1, grace, later));
     // An older lease renewTime does not count either.
-    let (p1b, _) = observe(Some(&p1), &n, Some(&lease("2025-12-31T00:00:00.000000Z")), later, &cfg());
+    let (p1b, _) = observe(
+        Some(&p1),
+        &n,
+        Some(&lease("2025-12-31T00:00:00.000000Z")),
+        later,
+        &cfg(),
+    );
     assert_eq!(p1b.at, t(T0));
     // A newer lease renewal does.
-    let (p2, _) = observe(Some(&p1), &n, Some(&lease("2026-01-01T00:00:20.000000Z")), later, &cfg());
+    let (p2, _) = observe(
+        Some(&p1),
+        &n,
+        Some(&lease("2026-01-01T00:00:20.000000Z")),
+        later,
+        &cfg(),
+    );
     assert_eq!(p2.at, later);
     // A new status heartbeat does (even with the lease unchanged).
     let n2 = node("a", Some(("True", "2026-01-01T00:00:45Z")));
     let much_later = t(T0) + secs(50);
-    let (p3, _) = observe(Some(&p2), &n2, Some(&lease("2026-01-01T00:00:20.000000Z")), much_later, &cfg());
+    let (p3, _) = observe(
+        Some(&p2),
+        &n2,
+        Some(&lease("2026-01-01T00:00:20.000000Z")),
+        much_later,
+        &cfg(),
+    );
     assert_eq!(p3.at, much_later);
     // Exactly at the grace period it has not lapsed yet; a second later it has.
     assert!(!lapsed(&p3, Duration::from_secs(40), much_later + secs(40)));
@@ -136,7 +175,11 @@ fn taints_follow_the_ready_condition() {
         ]
     );
     n["spec"]["taints"] = json!(unreachable);
-    assert_eq!(taints(&n, true, "2026-01-01T00:05:00Z"), None, "kept with their timeAdded");
+    assert_eq!(
+        taints(&n, true, "2026-01-01T00:05:00Z"),
+        None,
+        "kept with their timeAdded"
+    );
     // Full disruption: no NoExecute taint.
     let calm = taints(&n, false, now).unwrap();
     assert_eq!(calm.len(), 2);
@@ -185,7 +228,9 @@ fn put_lease(store: &Store, name: &str, renew: &str) {
         Some(cur) => {
             let mut next = (*cur).clone();
             next["spec"]["renewTime"] = json!(renew);
-            store.update(&leases_gr(), LEASE_NAMESPACE, name, next, None, false).unwrap();
+            store
+                .update(&leases_gr(), LEASE_NAMESPACE, name, next, None, false)
+                .unwrap();
         }
         None => {
             store.create(&leases_gr(), obj, false).unwrap();
@@ -197,7 +242,9 @@ fn put_lease(store: &Store, name: &str, renew: &str) {
 fn a_pass_marks_the_silent_node_only_and_clears_it_when_the_kubelet_posts_ready_again() {
     let store = Store::new(1000);
     for name in ["alive", "silent"] {
-        store.create(&nodes_gr(), node(name, Some(("True", T0))), false).unwrap();
+        store
+            .create(&nodes_gr(), node(name, Some(("True", T0))), false)
+            .unwrap();
     }
     let config = NodeMonitorConfig::default();
     let mut monitor = NodeMonitor::default();
@@ -206,10 +253,17 @@ fn a_pass_marks_the_silent_node_only_and_clears_it_when_the_kubelet_posts_ready_
     // "alive" renews its Lease every 10 s; "silent" does nothing.
     for step in 1..=5 {
         let now = t0 + secs(10 * step);
-        put_lease(&store, "alive", &format!("{}.000000Z", format_time(now).trim_end_matches('Z')));
+        put_lease(
+            &store,
+            "alive",
+            &format!("{}.000000Z", format_time(now).trim_end_matches('Z')),
+        );
         let written = monitor.pass(&store, &config, now);
         if step < 5 {
-            assert!(written.is_empty(), "nothing lapsed at {step}0 s: {written:?}");
+            assert!(
+                written.is_empty(),
+                "nothing lapsed at {step}0 s: {written:?}"
+            );
         } else {
             assert_eq!(written, vec!["silent".to_owned()]);
         }
@@ -221,7 +275,12 @@ fn a_pass_marks_the_silent_node_only_and_clears_it_when_the_kubelet_posts_ready_
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| (t["key"].as_str().unwrap().to_owned(), t["effect"].as_str().unwrap().to_owned()))
+        .map(|t| {
+            (
+                t["key"].as_str().unwrap().to_owned(),
+                t["effect"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     assert_eq!(
         keys,
@@ -236,23 +295,34 @@ fn a_pass_marks_the_silent_node_only_and_clears_it_when_the_kubelet_posts_ready_
     assert!(monitor.pass(&store, &config, t0 + secs(55)).is_empty());
     // The kubelet posts Ready=True again: the taints go, the node stays Ready.
     let mut back = stored(&store, "silent");
-    back["status"]["conditions"] = node("silent", Some(("True", "2026-01-01T00:01:00Z")))["status"]["conditions"].clone();
-    store.update(&nodes_gr(), "", "silent", back, None, false).unwrap();
-    assert_eq!(monitor.pass(&store, &config, t0 + secs(60)), vec!["silent".to_owned()]);
+    back["status"]["conditions"] =
+        node("silent", Some(("True", "2026-01-01T00:01:00Z")))["status"]["conditions"].clone();
+    store
+        .update(&nodes_gr(), "", "silent", back, None, false)
+        .unwrap();
+    assert_eq!(
+        monitor.pass(&store, &config, t0 + secs(60)),
+        vec!["silent".to_owned()]
+    );
     let silent = stored(&store, "silent");
     assert_eq!(ready_status(&silent), Some("True"));
     assert!(silent["spec"].get("taints").is_none(), "{silent}");
     // And that heartbeat counts: 40 s later it has not lapsed again ("alive" keeps renewing).
     put_lease(&store, "alive", "2026-01-01T00:01:30.000000Z");
     assert!(monitor.pass(&store, &config, t0 + secs(100)).is_empty());
-    assert_eq!(monitor.pass(&store, &config, t0 + secs(101)), vec!["silent".to_owned()]);
+    assert_eq!(
+        monitor.pass(&store, &config, t0 + secs(101)),
+        vec!["silent".to_owned()]
+    );
 }
 
 #[test]
 fn when_every_node_lapses_no_noexecute_taint_is_added() {
     let store = Store::new(1000);
     for name in ["a", "b"] {
-        store.create(&nodes_gr(), node(name, Some(("True", T0))), false).unwrap();
+        store
+            .create(&nodes_gr(), node(name, Some(("True", T0))), false)
+            .unwrap();
     }
     let config = NodeMonitorConfig::default();
     let mut monitor = NodeMonitor::default();

@@ -593,40 +593,125 @@ async fn kubectl_create_works_for_every_served_builtin_kind() {
     let (agg, ns2) = (format!("kc-agg-{sfx}"), format!("kc-ns-{sfx}"));
     let commands: Vec<(Vec<String>, &str)> = vec![
         (vec!["namespace".into(), ns2.clone()], "namespace/"),
-        (vec!["configmap".into(), "cm".into(), "--from-literal=k=v".into()], "configmap/cm"),
-        (vec!["secret".into(), "generic".into(), "s1".into(), "--from-literal=k=v".into()], "secret/s1"),
         (
-            vec!["secret".into(), "docker-registry".into(), "s2".into(), "--docker-server=r.example".into(),
-                 "--docker-username=u".into(), "--docker-password=p".into()],
+            vec!["configmap".into(), "cm".into(), "--from-literal=k=v".into()],
+            "configmap/cm",
+        ),
+        (
+            vec![
+                "secret".into(),
+                "generic".into(),
+                "s1".into(),
+                "--from-literal=k=v".into(),
+            ],
+            "secret/s1",
+        ),
+        (
+            vec![
+                "secret".into(),
+                "docker-registry".into(),
+                "s2".into(),
+                "--docker-server=r.example".into(),
+                "--docker-username=u".into(),
+                "--docker-password=p".into(),
+            ],
             "secret/s2",
         ),
-        (vec!["serviceaccount".into(), "sa".into()], "serviceaccount/sa"),
-        (vec!["service".into(), "clusterip".into(), "svc1".into(), "--tcp=80:8080".into()], "service/svc1"),
-        (vec!["service".into(), "nodeport".into(), "svc2".into(), "--tcp=81:8081".into()], "service/svc2"),
-        (vec!["service".into(), "externalname".into(), "svc3".into(), "--external-name=db.example".into()], "service/svc3"),
-        (vec!["deployment".into(), "web".into(), "--image=busybox:1.36".into(), "--replicas=0".into()], "deployment.apps/web"),
-        (vec!["poddisruptionbudget".into(), "pdb".into(), "--selector=app=web".into(), "--min-available=1".into()], "poddisruptionbudget.policy/pdb"),
         (
-            vec!["role".into(), "pod-reader".into(), "--verb=get,list".into(), "--resource=pods".into(),
-                 "--resource-name=p1".into()],
+            vec!["serviceaccount".into(), "sa".into()],
+            "serviceaccount/sa",
+        ),
+        (
+            vec![
+                "service".into(),
+                "clusterip".into(),
+                "svc1".into(),
+                "--tcp=80:8080".into(),
+            ],
+            "service/svc1",
+        ),
+        (
+            vec![
+                "service".into(),
+                "nodeport".into(),
+                "svc2".into(),
+                "--tcp=81:8081".into(),
+            ],
+            "service/svc2",
+        ),
+        (
+            vec![
+                "service".into(),
+                "externalname".into(),
+                "svc3".into(),
+                "--external-name=db.example".into(),
+            ],
+            "service/svc3",
+        ),
+        (
+            vec![
+                "deployment".into(),
+                "web".into(),
+                "--image=busybox:1.36".into(),
+                "--replicas=0".into(),
+            ],
+            "deployment.apps/web",
+        ),
+        (
+            vec![
+                "poddisruptionbudget".into(),
+                "pdb".into(),
+                "--selector=app=web".into(),
+                "--min-available=1".into(),
+            ],
+            "poddisruptionbudget.policy/pdb",
+        ),
+        (
+            vec![
+                "role".into(),
+                "pod-reader".into(),
+                "--verb=get,list".into(),
+                "--resource=pods".into(),
+                "--resource-name=p1".into(),
+            ],
             "role.rbac.authorization.k8s.io/pod-reader",
         ),
         (
-            vec!["rolebinding".into(), "pod-readers".into(), "--role=pod-reader".into(), "--user=alice".into(),
-                 format!("--serviceaccount={ns}:sa")],
+            vec![
+                "rolebinding".into(),
+                "pod-readers".into(),
+                "--role=pod-reader".into(),
+                "--user=alice".into(),
+                format!("--serviceaccount={ns}:sa"),
+            ],
             "rolebinding.rbac.authorization.k8s.io/pod-readers",
         ),
         (
-            vec!["clusterrole".into(), cr.clone(), "--verb=get".into(), "--resource=nodes".into(),
-                 "--non-resource-url=/healthz".into(), "--verb=get".into()],
+            vec![
+                "clusterrole".into(),
+                cr.clone(),
+                "--verb=get".into(),
+                "--resource=nodes".into(),
+                "--non-resource-url=/healthz".into(),
+                "--verb=get".into(),
+            ],
             "clusterrole.rbac.authorization.k8s.io/",
         ),
         (
-            vec!["clusterrole".into(), agg.clone(), "--aggregation-rule=agg=true".into()],
+            vec![
+                "clusterrole".into(),
+                agg.clone(),
+                "--aggregation-rule=agg=true".into(),
+            ],
             "clusterrole.rbac.authorization.k8s.io/",
         ),
         (
-            vec!["clusterrolebinding".into(), crb.clone(), format!("--clusterrole={cr}"), "--group=devs".into()],
+            vec![
+                "clusterrolebinding".into(),
+                crb.clone(),
+                format!("--clusterrole={cr}"),
+                "--group=devs".into(),
+            ],
             "clusterrolebinding.rbac.authorization.k8s.io/",
         ),
     ];
@@ -635,16 +720,30 @@ async fn kubectl_create_works_for_every_served_builtin_kind() {
         all.extend(args.iter().map(String::as_str));
         all.extend(["-n", ns]);
         let out = k.ok(&all).await;
-        assert!(out.contains(expect) && out.contains("created"), "kubectl create {}: {out}", args.join(" "));
+        assert!(
+            out.contains(expect) && out.contains("created"),
+            "kubectl create {}: {out}",
+            args.join(" ")
+        );
     }
-    let json_of = |out: String| -> serde_json::Value { serde_json::from_str(&out).expect("kubectl -o json") };
-    let role = json_of(k.ok(&["get", "role", "pod-reader", "-n", ns, "-o", "json"]).await);
+    let json_of =
+        |out: String| -> serde_json::Value { serde_json::from_str(&out).expect("kubectl -o json") };
+    let role = json_of(
+        k.ok(&["get", "role", "pod-reader", "-n", ns, "-o", "json"])
+            .await,
+    );
     assert_eq!(
         role["rules"],
         serde_json::json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"], "resourceNames": ["p1"]}])
     );
-    let rb = json_of(k.ok(&["get", "rolebinding", "pod-readers", "-n", ns, "-o", "json"]).await);
-    assert_eq!(rb["roleRef"], serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"}));
+    let rb = json_of(
+        k.ok(&["get", "rolebinding", "pod-readers", "-n", ns, "-o", "json"])
+            .await,
+    );
+    assert_eq!(
+        rb["roleRef"],
+        serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"})
+    );
     assert_eq!(
         rb["subjects"],
         serde_json::json!([
@@ -654,26 +753,45 @@ async fn kubectl_create_works_for_every_served_builtin_kind() {
     );
     let c = json_of(k.ok(&["get", "clusterrole", &cr, "-o", "json"]).await);
     assert_eq!(c["rules"][0]["resources"], serde_json::json!(["nodes"]));
-    assert_eq!(c["rules"][1]["nonResourceURLs"], serde_json::json!(["/healthz"]));
+    assert_eq!(
+        c["rules"][1]["nonResourceURLs"],
+        serde_json::json!(["/healthz"])
+    );
     let a = json_of(k.ok(&["get", "clusterrole", &agg, "-o", "json"]).await);
     assert_eq!(
         a["aggregationRule"]["clusterRoleSelectors"],
         serde_json::json!([{"matchLabels": {"agg": "true"}}])
     );
-    let b = json_of(k.ok(&["get", "clusterrolebinding", &crb, "-o", "json"]).await);
+    let b = json_of(
+        k.ok(&["get", "clusterrolebinding", &crb, "-o", "json"])
+            .await,
+    );
     assert_eq!(b["roleRef"]["name"], serde_json::json!(cr));
     assert_eq!(b["subjects"][0]["name"], "devs");
-    let svc = json_of(k.ok(&["get", "service", "svc2", "-n", ns, "-o", "json"]).await);
+    let svc = json_of(
+        k.ok(&["get", "service", "svc2", "-n", ns, "-o", "json"])
+            .await,
+    );
     assert_eq!(svc["spec"]["type"], "NodePort");
     assert_eq!(svc["spec"]["ports"][0]["port"], 81);
     assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8081);
-    let svc = json_of(k.ok(&["get", "service", "svc3", "-n", ns, "-o", "json"]).await);
+    let svc = json_of(
+        k.ok(&["get", "service", "svc3", "-n", ns, "-o", "json"])
+            .await,
+    );
     assert_eq!(svc["spec"]["externalName"], "db.example");
     let s2 = json_of(k.ok(&["get", "secret", "s2", "-n", ns, "-o", "json"]).await);
     assert_eq!(s2["type"], "kubernetes.io/dockerconfigjson");
     // kubectl run builds a Pod with its typed client too.
     let out = k
-        .ok(&["run", "runner", "--image=busybox:1.36", "--restart=Never", "-n", ns])
+        .ok(&[
+            "run",
+            "runner",
+            "--image=busybox:1.36",
+            "--restart=Never",
+            "-n",
+            ns,
+        ])
         .await;
     assert!(out.contains("pod/runner created"), "{out}");
 
