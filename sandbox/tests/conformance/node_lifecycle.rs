@@ -42,7 +42,7 @@ async fn renew(leases: &Api<Lease>, name: &str) {
         "metadata": {"name": name, "namespace": "kube-node-lease"},
         "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now()}
     }))
-    .unwrap();
+    .expect("node lifecycle test");
     if leases.create(&PostParams::default(), &lease).await.is_err() {
         leases
             .patch(
@@ -56,7 +56,7 @@ async fn renew(leases: &Api<Lease>, name: &str) {
 }
 
 fn ready(n: &Node) -> Value {
-    let v = serde_json::to_value(n).unwrap();
+    let v = serde_json::to_value(n).expect("node lifecycle test");
     v["status"]["conditions"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned())
@@ -101,15 +101,19 @@ async fn silent_nodes_go_unknown_and_come_back_when_the_kubelet_posts() {
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     for name in ["leased", "silent"] {
-        let n: Node = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        nodes.create(&PostParams::default(), &n).await.unwrap();
+        let n: Node = serde_json::from_value(json!({"metadata": {"name": name}}))
+            .expect("node lifecycle test");
+        nodes
+            .create(&PostParams::default(), &n)
+            .await
+            .expect("node lifecycle test");
         post_ready(&nodes, name).await;
     }
     // "leased" renews its Lease only (as a kubelet between status reports); "silent" nothing.
     let started = std::time::Instant::now();
     wait_for("the silent node is Unknown and tainted", async || {
         renew(&leases, "leased").await;
-        let n = nodes.get("silent").await.unwrap();
+        let n = nodes.get("silent").await.expect("node lifecycle test");
         ready(&n)["status"] == "Unknown"
             && taints(&n).contains(&("node.kubernetes.io/unreachable".into(), "NoExecute".into()))
     })
@@ -118,7 +122,7 @@ async fn silent_nodes_go_unknown_and_come_back_when_the_kubelet_posts() {
         started.elapsed() >= Duration::from_secs(2),
         "not before the grace period"
     );
-    let n = nodes.get("silent").await.unwrap();
+    let n = nodes.get("silent").await.expect("node lifecycle test");
     let r = ready(&n);
     assert_eq!(r["reason"], "NodeStatusUnknown");
     assert_eq!(r["message"], "Kubelet stopped posting node status.");
@@ -135,18 +139,19 @@ async fn silent_nodes_go_unknown_and_come_back_when_the_kubelet_posts() {
             )
         ]
     );
-    let conditions = serde_json::to_value(&n).unwrap()["status"]["conditions"].clone();
+    let conditions =
+        serde_json::to_value(&n).expect("node lifecycle test")["status"]["conditions"].clone();
     for ty in ["MemoryPressure", "DiskPressure", "PIDPressure"] {
         let c = conditions
             .as_array()
-            .unwrap()
+            .expect("node lifecycle test")
             .iter()
             .find(|c| c["type"] == ty)
-            .unwrap();
+            .expect("node lifecycle test");
         assert_eq!(c["status"], "Unknown", "{ty}");
         assert_eq!(c["reason"], "NodeStatusNeverUpdated", "{ty}");
     }
-    let leased = nodes.get("leased").await.unwrap();
+    let leased = nodes.get("leased").await.expect("node lifecycle test");
     assert_eq!(
         ready(&leased)["status"],
         "True",
@@ -158,10 +163,13 @@ async fn silent_nodes_go_unknown_and_come_back_when_the_kubelet_posts() {
     post_ready(&nodes, "silent").await;
     wait_for("the taints are removed", async || {
         renew(&leases, "leased").await;
-        taints(&nodes.get("silent").await.unwrap()).is_empty()
+        taints(&nodes.get("silent").await.expect("node lifecycle test")).is_empty()
     })
     .await;
-    assert_eq!(ready(&nodes.get("silent").await.unwrap())["status"], "True");
+    assert_eq!(
+        ready(&nodes.get("silent").await.expect("node lifecycle test"))["status"],
+        "True"
+    );
 
     // An outage refuses every heartbeat: after the grace period both are Unknown, and with no
     // node Ready left, without the NoExecute taint (kube's full disruption).
@@ -171,7 +179,7 @@ async fn silent_nodes_go_unknown_and_come_back_when_the_kubelet_posts() {
     sb.faults()
         .set_unavailable(Duration::ZERO, UnavailableMode::ServiceUnavailable);
     for name in ["leased", "silent"] {
-        let n = nodes.get(name).await.unwrap();
+        let n = nodes.get(name).await.expect("node lifecycle test");
         assert_eq!(ready(&n)["status"], "Unknown", "{name} after the outage");
         assert_eq!(
             taints(&n),
