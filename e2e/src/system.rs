@@ -60,6 +60,8 @@ pub struct SystemConfig {
     /// Whether the CRDs also serve `v1beta1` through the conversion webhook (default); `false`
     /// installs the v1alpha1-only CRDs, as the chart's default and `make run` do.
     pub serve_v1beta1: bool,
+    /// Extra flags of `mcm-sandbox serve` (e.g. `--node-monitor-grace-period=30s`).
+    pub sandbox_flags: Vec<String>,
 }
 
 impl SystemConfig {
@@ -71,6 +73,7 @@ impl SystemConfig {
             manager_flags: default_manager_flags(),
             start_manager: true,
             serve_v1beta1: true,
+            sandbox_flags: Vec::new(),
         }
     }
 }
@@ -253,21 +256,23 @@ impl System {
         );
 
         // 1. API server.
+        let mut sandbox_args: Vec<String> = vec![
+            "serve".into(),
+            "--port".into(),
+            "0".into(),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+            "--service".into(),
+            format!(
+                "{WEBHOOK_NAMESPACE}/{WEBHOOK_SERVICE}={}",
+                addresses.webhook
+            ),
+        ];
+        sandbox_args.extend(config.sandbox_flags.iter().cloned());
         let mut sandbox = Process::start(
             "sandbox",
             sandbox_bin,
-            vec![
-                "serve".into(),
-                "--port".into(),
-                "0".into(),
-                "--kubeconfig".into(),
-                kubeconfig.display().to_string(),
-                "--service".into(),
-                format!(
-                    "{WEBHOOK_NAMESPACE}/{WEBHOOK_SERVICE}={}",
-                    addresses.webhook
-                ),
-            ],
+            sandbox_args,
             vec![],
             logs.join("sandbox.log"),
         )?;

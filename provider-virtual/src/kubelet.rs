@@ -33,9 +33,9 @@ use tokio_util::sync::CancellationToken;
 use crate::driver::Fleet;
 use crate::metrics::Metrics;
 use crate::node::{
-    CONDITIONS_ANNOTATION, HeartbeatConfig, MANAGED_LABEL, NodeAction, NodeClock, StatusKey,
-    conditions, node_actions, parse_condition_overrides, registration_node, status_patch,
-    transition_times,
+    CONDITIONS_ANNOTATION, HEARTBEAT_ANNOTATION, HEARTBEAT_STOPPED, HeartbeatConfig, MANAGED_LABEL,
+    NodeAction, NodeClock, StatusKey, conditions, node_actions, parse_condition_overrides,
+    registration_node, server_disagrees, status_patch, transition_times,
 };
 use crate::pods::{PodAction, node_volumes, pod_actions, running_pod_status};
 use crate::state::Vm;
@@ -342,6 +342,21 @@ impl Kubelet {
                 continue;
             }
             let observed = stores.nodes.get(&ObjectRef::new(&vm.node_name));
+            let annotation = |key: &str| {
+                observed
+                    .as_ref()
+                    .and_then(|node| node.metadata.annotations.as_ref())
+                    .and_then(|annotations| annotations.get(key))
+                    .cloned()
+            };
+            if annotation(HEARTBEAT_ANNOTATION).as_deref() == Some(HEARTBEAT_STOPPED) {
+                // Fault injection: this node's kubelet is cut off. When it is back, its first
+                // heartbeat posts the status (as a kubelet that reconnects does).
+                if let Some(clock) = clocks.get_mut(&vm.node_name) {
+                    clock.last_status_post = None;
+                }
+                continue;
+            }
             let mut overrides = self.fleet.overrides(&vm.node_name);
             if let Some(text) = observed
                 .as_ref()
@@ -362,7 +377,22 @@ impl Kubelet {
                     .cloned()
                     .unwrap_or_default(),
             };
-            let clock = clocks.entry(vm.node_name.clone()).or_default().clone();
+            let mut clock = clocks.entry(vm.node_name.clone()).or_default().clone();
+            // The stored Node says otherwise (e.g. the node lifecycle controller marked it
+            // Unknown after missed heartbeats): post again, at most once per lease interval
+            // while the node watch catches up with our own post.
+            let stored_conditions = observed
+                .as_ref()
+                .and_then(|node| node.status.as_ref())
+                .and_then(|status| status.conditions.as_deref())
+                .unwrap_or_default();
+            if server_disagrees(stored_conditions, &key)
+                && clock.last_status_post.is_some_and(|posted| {
+                    now.duration_since(posted) >= self.config.heartbeat.lease_interval
+                })
+            {
+                clock.last_status_post = None;
+            }
             let actions = node_actions(&clock, &key, now, &self.config.heartbeat);
             if !actions.is_empty() {
                 let node_uid = observed.and_then(|node| node.metadata.uid.clone());
@@ -453,6 +483,11 @@ impl Kubelet {
                 NodeAction::RenewLease => {
                     if self.renew_lease(&name, node_uid.as_deref(), now).await {
                         clock.last_lease_renewal = Some(now);
+                    } else {
+                        // Cut off from the API server: the control plane may mark the node
+                        // Unknown meanwhile, so the first heartbeat that gets through posts
+                        // the status too.
+                        clock.last_status_post = None;
                     }
                 }
                 NodeAction::PostStatus => {

@@ -29,6 +29,15 @@ pub const MANAGED_LABEL: &str = "provider-virtual.mcm.gardener.cloud/managed";
 /// annotation (or an entry) restores the computed value.
 pub const CONDITIONS_ANNOTATION: &str = "provider-virtual.mcm.gardener.cloud/conditions";
 
+/// Node annotation that stops the node's heartbeat while it is `stopped` (fault injection: the
+/// kubelet of that node can no longer reach the API server): no Lease renewal, no status post, so
+/// the control plane's node lifecycle controller marks the Node `Unknown` after its grace period.
+/// Removing the annotation resumes the heartbeat with a status post at once.
+pub const HEARTBEAT_ANNOTATION: &str = "provider-virtual.mcm.gardener.cloud/heartbeat";
+
+/// The value of [`HEARTBEAT_ANNOTATION`] that stops the heartbeat.
+pub const HEARTBEAT_STOPPED: &str = "stopped";
+
 /// The condition types the virtual kubelet reports.
 pub const CONDITION_TYPES: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
 
@@ -383,6 +392,18 @@ pub struct NodeClock {
     pub transitions: BTreeMap<String, (String, Timestamp)>,
 }
 
+/// Whether the Node as stored disagrees with the kubelet's view: a condition it reports has
+/// another status on the server (the node lifecycle controller marked it `Unknown` after missed
+/// heartbeats, or someone edited it). The real kubelet compares the Node it reads from the API
+/// server every status update and posts on any difference; this one posts when this is true.
+pub fn server_disagrees(stored: &[NodeCondition], key: &StatusKey) -> bool {
+    key.conditions.iter().any(|own| {
+        stored
+            .iter()
+            .any(|c| c.type_ == own.type_ && c.status != own.status)
+    })
+}
+
 /// One heartbeat action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeAction {
@@ -425,6 +446,41 @@ pub fn node_actions(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_server_disagrees_when_a_reported_condition_has_another_status() {
+        let key = StatusKey {
+            conditions: vec![
+                condition("Ready", "True", "KubeletReady", "ok"),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "ok"),
+            ],
+            volumes: Vec::new(),
+        };
+        let stored = |ready: &str, other: &str| {
+            vec![
+                NodeCondition {
+                    type_: "Ready".into(),
+                    status: ready.into(),
+                    ..NodeCondition::default()
+                },
+                NodeCondition {
+                    type_: other.into(),
+                    status: "Unknown".into(),
+                    ..NodeCondition::default()
+                },
+            ]
+        };
+        assert!(server_disagrees(&stored("Unknown", "Preserved"), &key));
+        assert!(
+            !server_disagrees(&stored("True", "Preserved"), &key),
+            "other owners' conditions do not count"
+        );
+        assert!(server_disagrees(&stored("True", "DiskPressure"), &key));
+        assert!(
+            !server_disagrees(&[], &key),
+            "nothing stored yet: the schedule decides"
+        );
+    }
     use crate::spec::parse_provider_spec;
     use crate::state::{CreateInput, FleetState, NodeTemplateInfo};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;

@@ -21,6 +21,7 @@ pub mod error;
 pub mod faults;
 pub mod gc;
 pub mod names;
+pub mod node_lifecycle;
 pub mod openapi;
 pub mod patch;
 pub mod pdb;
@@ -99,6 +100,11 @@ pub struct SandboxConfig {
     /// Require authentication and enforce RBAC (kube-apiserver's behaviour). Off by default so
     /// tests run as the admin; `mcm-sandbox serve` turns it on.
     pub authorization: bool,
+    /// Mark Nodes whose kubelet stopped heartbeating `Unknown` and taint them, as
+    /// kube-controller-manager's node lifecycle controller does (see [`node_lifecycle`]). Off by
+    /// default so in-process tests may keep Nodes nobody heartbeats; `mcm-sandbox serve` turns it
+    /// on with kube's 40 s grace period.
+    pub node_monitor: Option<node_lifecycle::NodeMonitorConfig>,
 }
 
 impl Default for SandboxConfig {
@@ -113,6 +119,7 @@ impl Default for SandboxConfig {
             service_addresses: HashMap::new(),
             data_dir: None,
             authorization: false,
+            node_monitor: None,
         }
     }
 }
@@ -310,6 +317,9 @@ impl Sandbox {
             shutdown.clone(),
         ));
         tokio::spawn(background(store.clone(), shutdown.clone()));
+        if let Some(monitor) = config.node_monitor {
+            tokio::spawn(node_monitor(store.clone(), monitor, shutdown.clone()));
+        }
 
         let yaml = kubeconfig(&config.name, &url, config.tls.then_some(ca_pem.as_str()));
         let (kubeconfig_path, tempdir) = match &config.kubeconfig_path {
@@ -560,6 +570,20 @@ async fn serve(
                             ));
                         }
                         let mut req = req.map(axum::body::Body::new);
+                        // A body announced over the limit is refused before routing (401, 403
+                        // or 404 answers would drop the connection the same way), after reading
+                        // it, so that the client gets to read the answer.
+                        let announced = req
+                            .headers()
+                            .get(http::header::CONTENT_LENGTH)
+                            .and_then(|v| v.to_str().ok())
+                            .and_then(|v| v.parse::<u64>().ok());
+                        if announced.is_some_and(|n| n > server::MAX_BODY as u64) {
+                            server::discard_body(req.into_body()).await;
+                            return Ok(axum::response::IntoResponse::into_response(
+                                server::too_large(),
+                            ));
+                        }
                         if let Some(p) = peer {
                             req.extensions_mut().insert(p);
                         }
@@ -621,5 +645,35 @@ async fn background(store: Arc<store::Store>, shutdown: CancellationToken) {
         tokio::time::sleep(Duration::from_millis(20)).await;
         let s = store.clone();
         let _ = tokio::task::spawn_blocking(move || s.refresh_pdbs()).await;
+    }
+}
+
+/// The node lifecycle monitor: one pass every `config.period`.
+async fn node_monitor(
+    store: Arc<store::Store>,
+    config: node_lifecycle::NodeMonitorConfig,
+    shutdown: CancellationToken,
+) {
+    let mut monitor = node_lifecycle::NodeMonitor::default();
+    let mut ticker = tokio::time::interval(config.period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = ticker.tick() => {}
+        }
+        let s = store.clone();
+        match tokio::task::spawn_blocking(move || {
+            monitor.pass(&s, &config, jiff::Timestamp::now());
+            monitor
+        })
+        .await
+        {
+            Ok(m) => monitor = m,
+            Err(e) => {
+                tracing::warn!(error = %e, "node monitor pass failed");
+                monitor = node_lifecycle::NodeMonitor::default();
+            }
+        }
     }
 }

@@ -47,6 +47,15 @@ enum Command {
         /// `namespace/name=127.0.0.1:port` (repeatable).
         #[arg(long = "service", value_parser = parse_service)]
         services: Vec<((String, String), std::net::SocketAddr)>,
+        /// kube-controller-manager's `--node-monitor-grace-period`: a Node whose Lease and status
+        /// were not renewed for this long is marked `Ready=Unknown` and tainted unreachable
+        /// (`40s`, `2m`; `0s` turns the node monitor off).
+        #[arg(long, default_value = "40s", value_parser = parse_duration)]
+        node_monitor_grace_period: std::time::Duration,
+        /// kube-controller-manager's `--node-startup-grace-period`: the same for a Node that never
+        /// posted a `Ready` condition.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        node_startup_grace_period: std::time::Duration,
     },
 }
 
@@ -69,7 +78,17 @@ async fn main() -> anyhow::Result<()> {
             authorization,
             token_auth_file,
             services,
+            node_monitor_grace_period,
+            node_startup_grace_period,
         } => {
+            let node_monitor = (!node_monitor_grace_period.is_zero()).then(|| {
+                mcm_sandbox::node_lifecycle::NodeMonitorConfig {
+                    startup_grace_period: node_startup_grace_period,
+                    ..mcm_sandbox::node_lifecycle::NodeMonitorConfig::with_grace_period(
+                        node_monitor_grace_period,
+                    )
+                }
+            });
             let config = mcm_sandbox::SandboxConfig {
                 port,
                 tls: !insecure_http,
@@ -79,6 +98,7 @@ async fn main() -> anyhow::Result<()> {
                 watch_history_bytes,
                 authorization,
                 service_addresses: services.into_iter().collect(),
+                node_monitor,
                 ..Default::default()
             };
             let sb = mcm_sandbox::Sandbox::start(config)
@@ -116,4 +136,12 @@ fn parse_service(s: &str) -> Result<((String, String), std::net::SocketAddr), St
         .parse()
         .map_err(|e| format!("{addr:?}: not an address: {e}"))?;
     Ok(((ns.to_string(), name.to_string()), addr))
+}
+
+/// Parses `40s`, `2m`, `1m30s` (or ISO 8601 `PT40S`).
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d: jiff::SignedDuration = s
+        .parse()
+        .map_err(|e| format!("{s:?}: not a duration (e.g. 40s, 2m): {e}"))?;
+    std::time::Duration::try_from(d).map_err(|_| format!("{s:?}: must not be negative"))
 }

@@ -13,6 +13,7 @@ mod drain;
 mod gardener;
 mod harness;
 mod health;
+mod heartbeat;
 mod hot_update;
 mod kubectl_plugin;
 mod lifecycle;
@@ -191,6 +192,22 @@ async fn documented_commands_on_a_make_run_system() {
     config.serve_v1beta1 = false;
     config.manager_flags = documented_commands::make_run_manager_flags();
     run_all(config, vec![scenario], false).await;
+}
+
+/// Node heartbeats (a 150 s API outage, a node whose heartbeat stops): their own system with a
+/// short node-monitor grace period, in parallel with the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeat_scenarios_on_their_own_system() {
+    if mcm_e2e::system::cluster_kubeconfig().is_some() {
+        for scenario in heartbeat::scenarios() {
+            println!(
+                "  SKIPPED {}: needs the sandbox system (MCM_E2E_KUBECONFIG is set)",
+                scenario.name
+            );
+        }
+        return;
+    }
+    run_all(heartbeat::system_config(), heartbeat::scenarios(), false).await;
 }
 
 /// Gardener's MCM pod (issue 12 item 7): our manager with Gardener's exact arguments in split

@@ -151,26 +151,59 @@ pub(super) fn error_response(e: &ApiError) -> Response {
     e.clone().into_response()
 }
 
-pub(super) async fn read_body(body: Body) -> ApiResult<Bytes> {
-    match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(b) => Ok(b),
-        Err(e) => {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-                || e.to_string().contains("length limit");
-            if too_large {
-                Err(ApiError::new(
-                    413,
-                    "RequestEntityTooLarge",
-                    format!("Request entity too large: limit is {MAX_BODY}"),
-                ))
-            } else {
-                Err(ApiError::bad_request(format!(
-                    "unable to read the request body: {e}"
-                )))
+/// Most of an oversized body read (and thrown away) before answering 413: enough for any client
+/// that sends a body a few times the limit, bounded so a client streaming forever is cut off.
+pub const MAX_DISCARD: usize = 256 * 1024 * 1024;
+
+/// How long an oversized body is read before answering 413 anyway.
+pub const DISCARD_TIME: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// kube-apiserver's answer to a body over [`MAX_BODY`].
+pub fn too_large() -> ApiError {
+    ApiError::new(
+        413,
+        "RequestEntityTooLarge",
+        format!("Request entity too large: limit is {MAX_BODY}"),
+    )
+}
+
+/// Reads and drops the rest of a request body (up to [`MAX_DISCARD`] bytes or [`DISCARD_TIME`]).
+/// A server that answers while the client is still sending and then closes the connection makes
+/// the kernel reset it, and the client sees a dropped connection instead of the answer; once the
+/// body is consumed the client reads the 413 like any other answer.
+pub async fn discard_body(body: Body) {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut seen = 0usize;
+    let drain = async {
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Some(data) = frame.data_ref() {
+                seen = seen.saturating_add(data.len());
+                if seen > MAX_DISCARD {
+                    break;
+                }
             }
         }
+    };
+    let _ = tokio::time::timeout(DISCARD_TIME, drain).await;
+}
+
+pub(super) async fn read_body(body: Body) -> ApiResult<Bytes> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut out = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame
+            .map_err(|e| ApiError::bad_request(format!("unable to read the request body: {e}")))?;
+        if let Some(data) = frame.data_ref() {
+            if out.len().saturating_add(data.len()) > MAX_BODY {
+                discard_body(body).await;
+                return Err(too_large());
+            }
+            out.extend_from_slice(data);
+        }
     }
+    Ok(out.freeze())
 }
 
 pub(super) fn content_type(headers: &HeaderMap) -> String {

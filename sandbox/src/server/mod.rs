@@ -26,7 +26,10 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use common::{MAX_BODY, ResourcePath, decode_body, parse_resource_path, scale_of, to_version};
+pub use common::{
+    MAX_BODY, ResourcePath, decode_body, discard_body, parse_resource_path, scale_of, to_version,
+    too_large,
+};
 
 /// The single entry point: faults, counters, routing.
 pub async fn dispatch(

@@ -152,3 +152,29 @@ fn watch_filter_transitions() {
     );
     assert_eq!(f.translate(&ev(&outside, &outside)), None);
 }
+
+#[tokio::test]
+async fn an_oversized_chunked_body_is_413_after_being_read_to_the_end() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let sent = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = sent.clone();
+    // 8 MiB in 64 KiB chunks, no length announced.
+    let chunks = futures::stream::iter((0..128).map(move |_| {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b'x'; 64 * 1024]))
+    }));
+    let err = super::common::read_body(axum::body::Body::from_stream(chunks))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, 413);
+    assert_eq!(err.reason, "RequestEntityTooLarge");
+    assert_eq!(
+        sent.load(Ordering::Relaxed),
+        128,
+        "the rest of the body was read, not left unread"
+    );
+    let small = super::common::read_body(axum::body::Body::from("{}"))
+        .await
+        .unwrap();
+    assert_eq!(&small[..], b"{}");
+}

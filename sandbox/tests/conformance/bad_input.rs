@@ -100,6 +100,45 @@ async fn body_over_3_mib_is_413() {
     t.finish().await;
 }
 
+/// A body many times the limit is still answered (413 with a Status), not a reset connection:
+/// the client is still sending when the server has decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_far_over_the_limit_is_413_not_a_dropped_connection() {
+    let t = Target::sandbox_or_env().await;
+    let big = "x".repeat(24 * 1024 * 1024);
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "huge"}, "data": {"big": big}})
+        .to_string()
+        .into_bytes();
+    for path in [
+        format!("/api/v1/namespaces/{}/configmaps", t.ns),
+        // Refused before the handler reads anything (no such resource).
+        format!("/api/v1/namespaces/{}/nosuchthings", t.ns),
+    ] {
+        let response = raw(&t.client, "POST", &path, &[JSON], body.clone()).await;
+        if path.ends_with("configmaps") || response.status == 413 {
+            response.assert_status_object(413, "RequestEntityTooLarge", "a 24 MiB request body");
+        } else {
+            // kube-apiserver may route first (404); any answer is fine, only a reset is not.
+            assert!(
+                response.status.is_client_error(),
+                "{path}: {}",
+                response.status
+            );
+        }
+    }
+    // The server still serves (the connection pool recovers, no lasting damage).
+    let ok = raw(
+        &t.client,
+        "GET",
+        &format!("/api/v1/namespaces/{}/configmaps", t.ns),
+        &[],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(ok.status, 200);
+    t.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configmap_over_1_mib_is_422() {
     let t = Target::sandbox_or_env().await;
@@ -332,4 +371,84 @@ async fn builtin_validation_rejects_invalid_objects() {
         accepted.join("\n")
     );
     t.finish().await;
+}
+
+/// Over plain HTTP/1.1 a client writes a 24 MiB body and only then reads: it gets the 413 Status,
+/// not a reset connection (a server that answers early and closes with the body unread makes the
+/// kernel reset the connection, which throws the answer away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http1_client_that_sends_everything_first_reads_the_413() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if std::env::var_os(crate::common::REAL_CLUSTER_ENV).is_some() {
+        eprintln!("SKIPPED (real cluster): needs the sandbox's plain HTTP listener");
+        return;
+    }
+    crate::common::install_crypto();
+    let sb = mcm_sandbox::Sandbox::start(mcm_sandbox::SandboxConfig {
+        tls: false,
+        ..Default::default()
+    })
+    .await
+    .expect("sandbox");
+    let body = vec![b'x'; 24 * 1024 * 1024];
+    for (label, head) in [
+        (
+            "announced length",
+            format!(
+                "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            ),
+        ),
+        (
+            "chunked",
+            "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".to_owned(),
+        ),
+    ] {
+        let mut conn = tokio::net::TcpStream::connect(sb.address()).await.expect("connect");
+        conn.write_all(head.as_bytes()).await.expect("write head");
+        let mut write_error = None;
+        for piece in body.chunks(64 * 1024) {
+            let r = if label == "chunked" {
+                let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
+                framed.extend_from_slice(piece);
+                framed.extend_from_slice(b"\r\n");
+                conn.write_all(&framed).await
+            } else {
+                conn.write_all(piece).await
+            };
+            if let Err(e) = r {
+                write_error = Some(e);
+                break;
+            }
+        }
+        if label == "chunked" && write_error.is_none() {
+            write_error = conn.write_all(b"0\r\n\r\n").await.err();
+        }
+        assert!(write_error.is_none(), "{label}: the server stopped reading: {write_error:?}");
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            let mut buf = [0u8; 4096];
+            loop {
+                match conn.read(&mut buf).await {
+                    Ok(0) => return Ok(()),
+                    Ok(n) => {
+                        answer.extend_from_slice(&buf[..n]);
+                        if answer.windows(4).any(|w| w == b"\r\n\r\n")
+                            && String::from_utf8_lossy(&answer).contains("RequestEntityTooLarge")
+                        {
+                            return Ok(());
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        })
+        .await
+        .expect("an answer within 30 s");
+        let text = String::from_utf8_lossy(&answer);
+        assert!(read.is_ok(), "{label}: the connection was dropped: {read:?}; got {text:?}");
+        assert!(text.starts_with("HTTP/1.1 413"), "{label}: {text}");
+        assert!(text.contains("\"reason\":\"RequestEntityTooLarge\""), "{label}: {text}");
+        assert!(text.contains("\"code\":413"), "{label}: {text}");
+    }
 }

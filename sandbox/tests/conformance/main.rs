@@ -19,6 +19,7 @@ mod eviction;
 mod faults;
 mod kubectl;
 mod names;
+mod node_lifecycle;
 mod patches;
 mod sandbox_config;
 mod selectors;
