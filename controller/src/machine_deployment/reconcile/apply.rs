@@ -753,6 +753,14 @@ mod tests {
         RemoveAutoscaler,
     }
 
+    /// Upstream row name, existing annotations (None: no node), write, expected annotations.
+    type Row = (
+        &'static str,
+        Option<BTreeMap<String, String>>,
+        NodeWrite,
+        BTreeMap<String, String>,
+    );
+
     /// Upstream `deployment_rolling_test.go` `#annotateNodesBackingMachineSets` and
     /// `#removeAutoscalerAnnotationsIfRequired`, row by row, through the shell's node write
     /// (`update_node`: GET, change, Update) against the sandbox, then the node read back as
@@ -768,13 +776,7 @@ mod tests {
         let nodes: Api<Node> = Api::all(client.clone());
         let ca = annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED;
         let by_mcm = annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM;
-        // (upstream row, existing annotations or None for no node, write, expected annotations)
-        let rows: Vec<(
-            &str,
-            Option<BTreeMap<String, String>>,
-            NodeWrite,
-            BTreeMap<String, String>,
-        )> = vec![
+        let rows: Vec<Row> = vec![
             (
                 "annotate nodes backing machineSets when there are annotations present",
                 Some(annotations(&[("anno1", "anno1")])),
