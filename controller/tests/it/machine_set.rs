@@ -743,3 +743,102 @@ async fn deleting_a_machine_set_deletes_its_machines_then_drops_the_finalizer() 
     })
     .await;
 }
+
+/// Waits until the sandbox has answered `at_least` machine DELETEs with 500, or until a machine
+/// of `set` shows the Terminating phase (what must not happen; the caller's assertions say so).
+async fn failed_deletions(world: &World, set: &str, at_least: u64) {
+    let faults = world
+        .control_sandbox
+        .as_ref()
+        .map(|s| s.faults().clone())
+        .expect("sandbox");
+    let api = world.machines();
+    eventually(
+        &format!("{at_least} failed machine deletions"),
+        LIMIT,
+        || {
+            let (faults, api) = (faults.clone(), api.clone());
+            async move {
+                let failed = faults.counters().get(Verb::Delete, "machines", 500) >= at_least;
+                let terminating = machines_of(&api, set)
+                    .await
+                    .iter()
+                    .any(|m| phase(m).as_deref() == Some("Terminating"));
+                (failed || terminating).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// Upstream `machineset_test.go` `#terminateMachines` "should not mark a machine as terminating
+/// when deletion fails.": a Failed and a Running machine, every machine DELETE answered 500; the
+/// scale-down to 0 tries both, and neither gets a deletion timestamp nor the Terminating phase
+/// (the status is written only after a successful delete).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_terminate_machines_does_not_mark_terminating_when_deletion_fails() {
+    let world = world().await;
+    let Some(faults) = world.control_sandbox.as_ref().map(|s| s.faults().clone()) else {
+        eprintln!("SKIPPED: the deletion-failure test needs the sandbox's fault injection");
+        return;
+    };
+    let name = "undeletable";
+    create_set(&world, &machine_set(name, 2, json!({}))).await;
+    let machines = wait_count(&world, name, 2).await;
+    let names: Vec<String> = machines.iter().map(|m| m.name_any()).collect();
+    // Faults first: a Failed machine is otherwise replaced (deleted) before the scale-down.
+    faults.inject_errors(ErrorRule {
+        verb: Some(Verb::Delete),
+        resource: Some("machines".into()),
+        status: 500,
+        rate: 1.0,
+        count: None,
+    });
+    set_phase(
+        &world,
+        &names[0],
+        json!({"currentStatus": {"phase": "Failed"}}),
+    )
+    .await;
+    set_phase(
+        &world,
+        &names[1],
+        json!({"currentStatus": {"phase": "Running"}}),
+    )
+    .await;
+    let before = faults.counters().get(Verb::Delete, "machines", 500);
+    patch_set(&world, name, json!({"spec": {"replicas": 0}})).await;
+    failed_deletions(&world, name, before + 2).await;
+    // Termination errors are only logged (upstream `manageReplicas`), so nothing retries by
+    // itself: a nudge starts a second pass, which runs only after the first one (and any status
+    // write it would make after its deletions) is over.
+    patch_set(
+        &world,
+        name,
+        json!({"metadata": {"annotations": {"test.mcm/nudge": "1"}}}),
+    )
+    .await;
+    failed_deletions(&world, name, before + 4).await;
+    let api = world.machines();
+    for n in &names {
+        let m = api.get(n).await.expect("machine still exists");
+        assert!(
+            m.metadata.deletion_timestamp.is_none(),
+            "{n}: no deletion timestamp"
+        );
+        assert_ne!(
+            phase(&m).as_deref(),
+            Some("Terminating"),
+            "{n}: not marked Terminating"
+        );
+    }
+    // Once deletions succeed, a nudged pass removes both machines.
+    faults.clear_errors();
+    patch_set(
+        &world,
+        name,
+        json!({"metadata": {"annotations": {"test.mcm/nudge": "2"}}}),
+    )
+    .await;
+    wait_count(&world, name, 0).await;
+}

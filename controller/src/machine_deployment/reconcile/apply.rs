@@ -570,39 +570,82 @@ pub(crate) fn set_prefer_no_schedule(node: &mut Node, present: bool) -> bool {
     }
 }
 
-/// Sets the cluster-autoscaler scale-down-disabled annotation and MCM's marker, unless the
-/// annotation is already `"true"` (then it belongs to someone else and stays theirs).
-pub(crate) fn disable_scale_down(node: &mut Node) -> bool {
+/// Adds or overwrites `wanted` on the node's annotations (upstream `AddOrUpdateAnnotation`);
+/// true when something changed, so an unchanged node costs no write.
+pub(crate) fn add_or_update_annotations(
+    node: &mut Node,
+    wanted: &BTreeMap<String, String>,
+) -> bool {
     let a = node.metadata.annotations.get_or_insert_with(BTreeMap::new);
-    if a.get(annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED)
+    let mut changed = false;
+    for (k, v) in wanted {
+        if a.get(k) != Some(v) {
+            a.insert(k.clone(), v.clone());
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Removes the `keys` whatever their values (upstream `RemoveAnnotation`); true when one was
+/// there.
+pub(crate) fn remove_annotations(node: &mut Node, keys: &[&str]) -> bool {
+    let Some(a) = node.metadata.annotations.as_mut() else {
+        return false;
+    };
+    let before = a.len();
+    a.retain(|k, _| !keys.contains(&k.as_str()));
+    a.len() != before
+}
+
+/// The scale-down-disabled annotation and MCM's marker, both `"true"`.
+fn scale_down_annotations() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED.to_owned(),
+            value::TRUE.to_owned(),
+        ),
+        (
+            annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM.to_owned(),
+            value::TRUE.to_owned(),
+        ),
+    ])
+}
+
+/// Sets the cluster-autoscaler scale-down-disabled annotation and MCM's marker, unless the
+/// annotation is already `"true"` (then it belongs to someone else and stays theirs: upstream
+/// adds the marker there too and later removes the user's annotation with it, deviation D6 of
+/// `docs/upstream-conformance-controllers.md`).
+pub(crate) fn disable_scale_down(node: &mut Node) -> bool {
+    if node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED))
         .is_some_and(|v| v == value::TRUE)
     {
         return false;
     }
-    a.insert(
-        annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED.to_owned(),
-        value::TRUE.to_owned(),
-    );
-    a.insert(
-        annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM.to_owned(),
-        value::TRUE.to_owned(),
-    );
-    true
+    add_or_update_annotations(node, &scale_down_annotations())
 }
 
-/// Removes both annotations, only where MCM's marker says MCM set them.
+/// Removes both annotations, only where MCM's marker (any value, as upstream) says MCM set them.
 pub(crate) fn enable_scale_down(node: &mut Node) -> bool {
-    let Some(a) = node.metadata.annotations.as_mut() else {
-        return false;
-    };
-    if a.get(annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM)
-        .is_none_or(|v| v != value::TRUE)
+    if !node
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM))
     {
         return false;
     }
-    a.remove(annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED);
-    a.remove(annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM);
-    true
+    remove_annotations(
+        node,
+        &[
+            annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED,
+            annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM,
+        ],
+    )
 }
 
 /// §5.9 step 5: a node whose in-place update succeeded goes back into service.
@@ -695,5 +738,142 @@ mod tests {
         assert_eq!(ours.metadata.annotations.as_ref().unwrap().len(), 2);
         assert!(enable_scale_down(&mut ours));
         assert!(ours.metadata.annotations.unwrap().is_empty());
+    }
+    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    /// How a row changes the node: upstream `annotateNodesBackingMachineSets` (a merge of the
+    /// given annotations) or `removeAutoscalerAnnotationsIfRequired` (our `EnableAutoscalerScaleDown`).
+    enum NodeWrite {
+        Annotate(BTreeMap<String, String>),
+        RemoveAutoscaler,
+    }
+
+    /// Upstream row name, existing annotations (None: no node), write, expected annotations.
+    type Row = (
+        &'static str,
+        Option<BTreeMap<String, String>>,
+        NodeWrite,
+        BTreeMap<String, String>,
+    );
+
+    /// Upstream `deployment_rolling_test.go` `#annotateNodesBackingMachineSets` and
+    /// `#removeAutoscalerAnnotationsIfRequired`, row by row, through the shell's node write
+    /// (`update_node`: GET, change, Update) against the sandbox, then the node read back as
+    /// upstream reads it from its fake client. The machine → node selection (machines of the
+    /// sets carrying the `node` label) is the plan's, tested in `plan_tests.rs`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn upstream_annotate_and_deannotate_nodes_backing_machine_sets() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let sandbox = mcm_sandbox::Sandbox::start(mcm_sandbox::SandboxConfig::default())
+            .await
+            .unwrap();
+        let client = sandbox.client();
+        let nodes: Api<Node> = Api::all(client.clone());
+        let ca = annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED;
+        let by_mcm = annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM;
+        let rows: Vec<Row> = vec![
+            (
+                "annotate nodes backing machineSets when there are annotations present",
+                Some(annotations(&[("anno1", "anno1")])),
+                NodeWrite::Annotate(annotations(&[("anno2", "anno2")])),
+                annotations(&[("anno1", "anno1"), ("anno2", "anno2")]),
+            ),
+            (
+                "annotate nodes backing machineSets when there are not other annotations",
+                Some(annotations(&[("anno1", "anno1")])),
+                NodeWrite::Annotate(annotations(&[("anno1", "anno1")])),
+                annotations(&[("anno1", "anno1")]),
+            ),
+            (
+                "annotate nodes backing machineSets when there are same annotations but different value",
+                Some(annotations(&[("anno1", "annoDummy")])),
+                NodeWrite::Annotate(annotations(&[("anno1", "anno1")])),
+                annotations(&[("anno1", "anno1")]),
+            ),
+            (
+                "when there are no nodes backiing the machinesets",
+                None,
+                NodeWrite::Annotate(annotations(&[("anno1", "anno1")])),
+                BTreeMap::new(),
+            ),
+            (
+                "remove autoscaler annotation when by-mcm annotation is present",
+                Some(annotations(&[
+                    ("anno1", "anno1"),
+                    (by_mcm, "true"),
+                    (ca, "true"),
+                ])),
+                NodeWrite::RemoveAutoscaler,
+                annotations(&[("anno1", "anno1")]),
+            ),
+            (
+                "do not remove autoscaler annotation when by-mcm annotation is not present",
+                Some(annotations(&[("anno1", "anno1"), (ca, "true")])),
+                NodeWrite::RemoveAutoscaler,
+                annotations(&[("anno1", "anno1"), (ca, "true")]),
+            ),
+            (
+                "when there are no autoscaler annotations present",
+                Some(annotations(&[("anno1", "anno1")])),
+                NodeWrite::RemoveAutoscaler,
+                annotations(&[("anno1", "anno1")]),
+            ),
+        ];
+        for (i, (row, existing, write, expected)) in rows.into_iter().enumerate() {
+            let name = format!("node-{i}");
+            if let Some(existing) = existing.clone() {
+                let mut node = Node::default();
+                node.metadata.name = Some(name.clone());
+                node.metadata.annotations = Some(existing);
+                node.spec = Some(NodeSpec {
+                    taints: Some(Vec::new()),
+                    ..NodeSpec::default()
+                });
+                nodes.create(&PostParams::default(), &node).await.unwrap();
+            }
+            let result = match &write {
+                NodeWrite::Annotate(wanted) => {
+                    update_node(&client, &name, None, &|n: &mut Node| {
+                        add_or_update_annotations(n, wanted)
+                    })
+                    .await
+                }
+                NodeWrite::RemoveAutoscaler => {
+                    update_node(&client, &name, None, &enable_scale_down).await
+                }
+            };
+            assert!(result.is_ok(), "{row}: {result:?}");
+            let read = nodes.get_opt(&name).await.unwrap();
+            match existing {
+                Some(_) => assert_eq!(
+                    read.and_then(|n| n.metadata.annotations)
+                        .unwrap_or_default(),
+                    expected,
+                    "{row}"
+                ),
+                None => assert!(read.is_none(), "{row}: no node is created"),
+            }
+        }
+        sandbox.shutdown().await;
+    }
+
+    #[test]
+    fn scale_down_marker_of_any_value_lets_mcm_remove_its_annotations() {
+        // Upstream tests the marker by presence (`_, exists := ...`), not by value.
+        let mut node = Node::default();
+        node.metadata.annotations = Some(annotations(&[
+            (annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED, "true"),
+            (
+                annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED_BY_MCM,
+                "",
+            ),
+        ]));
+        assert!(enable_scale_down(&mut node));
+        assert_eq!(node.metadata.annotations, Some(BTreeMap::new()));
     }
 }

@@ -222,55 +222,46 @@ impl Controller {
             .expect_creations(&key, expected, Timestamp::now());
         tracing::info!(machine_set = %key, namespace = %self.shell.namespace, count, "creating machines");
         let api = self.shell.namespaced::<Machine>();
-        let mut issued = 0usize;
         let mut first_error: Option<ReplicaError> = None;
         let mut created: Vec<String> = Vec::new();
-        for &size in batches {
-            let results = futures::future::join_all((0..size).map(|_| {
-                let api = api.clone();
-                async move {
-                    match api.create(&PostParams::default(), machine).await {
-                        Ok(created) => Created::Yes(created.metadata.name.unwrap_or_default()),
-                        Err(kube::Error::Api(s)) if s.code == 504 || s.reason == "Timeout" => {
-                            Created::Unknown(s.message)
-                        }
-                        Err(kube::Error::Api(s)) => Created::No(s.message),
-                        Err(e) => Created::Unknown(e.to_string()),
+        let attempt = || {
+            let api = api.clone();
+            async move {
+                match api.create(&PostParams::default(), machine).await {
+                    Ok(created) => Created::Yes(created.metadata.name.unwrap_or_default()),
+                    Err(kube::Error::Api(s)) if s.code == 504 || s.reason == "Timeout" => {
+                        Created::Unknown(s.message)
                     }
-                }
-            }))
-            .await;
-            issued += size;
-            let mut batch_failed = false;
-            for result in results {
-                match result {
-                    Created::Yes(name) => {
-                        self.expectations()
-                            .creation_succeeded(&key, &name, Timestamp::now());
-                        created.push(name);
-                    }
-                    Created::Unknown(message) => {
-                        // The machine may exist: the expectation waits for it to show up (or
-                        // to expire), and the slow start stops as after any error.
-                        self.expectations().creation_outcome_unknown(&key);
-                        self.record(ms, &events::create_failed(&message), "Create");
-                        tracing::warn!(machine_set = %key, error = %message, "machine creation outcome unknown");
-                        first_error.get_or_insert(ReplicaError { message });
-                        batch_failed = true;
-                    }
-                    Created::No(message) => {
-                        self.expectations().creation_skipped(&key, 1);
-                        self.record(ms, &events::create_failed(&message), "Create");
-                        tracing::warn!(machine_set = %key, error = %message, "machine creation failed");
-                        first_error.get_or_insert(ReplicaError { message });
-                        batch_failed = true;
-                    }
+                    Err(kube::Error::Api(s)) => Created::No(s.message),
+                    Err(e) => Created::Unknown(e.to_string()),
                 }
             }
-            if batch_failed {
-                break;
+        };
+        let issued = slow_start(batches, attempt, |result| match result {
+            Created::Yes(name) => {
+                self.expectations()
+                    .creation_succeeded(&key, &name, Timestamp::now());
+                created.push(name);
+                true
             }
-        }
+            Created::Unknown(message) => {
+                // The machine may exist: the expectation waits for it to show up (or to
+                // expire), and the slow start stops as after any error.
+                self.expectations().creation_outcome_unknown(&key);
+                self.record(ms, &events::create_failed(&message), "Create");
+                tracing::warn!(machine_set = %key, error = %message, "machine creation outcome unknown");
+                first_error.get_or_insert(ReplicaError { message });
+                false
+            }
+            Created::No(message) => {
+                self.expectations().creation_skipped(&key, 1);
+                self.record(ms, &events::create_failed(&message), "Create");
+                tracing::warn!(machine_set = %key, error = %message, "machine creation failed");
+                first_error.get_or_insert(ReplicaError { message });
+                false
+            }
+        })
+        .await;
         if !created.is_empty() {
             self.record(ms, &events::created(&created), "Create");
         }
@@ -395,9 +386,118 @@ impl Controller {
     }
 }
 
+/// Runs the slow-start `batches` (upstream `slowStartBatch`): the attempts of one batch run
+/// concurrently, each outcome goes to `settle` (true = success), and no further batch starts
+/// after a batch with a failure. Returns how many attempts were issued.
+async fn slow_start<R, F, Fut>(
+    batches: &[usize],
+    attempt: F,
+    mut settle: impl FnMut(R) -> bool,
+) -> usize
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = R>,
+{
+    let mut issued = 0usize;
+    for &size in batches {
+        let results = futures::future::join_all((0..size).map(|_| attempt())).await;
+        issued += size;
+        let mut batch_failed = false;
+        for result in results {
+            batch_failed |= !settle(result);
+        }
+        if batch_failed {
+            break;
+        }
+    }
+    issued
+}
+
 fn find<'a>(cache: &'a [Arc<Machine>], machine: &MachineRef) -> Option<&'a Machine> {
     cache
         .iter()
         .map(|m| &**m)
         .find(|m| m.metadata.name.as_deref() == Some(machine.name.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Upstream `machineset_test.go` `#slowStartBatch` "should return error": count 10, initial
+    /// batch 2, every call fails => 0 successes and an error. Our batches come from
+    /// `plan::slow_start_batches`; the loop must stop after the first (failed) batch.
+    #[tokio::test]
+    async fn upstream_slow_start_batch_should_return_error() {
+        let batches = plan::slow_start_batches(10, 2);
+        let calls = AtomicUsize::new(0);
+        let mut successes = 0usize;
+        let mut first_error: Option<String> = None;
+        let issued = slow_start(
+            &batches,
+            || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                async { Err::<(), _>("some error".to_owned()) }
+            },
+            |result| match result {
+                Ok(()) => {
+                    successes += 1;
+                    true
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    false
+                }
+            },
+        )
+        .await;
+        assert_eq!(successes, 0);
+        assert_eq!(first_error.as_deref(), Some("some error"));
+        assert_eq!(issued, 2, "only the first batch (of 2) is issued");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    /// The companion row ("should return number of success call which should be equal to
+    /// count"), through the same loop: every batch runs and all 10 succeed.
+    #[tokio::test]
+    async fn slow_start_runs_every_batch_when_nothing_fails() {
+        let batches = plan::slow_start_batches(10, 2);
+        let mut successes = 0usize;
+        let issued = slow_start(
+            &batches,
+            || async { Ok::<(), String>(()) },
+            |r| {
+                successes += usize::from(r.is_ok());
+                r.is_ok()
+            },
+        )
+        .await;
+        assert_eq!((successes, issued), (10, 10));
+    }
+
+    /// A failure in a later batch stops the start there: the successes of earlier batches and of
+    /// the failing batch count, nothing after it is issued (upstream returns them with the error).
+    #[tokio::test]
+    async fn slow_start_stops_after_the_batch_with_a_failure() {
+        let batches = plan::slow_start_batches(10, 1);
+        let calls = AtomicUsize::new(0);
+        let mut successes = 0usize;
+        // Call 5 (the third batch: calls 4..=7) fails.
+        let issued = slow_start(
+            &batches,
+            || {
+                let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                async move { n != 5 }
+            },
+            |ok| {
+                successes += usize::from(ok);
+                ok
+            },
+        )
+        .await;
+        assert_eq!(batches[..3], [1, 2, 4]);
+        assert_eq!(issued, 7);
+        assert_eq!(successes, 6);
+    }
 }
