@@ -30,4 +30,6 @@ pub mod plan;
 pub mod reconcile;
 
 #[cfg(test)]
+mod upstream_run_drain;
+#[cfg(test)]
 mod upstream_tables;

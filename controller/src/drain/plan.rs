@@ -335,6 +335,44 @@ pub fn exclude_shared_volumes(
         .collect()
 }
 
+/// The persistent volumes behind a pod's claims (upstream `getPersistentVolumeNamesForPod`):
+/// `bound` maps the claims that exist to their `spec.volumeName`; a claim that does not exist or
+/// is not bound yet contributes nothing.
+#[must_use]
+pub fn claim_volume_names(claims: &[String], bound: &BTreeMap<String, String>) -> Vec<String> {
+    claims
+        .iter()
+        .filter_map(|claim| bound.get(claim))
+        .filter(|volume| !volume.is_empty())
+        .cloned()
+        .collect()
+}
+
+/// The volume IDs whose detachment the drain waits for, per pod (upstream `getPodVolumeInfos`):
+/// shared persistent volumes are dropped ([`exclude_shared_volumes`]), then each remaining
+/// volume is mapped through `ids_by_volume` (the driver's GetVolumeIDs answers). A volume that
+/// does not exist, could not be resolved, or belongs to no volume type of the provider (empty
+/// answer) is not waited for; pods left without IDs are omitted.
+#[must_use]
+pub fn pod_volume_ids(
+    volumes_by_pod: &BTreeMap<String, Vec<String>>,
+    ids_by_volume: &BTreeMap<String, Vec<String>>,
+) -> BTreeMap<String, Vec<String>> {
+    exclude_shared_volumes(volumes_by_pod)
+        .into_iter()
+        .filter_map(|(pod, volumes)| {
+            let ids: Vec<String> = volumes
+                .iter()
+                .filter_map(|volume| ids_by_volume.get(volume))
+                .flatten()
+                .filter(|id| !id.is_empty())
+                .cloned()
+                .collect();
+            (!ids.is_empty()).then_some((pod, ids))
+        })
+        .collect()
+}
+
 /// `namespace/name` of a pod, the key of the ledger.
 #[must_use]
 pub fn pod_key(pod: &Pod) -> String {

@@ -21,8 +21,9 @@ use mcm_provider_proto::DriverClient;
 use super::pdb;
 use super::plan::{
     DrainAction, DrainConfig, DrainInput, DrainLedger, DrainOutcome, EvictionFailure,
-    EvictionResult, PodDisposition, VolumeEvent, classify_pod, exclude_shared_volumes,
-    misconfigured_refusals, plan_drain, pod_key, pvc_claims, volume_progress,
+    EvictionResult, PodDisposition, VolumeEvent, claim_volume_names, classify_pod,
+    exclude_shared_volumes, misconfigured_refusals, plan_drain, pod_key, pod_volume_ids,
+    pvc_claims, volume_progress,
 };
 use crate::shell::metrics::Metrics;
 
@@ -276,15 +277,14 @@ async fn resolve_volume_ids(
         }
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(target.client.clone(), namespace);
-        let mut names = Vec::new();
+        let pod_claims = pvc_claims(pod);
+        let mut bound = BTreeMap::new();
         let mut complete = true;
-        for claim in pvc_claims(pod) {
-            match claims.get_opt(&claim).await {
+        for claim in &pod_claims {
+            match claims.get_opt(claim).await {
                 Ok(Some(found)) => {
-                    if let Some(volume) = found.spec.and_then(|spec| spec.volume_name)
-                        && !volume.is_empty()
-                    {
-                        names.push(volume);
+                    if let Some(volume) = found.spec.and_then(|spec| spec.volume_name) {
+                        bound.insert(claim.clone(), volume);
                     }
                 }
                 Ok(None) => {}
@@ -294,63 +294,58 @@ async fn resolve_volume_ids(
                 }
             }
         }
+        let names = claim_volume_names(&pod_claims, &bound);
         if complete {
             state.pv_names.insert(cache_key, names.clone());
         }
         pv_by_pod.insert(key, names);
     }
-    let own = exclude_shared_volumes(&pv_by_pod);
     let volumes: Api<PersistentVolume> = Api::all(target.client.clone());
-    let mut ids_by_pod = BTreeMap::new();
-    for (pod, names) in own {
-        let mut ids = Vec::new();
-        for name in names {
-            if let Some(cached) = state.volume_ids.get(&name) {
-                ids.extend(cached.iter().cloned());
-                continue;
-            }
-            let spec = match volumes.get_opt(&name).await {
-                Ok(Some(volume)) => volume.spec,
-                Ok(None) => {
-                    state.volume_ids.insert(name, Vec::new());
-                    continue;
-                }
-                Err(error) => {
-                    tracing::warn!(node = node_name, volume = name, %error, "cannot read a persistent volume");
-                    continue;
-                }
-            };
-            let Some(spec) = spec else {
-                continue;
-            };
-            let started = Instant::now();
-            let answer = target
-                .driver
-                .get_volume_ids(std::slice::from_ref(&spec))
-                .await;
-            let code = match &answer {
-                Ok(_) => "OK".to_owned(),
-                Err(error) => error.code.to_string(),
-            };
-            target
-                .metrics
-                .driver_call(target.provider, "GetVolumeIDs", &code, started.elapsed());
-            match answer {
-                Ok(found) => {
-                    ids.extend(found.iter().cloned());
-                    state.volume_ids.insert(name, found);
-                }
-                // Upstream skips a volume whose IDs cannot be found (no detach wait for it).
-                Err(error) => {
-                    tracing::warn!(node = node_name, volume = name, %error, "GetVolumeIDs failed; not waiting for this volume to detach");
-                }
-            }
+    let wanted: BTreeSet<String> = exclude_shared_volumes(&pv_by_pod)
+        .into_values()
+        .flatten()
+        .collect();
+    for name in wanted {
+        if state.volume_ids.contains_key(&name) {
+            continue;
         }
-        if !ids.is_empty() {
-            ids_by_pod.insert(pod, ids);
+        let spec = match volumes.get_opt(&name).await {
+            Ok(Some(volume)) => volume.spec,
+            Ok(None) => {
+                state.volume_ids.insert(name, Vec::new());
+                continue;
+            }
+            Err(error) => {
+                tracing::warn!(node = node_name, volume = name, %error, "cannot read a persistent volume");
+                continue;
+            }
+        };
+        let Some(spec) = spec else {
+            continue;
+        };
+        let started = Instant::now();
+        let answer = target
+            .driver
+            .get_volume_ids(std::slice::from_ref(&spec))
+            .await;
+        let code = match &answer {
+            Ok(_) => "OK".to_owned(),
+            Err(error) => error.code.to_string(),
+        };
+        target
+            .metrics
+            .driver_call(target.provider, "GetVolumeIDs", &code, started.elapsed());
+        match answer {
+            Ok(found) => {
+                state.volume_ids.insert(name, found);
+            }
+            // Upstream skips a volume whose IDs cannot be found (no detach wait for it).
+            Err(error) => {
+                tracing::warn!(node = node_name, volume = name, %error, "GetVolumeIDs failed; not waiting for this volume to detach");
+            }
         }
     }
-    ids_by_pod
+    pod_volume_ids(&pv_by_pod, &state.volume_ids)
 }
 
 fn split_key(key: &str) -> (&str, &str) {

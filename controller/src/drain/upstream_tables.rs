@@ -14,7 +14,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::drain::pdb::is_misconfigured;
-use crate::drain::plan::{exclude_shared_volumes, pod_key, pvc_claims};
+use crate::drain::plan::{
+    claim_volume_names, exclude_shared_volumes, pod_key, pod_volume_ids, pvc_claims,
+};
 
 fn budget(
     spec: PodDisruptionBudgetSpec,
@@ -178,5 +180,95 @@ fn get_pod_volume_infos_table() {
             ("foo/bar1".to_owned(), vec!["exclusive1-0".to_owned()]),
         ]),
         "should filter out shared volumes"
+    );
+}
+
+/// The whole of `getPodVolumeInfos` through `claim_volume_names` (claim -> PV, as the shell reads
+/// the claims) and `pod_volume_ids` (shared volumes dropped, PV -> GetVolumeIDs answer): `bound`
+/// lists the claims that exist with their volume, `ids` the driver's answer per existing PV
+/// (upstream's fake driver answers `<pv>-id` for CSI volumes and nothing for others).
+fn volume_ids_of(
+    pods: &[Pod],
+    bound: &[(&str, &str)],
+    ids: &[(&str, &[&str])],
+) -> BTreeMap<String, Vec<String>> {
+    let bound: BTreeMap<String, String> = bound
+        .iter()
+        .map(|(claim, volume)| ((*claim).to_owned(), (*volume).to_owned()))
+        .collect();
+    let ids: BTreeMap<String, Vec<String>> = ids
+        .iter()
+        .map(|(volume, ids)| {
+            (
+                (*volume).to_owned(),
+                ids.iter().map(|id| (*id).to_owned()).collect(),
+            )
+        })
+        .collect();
+    let volumes = pods
+        .iter()
+        .map(|p| (pod_key(p), claim_volume_names(&pvc_claims(p), &bound)))
+        .collect();
+    pod_volume_ids(&volumes, &ids)
+}
+
+#[test]
+fn get_pod_volume_infos_resolution_table() {
+    // Upstream's getPVCs/getPVs: claim "exclusive-0" is bound to the PV "exclusive-0".
+    let pods = [pod("bar", &["exclusive-0"])];
+    assert_eq!(
+        volume_ids_of(
+            &pods,
+            &[("exclusive-0", "exclusive-0")],
+            &[("exclusive-0", &["exclusive-0-id"])]
+        ),
+        BTreeMap::from([("foo/bar".to_owned(), vec!["exclusive-0-id".to_owned()])]),
+        "should return list of exclusive volumes (volume IDs)"
+    );
+    // The PV is an NFS volume: the driver returns no ID for it, nothing to wait for.
+    assert!(
+        volume_ids_of(
+            &pods,
+            &[("exclusive-0", "exclusive-0")],
+            &[("exclusive-0", &[])]
+        )
+        .is_empty(),
+        "should filter out provider-unrelated volumes"
+    );
+    // No PVC objects at all.
+    assert!(
+        volume_ids_of(&pods, &[], &[("exclusive-0", &["exclusive-0-id"])]).is_empty(),
+        "should filter out non-existing PVCs"
+    );
+    assert!(
+        claim_volume_names(&pvc_claims(&pods[0]), &BTreeMap::new()).is_empty(),
+        "should filter out non-existing PVCs (no volume names)"
+    );
+    // PVCs exist, the PVs do not (the shell records a missing PV as an empty answer, or not at
+    // all when it cannot be read).
+    assert!(
+        volume_ids_of(&pods, &[("exclusive-0", "exclusive-0")], &[]).is_empty(),
+        "should filter out non-existing persistent volumes"
+    );
+    // Shared volumes are dropped before the driver is asked; exclusive ones of the same pods stay.
+    let pods = [
+        pod("bar0", &["exclusive0-0", "shared-0"]),
+        pod("bar1", &["exclusive1-0", "shared-0"]),
+    ];
+    assert_eq!(
+        volume_ids_of(
+            &pods,
+            &[
+                ("exclusive0-0", "pv-e0"),
+                ("exclusive1-0", "pv-e1"),
+                ("shared-0", "pv-s")
+            ],
+            &[("pv-e0", &["e0"]), ("pv-e1", &["e1"]), ("pv-s", &["s"])],
+        ),
+        BTreeMap::from([
+            ("foo/bar0".to_owned(), vec!["e0".to_owned()]),
+            ("foo/bar1".to_owned(), vec!["e1".to_owned()]),
+        ]),
+        "should filter out shared volumes (volume IDs)"
     );
 }

@@ -90,6 +90,47 @@ pub fn finalizers_with(current: &[String], name: &str, wanted: bool) -> Option<V
     Some(next)
 }
 
+/// What one pass over a MachineClass decides (upstream `reconcileClusterMachineClass`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClassStep {
+    /// The class is being deleted while machines still use it: keep it and retry after
+    /// ShortRetry (upstream returns "Retry as machine objects are still referring the
+    /// machineclass").
+    DeletionBlocked,
+    /// Write these finalizers (`true`: the MCM finalizer was added, `false`: removed).
+    SetFinalizers(Vec<String>, bool),
+    /// Nothing to write; re-check after LongRetry.
+    Nothing,
+}
+
+/// Decides one pass over a MachineClass from whether it is being deleted, how many machines
+/// reference it, and its finalizers. The class keeps the MCM finalizer while a machine uses it
+/// and loses it when none does, deleted or not; a deleted class still in use is blocked.
+#[must_use]
+pub fn plan_class(deleting: bool, users: usize, finalizers: &[String]) -> ClassStep {
+    if users > 0 && deleting {
+        return ClassStep::DeletionBlocked;
+    }
+    let wanted = users > 0;
+    match finalizers_with(finalizers, finalizer::MACHINE_CONTROLLER_MANAGER, wanted) {
+        Some(next) => ClassStep::SetFinalizers(next, wanted),
+        None => ClassStep::Nothing,
+    }
+}
+
+/// The finalizers to write on a Secret of the control namespace (upstream
+/// `reconcileClusterSecret`: `addSecretFinalizers` when some class references it by name,
+/// `deleteSecretFinalizers` otherwise); `None` when nothing changes. A Secret being deleted
+/// cannot get new finalizers, so only removal applies to it.
+#[must_use]
+pub fn plan_secret(referenced: bool, deleting: bool, finalizers: &[String]) -> Option<Vec<String>> {
+    let has = finalizers
+        .iter()
+        .any(|f| f == finalizer::MACHINE_CONTROLLER);
+    let wanted = referenced && (!deleting || has);
+    finalizers_with(finalizers, finalizer::MACHINE_CONTROLLER, wanted)
+}
+
 /// Runs the MachineClass/Secret controller until `shutdown`.
 pub fn run(
     shell: Arc<MachineClassContext>,
@@ -179,52 +220,51 @@ async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outc
         .filter(|machine| class_key_for_machine(machine).as_deref() == Some(name));
     let deleting = class.metadata.deletion_timestamp.is_some();
     let current = class.metadata.finalizers.clone().unwrap_or_default();
-    if !users.is_empty() && deleting {
-        let reason = format!(
-            "Retry as machine objects are still referring the machineclass ({} machine(s), e.g. {})",
-            users.len(),
-            users[0].metadata.name.as_deref().unwrap_or("")
-        );
-        tracing::info!(class = name, reason, "machine class deletion blocked");
-        shell.event(&class, true, "DeletionBlocked", "Delete", reason);
-        return Ok(Outcome::RequeueAfter(period(Retry::Short)));
-    }
-    let wanted = !users.is_empty();
-    if let Some(finalizers) =
-        finalizers_with(&current, finalizer::MACHINE_CONTROLLER_MANAGER, wanted)
-    {
-        let mut updated = class.clone();
-        updated.metadata.finalizers = Some(finalizers);
-        match api.replace(name, &PostParams::default(), &updated).await {
-            Ok(_) => {
-                tracing::info!(
-                    class = name,
-                    finalizer = wanted,
-                    "machine class finalizer updated"
-                );
-                let (reason, note) = if wanted {
-                    (
-                        "FinalizerAdded",
-                        format!("{} machine(s) use this class", users.len()),
-                    )
-                } else {
-                    (
-                        "FinalizerRemoved",
-                        "No machine uses this class any more".to_owned(),
-                    )
-                };
-                shell.event(&class, false, reason, "Update", note);
-            }
-            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
-                return Ok(Outcome::RequeueAfter(period(Retry::Conflict)));
-            }
-            Err(source) => {
-                return Err(ClassError::Api {
-                    what: "UPDATE finalizers",
-                    object,
-                    source,
-                });
-            }
+    let (finalizers, wanted) = match plan_class(deleting, users.len(), &current) {
+        ClassStep::Nothing => return Ok(Outcome::RequeueAfter(period(Retry::Long))),
+        ClassStep::SetFinalizers(finalizers, wanted) => (finalizers, wanted),
+        ClassStep::DeletionBlocked => {
+            let reason = format!(
+                "Retry as machine objects are still referring the machineclass ({} machine(s), e.g. {})",
+                users.len(),
+                users[0].metadata.name.as_deref().unwrap_or("")
+            );
+            tracing::info!(class = name, reason, "machine class deletion blocked");
+            shell.event(&class, true, "DeletionBlocked", "Delete", reason);
+            return Ok(Outcome::RequeueAfter(period(Retry::Short)));
+        }
+    };
+    let mut updated = class.clone();
+    updated.metadata.finalizers = Some(finalizers);
+    match api.replace(name, &PostParams::default(), &updated).await {
+        Ok(_) => {
+            tracing::info!(
+                class = name,
+                finalizer = wanted,
+                "machine class finalizer updated"
+            );
+            let (reason, note) = if wanted {
+                (
+                    "FinalizerAdded",
+                    format!("{} machine(s) use this class", users.len()),
+                )
+            } else {
+                (
+                    "FinalizerRemoved",
+                    "No machine uses this class any more".to_owned(),
+                )
+            };
+            shell.event(&class, false, reason, "Update", note);
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
+            return Ok(Outcome::RequeueAfter(period(Retry::Conflict)));
+        }
+        Err(source) => {
+            return Err(ClassError::Api {
+                what: "UPDATE finalizers",
+                object,
+                source,
+            });
         }
     }
     Ok(Outcome::RequeueAfter(period(Retry::Long)))
@@ -250,11 +290,11 @@ async fn reconcile_secret(
     };
     let referenced = secret_is_referenced(name, &shell.machine_classes.list());
     let current = secret.metadata.finalizers.clone().unwrap_or_default();
-    // A Secret being deleted cannot get new finalizers; only removal applies then.
-    let wanted = referenced
-        && (secret.metadata.deletion_timestamp.is_none()
-            || current.iter().any(|f| f == finalizer::MACHINE_CONTROLLER));
-    if let Some(finalizers) = finalizers_with(&current, finalizer::MACHINE_CONTROLLER, wanted) {
+    let deleting = secret.metadata.deletion_timestamp.is_some();
+    if let Some(finalizers) = plan_secret(referenced, deleting, &current) {
+        let wanted = finalizers
+            .iter()
+            .any(|f| f == finalizer::MACHINE_CONTROLLER);
         let mut updated = secret.clone();
         updated.metadata.finalizers = Some(finalizers);
         match api.replace(name, &PostParams::default(), &updated).await {

@@ -32,6 +32,21 @@ pub struct SecretReadError {
 /// A Secret (or its absence) and when it was read.
 type SecretRead = (Instant, Option<Arc<Secret>>);
 
+/// Folds one referenced Secret into the class's secret data (later references win per key;
+/// `stringData` is folded in for servers that do not). A Secret that does not exist contributes
+/// nothing and is no error, as upstream's `getSecretData`.
+pub fn merge_secret_data(data: &mut BTreeMap<String, Vec<u8>>, secret: Option<&Secret>) {
+    let Some(secret) = secret else {
+        return;
+    };
+    for (key, value) in secret.data.clone().unwrap_or_default() {
+        data.insert(key, value.0);
+    }
+    for (key, value) in secret.string_data.clone().unwrap_or_default() {
+        data.insert(key, value.into_bytes());
+    }
+}
+
 /// The shared reuse cache; clones share it.
 #[derive(Clone)]
 pub struct ClassSecrets {
@@ -76,15 +91,8 @@ impl ClassSecrets {
                 .as_deref()
                 .filter(|namespace| !namespace.is_empty())
                 .unwrap_or(&self.namespace);
-            let Some(secret) = self.secret(namespace, name).await? else {
-                continue;
-            };
-            for (key, value) in secret.data.clone().unwrap_or_default() {
-                data.insert(key, value.0);
-            }
-            for (key, value) in secret.string_data.clone().unwrap_or_default() {
-                data.insert(key, value.into_bytes());
-            }
+            let secret = self.secret(namespace, name).await?;
+            merge_secret_data(&mut data, secret.as_deref());
         }
         Ok(data)
     }

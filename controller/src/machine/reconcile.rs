@@ -391,10 +391,10 @@ impl MachineController {
             .and_then(|class| class.name.clone())
             .unwrap_or_default();
         let Some(class) = self.shell.machine_classes.get(&class_name) else {
-            let note = format!("MachineClass {class_name:?} of machine {name} was not found");
+            let (retry, event) = plan::order::machine_class_not_found(machine, &class_name);
             tracing::warn!(machine = name, class = %class_name, "machine class not found");
-            self.event(machine, &Event::warning("MachineClassNotFound", note));
-            return Err(Retry::Long);
+            self.event(machine, &event);
+            return Err(retry);
         };
         if let Err((retry, message)) = plan::order::validate_machine_class(&class) {
             tracing::info!(machine = name, class = %class_name, %message, "machine class not usable yet");

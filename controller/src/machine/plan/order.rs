@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Node;
 use mcm_api::keys::{finalizer, misc, taint};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachinePhase};
 
-use super::common::{Retry, has_finalizer, name_of, node_name_of, phase_of, provider_id_of};
+use super::common::{Event, Retry, has_finalizer, name_of, node_name_of, phase_of, provider_id_of};
 
 /// First decision on a machine key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,6 +91,23 @@ pub fn validate_machine(machine: &Machine) -> Vec<String> {
         errors.push("spec.class.name: Required value: Name is required".to_owned());
     }
     errors
+}
+
+/// Upstream `ValidateMachineClass` when the machine's class is not in the cache: the pass ends
+/// with LongRetry (upstream returns the lister's NotFound error with LongRetry); ours also records
+/// a Warning event `MachineClassNotFound` on the machine.
+#[must_use]
+pub fn machine_class_not_found(machine: &Machine, class_name: &str) -> (Retry, Event) {
+    (
+        Retry::Long,
+        Event::warning(
+            "MachineClassNotFound",
+            format!(
+                "MachineClass {class_name:?} of machine {} was not found",
+                name_of(machine)
+            ),
+        ),
+    )
 }
 
 /// Upstream `ValidateMachineClass` checks after the lookup: the class finalizer and the node

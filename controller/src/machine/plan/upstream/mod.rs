@@ -11,6 +11,7 @@
 mod deletion;
 mod health;
 mod in_place;
+mod machineclass;
 mod node_sync;
 mod preservation;
 mod status;

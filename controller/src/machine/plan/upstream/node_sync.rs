@@ -487,3 +487,170 @@ fn upstream_last_applied_virtual_capacity_json_is_understood() {
         None
     );
 }
+
+/// `#syncNodeTemplates` rows: `(entry, template labels, template annotations, template taints,
+/// class virtual capacity, node labels, node annotations, node taints, expected labels,
+/// expected annotations without the last-applied node-template annotation (upstream deletes it
+/// before comparing), expected taints (any order), expected capacity)`.
+type TemplatesRow = (
+    &'static str,
+    Pairs,
+    Pairs,
+    Taints,
+    Option<Resources>,
+    Pairs,
+    Pairs,
+    Taints,
+    Pairs,
+    Pairs,
+    Taints,
+    Resources,
+);
+
+/// The template annotation upstream's first entry carries (its text is not valid JSON; it is
+/// only copied to the node, never parsed).
+const TEMPLATE_ALT_1: (&str, &str) = (
+    annotation::LAST_APPLIED_ANNO_LABELS_TAINTS,
+    "{\"metadata\":{\"creationTimestamp\":null,\"annotations\":{\"anno1\":\"anno1\"}}}}",
+);
+const TEMPLATE_ALT_2: (&str, &str) = (
+    annotation::LAST_APPLIED_ANNO_LABELS_TAINTS,
+    "{\"metadata\":{\"creationTimestamp\":null,\"labels\":{\"key1\":\"value1\"},\"annotations\":{\"anno1\":\"anno1\"}}}",
+);
+const ANNO1: (&str, &str) = ("anno1", "anno1");
+const NO_SCHEDULE: (&str, &str, &str) = ("key1", "value1", "NoSchedule");
+const NO_EXECUTE: (&str, &str, &str) = ("key1", "value1", "NoExecute");
+
+const SYNC_NODE_TEMPLATES: &[TemplatesRow] = &[
+    (
+        "when nodeTemplate is not updated in node-object",
+        &[K1],
+        &[ANNO1, TEMPLATE_ALT_1],
+        &[NO_SCHEDULE],
+        Some(&[("virtual.com/dongle", "2")]),
+        &[K1],
+        &[ANNO1],
+        &[NO_SCHEDULE],
+        &[K1],
+        &[
+            ANNO1,
+            (
+                annotation::LAST_APPLIED_VIRTUAL_CAPACITY,
+                "{\"virtual.com/dongle\":\"2\"}",
+            ),
+        ],
+        &[NO_SCHEDULE],
+        &[("virtual.com/dongle", "2")],
+    ),
+    (
+        "when nodeTemplate is updated in node-object",
+        &[K1],
+        &[ANNO1, TEMPLATE_ALT_2],
+        &[NO_SCHEDULE],
+        None,
+        &[],
+        &[],
+        &[],
+        &[K1],
+        &[ANNO1],
+        &[NO_SCHEDULE],
+        &[],
+    ),
+    (
+        "Multiple taints with same key and value added to taint",
+        &[K1],
+        &[ANNO1],
+        &[NO_EXECUTE, NO_SCHEDULE],
+        None,
+        &[K1],
+        &[ANNO1, TEMPLATE_ALT_2],
+        &[],
+        &[K1],
+        &[ANNO1],
+        &[NO_EXECUTE, NO_SCHEDULE],
+        &[],
+    ),
+];
+
+#[test]
+fn sync_node_templates_table() {
+    use mcm_api::v1alpha1::{MachineClass, NodeTemplate};
+    for &(
+        entry,
+        template_labels,
+        template_annotations,
+        template_taints,
+        virtual_capacity,
+        node_labels,
+        node_annotations,
+        node_taints,
+        labels_after,
+        annotations_after,
+        taints_after,
+        capacity_after,
+    ) in SYNC_NODE_TEMPLATES
+    {
+        let mut m = machine("machine-0");
+        m.spec.node_template = Some(NodeTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(map(template_labels)),
+                annotations: Some(map(template_annotations)),
+                ..ObjectMeta::default()
+            }),
+            spec: Some(NodeSpec {
+                taints: Some(taints(template_taints)),
+                ..NodeSpec::default()
+            }),
+        });
+        let class = virtual_capacity.map(|capacity| {
+            let mut class = MachineClass::new("test-machine-class", serde_json::Value::Null);
+            class.node_template = Some(NodeTemplate {
+                virtual_capacity: Some(resources(capacity)),
+                ..NodeTemplate::default()
+            });
+            class
+        });
+        let mut n = node("test-node-0", Vec::new(), taints(node_taints));
+        n.metadata.labels = (!node_labels.is_empty()).then(|| map(node_labels));
+        n.metadata.annotations = (!node_annotations.is_empty()).then(|| map(node_annotations));
+        // Upstream's entries all end in errSuccessfulALTsync: the node is written.
+        let update = sync_node_templates(&m, class.as_ref(), &n)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{entry}: the node is not written"));
+        let after = update.node;
+        assert_eq!(
+            after.metadata.labels.clone().unwrap_or_default(),
+            map(labels_after),
+            "{entry}"
+        );
+        let mut annotations = after.metadata.annotations.clone().unwrap_or_default();
+        let stored = annotations
+            .remove(annotation::LAST_APPLIED_ANNO_LABELS_TAINTS)
+            .unwrap_or_else(|| panic!("{entry}: no last-applied annotation"));
+        // What is recorded as applied is the machine's template.
+        let stored: NodeTemplateSpec = serde_json::from_str(&stored).unwrap();
+        assert_eq!(Some(stored), m.spec.node_template, "{entry}");
+        assert_eq!(annotations, map(annotations_after), "{entry}");
+        assert_eq!(
+            identity(
+                &after
+                    .spec
+                    .as_ref()
+                    .and_then(|spec| spec.taints.clone())
+                    .unwrap_or_default()
+            ),
+            identity(&taints(taints_after)),
+            "{entry}"
+        );
+        assert_eq!(
+            after
+                .status
+                .as_ref()
+                .and_then(|status| status.capacity.clone())
+                .unwrap_or_default(),
+            resources(capacity_after),
+            "{entry}"
+        );
+        assert_eq!(update.status_changed, !capacity_after.is_empty(), "{entry}");
+    }
+}

@@ -116,3 +116,54 @@ fn validate_node_template_table() {
         );
     }
 }
+
+/// `#ValidateMachineClass` / `##table` "non-existing machine class": the lookup fails, the pass
+/// ends with LongRetry (ours also records a Warning event).
+#[test]
+fn validate_machine_class_non_existing_class() {
+    use crate::machine::plan::common::EventType;
+    let (retry, event) = crate::machine::plan::order::machine_class_not_found(
+        &machine("test-machine"),
+        "non-existing",
+    );
+    assert_eq!(retry, Retry::Long, "non-existing machine class");
+    assert_eq!(event.type_, EventType::Warning);
+    assert_eq!(event.reason, "MachineClassNotFound");
+    assert!(
+        event.message.contains("\"non-existing\""),
+        "{}",
+        event.message
+    );
+}
+
+/// `#ValidateMachineClass` / `##table` "non-existing secret": the class (with its finalizer)
+/// refers to a Secret that does not exist; upstream returns the class, no secret data and no
+/// error. Ours: the class passes the checks and the missing Secret adds no data.
+#[test]
+fn validate_machine_class_non_existing_secret() {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+
+    use crate::machine::class_secrets::merge_secret_data;
+
+    assert_eq!(validate_machine_class(&class(true, None)), Ok(()));
+    let mut data = BTreeMap::new();
+    merge_secret_data(&mut data, None);
+    assert!(data.is_empty(), "non-existing secret");
+    // "valid machineClass" for contrast: the Secret's data is handed on.
+    let secret = Secret {
+        data: Some(BTreeMap::from([(
+            "foo".to_owned(),
+            ByteString(b"bar".to_vec()),
+        )])),
+        ..Secret::default()
+    };
+    merge_secret_data(&mut data, Some(&secret));
+    assert_eq!(
+        data,
+        BTreeMap::from([("foo".to_owned(), b"bar".to_vec())]),
+        "valid machineClass"
+    );
+}
