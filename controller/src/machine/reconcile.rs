@@ -50,30 +50,6 @@ use crate::shell::queue::{Outcome, WorkQueue};
 /// Name of the machine work queue (metric label, logs).
 pub const QUEUE_NAME: &str = "machine";
 
-/// Marks a machine as being in the creation flow ([`MachineContext::creation_started`]) until dropped, so
-/// the termination shell and the orphan collector leave it alone meanwhile, whatever way the
-/// flow ends.
-struct CreationFlowGuard<'a> {
-    shell: &'a MachineContext,
-    machine: String,
-}
-
-impl<'a> CreationFlowGuard<'a> {
-    fn enter(shell: &'a MachineContext, machine: &str) -> Self {
-        shell.creation_started(machine);
-        Self {
-            shell,
-            machine: machine.to_owned(),
-        }
-    }
-}
-
-impl Drop for CreationFlowGuard<'_> {
-    fn drop(&mut self) {
-        self.shell.creation_finished(&self.machine);
-    }
-}
-
 /// The state of one running Machine controller.
 pub struct MachineController {
     pub(crate) shell: Arc<MachineContext>,
@@ -357,7 +333,8 @@ impl MachineController {
                 ReconcileStep::Preservation => self.preservation(&mut machine, now()).await,
                 ReconcileStep::Creation => match class.as_ref() {
                     Some(class) => {
-                        let _guard = CreationFlowGuard::enter(&self.shell, &name);
+                        // Leaves the creation flow however the pass ends (upstream's deferred unmark).
+                        let _flow = self.shell.creation_flows.enter(&name);
                         self.creation(&mut machine, class).await
                     }
                     None => Ok(Step::End(Retry::Long)),

@@ -480,7 +480,8 @@ pub fn create_error_outcome(
     CreationOutcome {
         status: Some(write),
         retry,
-        reason: description.clone(),
+        // Upstream returns the driver's error itself (the description wraps it).
+        reason: error.to_string(),
         events: vec![Event::warning(
             "MachineCreationFailed",
             format!("{description} (phase {phase})"),
@@ -713,11 +714,9 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
                         current_status(phase, false, ctx.now, None),
                     )),
                     retry: Retry::After(backoff.delay),
-                    events: vec![Event::warning(
-                        "MachineInitializationFailed",
-                        description.clone(),
-                    )],
-                    reason: description,
+                    events: vec![Event::warning("MachineInitializationFailed", description)],
+                    // Upstream returns the driver's error itself (the description wraps it).
+                    reason: error.to_string(),
                 });
             }
             Some(result) => {

@@ -8,6 +8,7 @@
 //! outcome (phase written, retry class, error text), and the plan function is called with a fixed
 //! `now`.
 
+mod creation;
 mod deletion;
 mod health;
 mod in_place;

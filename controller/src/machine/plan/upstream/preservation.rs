@@ -866,8 +866,12 @@ fn preserve_machine_and_stop_preservation_tables() {
 // machine_util_test.go: #computeNewNodePreservedCondition and #shouldPreservedNodeBeDrained
 // ---------------------------------------------------------------------------------------------
 //
-// Upstream prints the expiry with Go's `time.Time.String()`; that formatting is being changed by
-// the creation-flow work, so these rows check the message up to "Machine preserved until".
+// Upstream prints the expiry with Go's `time.Time.String()` (`%v` of the `*metav1.Time`); the rows
+// compare the whole message byte for byte, with the expiry of `preserved_pass` (`at(NOW + 7200)`)
+// written out as Go prints it.
+
+/// `at(NOW + 7200)` as Go's `time.Time.String()` prints it (UTC, whole seconds).
+const EXPIRY_GO: &str = "2027-01-15 23:53:20 +0000 UTC";
 
 /// A preserved machine (expiry in two hours, `preserve=now` or the given value) whose node has
 /// the CA annotations, the preserved taint and optionally a `Preserved` condition; runs one pass
@@ -931,14 +935,25 @@ struct ConditionRow {
     value: &'static str,
     // Drain result: `Some(true)` succeeded, `Some(false)` failed, `None` not drained (Running).
     drained: Option<bool>,
-    existing: Option<(&'static str, &'static str, &'static str)>,
-    // Written condition `(status, reason, message prefix)`; `None` = no update needed.
-    written: Option<(&'static str, &'static str, &'static str)>,
+    existing: Option<(&'static str, &'static str, String)>,
+    // Written condition `(status, reason, whole message)`; `None` = no update needed.
+    written: Option<(&'static str, &'static str, String)>,
 }
 
 #[test]
 fn compute_new_node_preserved_condition_table() {
     let user = reason::PRESERVED_BY_USER;
+    // Upstream's messages: "Machine preserved until <t>." (Running), "<drain result> Machine
+    // preserved until <t>." (Failed); the existing condition of entry 5 has no final period.
+    let until = format!("Machine preserved until {EXPIRY_GO}.");
+    let drained = format!(
+        "{} Machine preserved until {EXPIRY_GO}.",
+        reason::PRESERVED_NODE_DRAIN_SUCCESSFUL
+    );
+    let not_drained = format!(
+        "{} Machine preserved until {EXPIRY_GO}.",
+        reason::PRESERVED_NODE_DRAIN_UNSUCCESSFUL
+    );
     let rows = [
         ConditionRow {
             entry: "when preserve=now, machine is Running, no existing condition",
@@ -946,7 +961,7 @@ fn compute_new_node_preserved_condition_table() {
             value: preserve::NOW,
             drained: None,
             existing: None,
-            written: Some(("True", user, "Machine preserved until ")),
+            written: Some(("True", user, until.clone())),
         },
         ConditionRow {
             entry: "when preserve=now, machine is Failed, drain successful, no existing condition",
@@ -954,11 +969,7 @@ fn compute_new_node_preserved_condition_table() {
             value: preserve::NOW,
             drained: Some(true),
             existing: None,
-            written: Some((
-                "True",
-                user,
-                "Preserved node drained successfully. Machine preserved until ",
-            )),
+            written: Some(("True", user, drained.clone())),
         },
         ConditionRow {
             entry: "when preserve=now, machine is Failed, drain is unsuccessful, no existing condition",
@@ -966,11 +977,7 @@ fn compute_new_node_preserved_condition_table() {
             value: preserve::NOW,
             drained: Some(false),
             existing: None,
-            written: Some((
-                "False",
-                user,
-                "Preserved node could not be drained. Machine preserved until ",
-            )),
+            written: Some(("False", user, not_drained.clone())),
         },
         ConditionRow {
             entry: "when machine auto-preserved by MCM, machine is Failed, drain is successful, no existing condition",
@@ -978,34 +985,26 @@ fn compute_new_node_preserved_condition_table() {
             value: preserve::AUTO_PRESERVED,
             drained: Some(true),
             existing: None,
-            written: Some((
-                "True",
-                reason::PRESERVED_BY_MCM,
-                "Preserved node drained successfully. Machine preserved until ",
-            )),
+            written: Some(("True", reason::PRESERVED_BY_MCM, drained.clone())),
         },
         ConditionRow {
             entry: "when preserve=now, machine is Failed, drain is unsuccessful, existing condition present",
             phase: "Failed",
             value: preserve::NOW,
             drained: Some(false),
-            existing: Some(("False", user, "Machine preserved until 2027-01-01")),
-            written: Some((
+            existing: Some((
                 "False",
                 user,
-                "Preserved node could not be drained. Machine preserved until ",
+                format!("Machine preserved until {EXPIRY_GO}"),
             )),
+            written: Some(("False", user, not_drained.clone())),
         },
         ConditionRow {
             entry: "when preserve=now, machine is Failed, drain is unsuccessful for the second time, existing condition present",
             phase: "Failed",
             value: preserve::NOW,
             drained: Some(false),
-            existing: Some((
-                "False",
-                user,
-                "Preserved node could not be drained. Machine preserved until 2027-01-01.",
-            )),
+            existing: Some(("False", user, not_drained.clone())),
             written: None,
         },
         ConditionRow {
@@ -1014,11 +1013,7 @@ fn compute_new_node_preserved_condition_table() {
             phase: "Failed",
             value: preserve::NOW,
             drained: None,
-            existing: Some((
-                "True",
-                user,
-                "Preserved node drained successfully. Machine preserved until 2027-01-01.",
-            )),
+            existing: Some(("True", user, drained.clone())),
             written: None,
         },
     ];
@@ -1033,7 +1028,11 @@ fn compute_new_node_preserved_condition_table() {
                 }
             }
         });
-        let plan = preserved_pass(row.phase, row.value, row.existing, drain);
+        let existing = row
+            .existing
+            .as_ref()
+            .map(|(status, why, message)| (*status, *why, message.as_str()));
+        let plan = preserved_pass(row.phase, row.value, existing, drain);
         assert!(
             !matches!(plan.outcome, PreservationOutcome::NeedsDrain(_)),
             "{entry}: {:?}",
@@ -1042,15 +1041,14 @@ fn compute_new_node_preserved_condition_table() {
         let written = written_condition(&plan);
         match (row.written, written) {
             (None, None) => {}
-            (Some((status, why, prefix)), Some(c)) => {
+            (Some((status, why, message)), Some(c)) => {
                 assert_eq!(c.type_, reason::PRESERVED, "{entry}");
                 assert_eq!(
                     (c.status.as_str(), c.reason.as_deref()),
                     (status, Some(why)),
                     "{entry}"
                 );
-                let message = c.message.as_deref().unwrap_or_default();
-                assert!(message.starts_with(prefix), "{entry}: {message}");
+                assert_eq!(c.message.as_deref(), Some(message.as_str()), "{entry}");
             }
             (want, got) => panic!("{entry}: wanted {want:?}, wrote {got:?}"),
         }
