@@ -88,16 +88,6 @@ impl MachineContext {
         self.frozen.is_frozen()
     }
 
-    /// Marks `name` as inside the creation flow; false if it already was.
-    pub fn creation_started(&self, name: &str) -> bool {
-        self.creation_flows.started(name)
-    }
-
-    /// Ends what [`MachineContext::creation_started`] began.
-    pub fn creation_finished(&self, name: &str) {
-        self.creation_flows.finished(name);
-    }
-
     /// True while `name` is inside the creation flow.
     pub fn in_creation_flow(&self, name: &str) -> bool {
         self.creation_flows.contains(name)

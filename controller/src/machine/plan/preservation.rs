@@ -201,8 +201,10 @@ pub fn plan_preservation(input: &PreservationInput<'_>) -> PreservationPlan {
     let mut annotations_removed = false;
     match act {
         Act::Stop { remove_annotations } => {
+            // Upstream decides on removal before it knows whether a preservation is active, so a
+            // stop that removes annotations skips the annotation sync below even with no expiry.
+            annotations_removed = remove_annotations;
             if expiry.is_some() {
-                annotations_removed = remove_annotations;
                 expiry_after = None;
                 stop_preservation(input, remove_annotations, &mut plan);
             }

@@ -1784,9 +1784,15 @@ fn get_preserve_state_info_both_annotated() {
         Some(preserve::AUTO_PRESERVED),
     );
     assert_eq!(expiry_written(&plan), None, "{:?}", plan.actions);
-    // Not asserted: what happens to the machine's annotations next differs from upstream (see
-    // "Differences found, not fixed here" in docs/upstream-conformance.md): upstream's
-    // manageMachinePreservation sets removeAnnotations for an auto-preserved Running machine and
-    // so skips the annotation sync even when no preservation was active; ours writes
-    // last-applied=auto-preserved and drops the machine's `now`.
+    // Upstream's manageMachinePreservation sets removeAnnotations for an auto-preserved Running
+    // machine and so skips the annotation sync even with no active preservation: nothing is
+    // written to the machine's annotations.
+    assert!(
+        !plan
+            .actions
+            .iter()
+            .any(|action| matches!(action, PreservationAction::MachineAnnotations(_))),
+        "{:?}",
+        plan.actions
+    );
 }
