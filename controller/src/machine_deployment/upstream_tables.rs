@@ -8,7 +8,7 @@
 //! to) and what the fake clients saw written (MachineSet sizes, annotations, created sets,
 //! node labels, the returned boolean or count) is asserted on the planned actions. The full
 //! mapping, with deviations and upstream cases without a counterpart, is
-//! `docs/upstream-conformance-controllers.md`.
+//! `docs/upstream-conformance.md` (part 2).
 #![allow(clippy::unwrap_used)]
 
 use super::*;

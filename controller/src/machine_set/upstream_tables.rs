@@ -6,7 +6,7 @@
 //! outcomes are restated as data (our own code, no upstream code): what the fake clients of the
 //! Go test observed (machines created or deleted, annotations written, the boolean returned)
 //! is what our plan functions must decide. The full mapping, with the upstream cases that have
-//! no counterpart here, is `docs/upstream-conformance-controllers.md`.
+//! no counterpart here, is `docs/upstream-conformance.md` (part 2).
 #![allow(clippy::unwrap_used)]
 
 use super::*;

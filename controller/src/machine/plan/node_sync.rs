@@ -147,6 +147,20 @@ fn template_parts(template: Option<&NodeTemplateSpec>) -> TemplateParts {
     )
 }
 
+/// [`sync_node_templates`] for the node the machine names, which may not exist (yet, or any
+/// more): no node means nothing to sync and no error, so the pass goes on with its other steps, as
+/// upstream's `syncNodeTemplates` does when the node object is missing.
+///
+/// # Errors
+/// As [`sync_node_templates`].
+pub fn sync_node_templates_if_present(
+    machine: &Machine,
+    class: Option<&MachineClass>,
+    node: Option<&Node>,
+) -> Result<Option<NodeUpdate>, NodeSyncError> {
+    node.map_or(Ok(None), |node| sync_node_templates(machine, class, node))
+}
+
 /// `syncNodeTemplates`: labels, annotations and taints of `machine.spec.nodeTemplate` and the
 /// class's virtual capacity, removing what was applied before and is no longer wanted and never
 /// touching keys MCM did not apply. `None` when the node is already in sync.

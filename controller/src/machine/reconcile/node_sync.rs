@@ -35,13 +35,11 @@ impl MachineController {
         machine: &Machine,
         class: Option<&ClassContext>,
     ) -> Result<Step, ReconcileError> {
-        let Some(node) = node_name_of(machine).and_then(|node| self.shell.nodes.get(node)) else {
-            return Ok(Step::Continue(None));
-        };
-        let update = match plan::node_sync::sync_node_templates(
+        let node = node_name_of(machine).and_then(|node| self.shell.nodes.get(node));
+        let update = match plan::node_sync::sync_node_templates_if_present(
             machine,
             class.map(|class| class.class.as_ref()),
-            &node,
+            node.as_deref(),
         ) {
             Ok(Some(update)) => update,
             Ok(None) => return Ok(Step::Continue(None)),

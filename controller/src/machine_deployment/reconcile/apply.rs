@@ -615,7 +615,7 @@ fn scale_down_annotations() -> BTreeMap<String, String> {
 /// Sets the cluster-autoscaler scale-down-disabled annotation and MCM's marker, unless the
 /// annotation is already `"true"` (then it belongs to someone else and stays theirs: upstream
 /// adds the marker there too and later removes the user's annotation with it, deviation D6 of
-/// `docs/upstream-conformance-controllers.md`).
+/// `docs/upstream-conformance.md` (part 2)).
 pub(crate) fn disable_scale_down(node: &mut Node) -> bool {
     if node
         .metadata

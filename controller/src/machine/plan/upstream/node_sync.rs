@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mcm_api::keys::annotation;
 use mcm_api::v1alpha1::NodeTemplateSpec;
 
-use crate::machine::plan::node_sync::sync_node_templates;
+use crate::machine::plan::node_sync::{sync_node_templates, sync_node_templates_if_present};
 use crate::machine::plan::test_support::{machine, node};
 
 type Pairs = &'static [(&'static str, &'static str)];
@@ -571,6 +571,38 @@ const SYNC_NODE_TEMPLATES: &[TemplatesRow] = &[
         &[],
     ),
 ];
+
+/// `#syncNodeTemplates` "when node object does not exist": a machine with a node template whose
+/// node is missing gets no update and no error, so the rest of the pass runs.
+#[test]
+fn sync_node_templates_when_node_object_does_not_exist() {
+    let mut m = machine("machine-0");
+    m.spec.node_template = Some(NodeTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(map(&[K1])),
+            annotations: Some(BTreeMap::from([("anno1".to_owned(), "anno1".to_owned())])),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(NodeSpec {
+            taints: Some(vec![Taint {
+                key: "key1".to_owned(),
+                value: Some("value1".to_owned()),
+                effect: "NoSchedule".to_owned(),
+                time_added: None,
+            }]),
+            ..NodeSpec::default()
+        }),
+    });
+    assert_eq!(sync_node_templates_if_present(&m, None, None).unwrap(), None);
+    // The same machine with its node present does get an update: the missing node is what
+    // makes the first call a no-op.
+    let n = node("test-node-0", Vec::new(), Vec::new());
+    assert!(
+        sync_node_templates_if_present(&m, None, Some(&n))
+            .unwrap()
+            .is_some()
+    );
+}
 
 #[test]
 fn sync_node_templates_table() {
