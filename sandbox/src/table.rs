@@ -178,6 +178,8 @@ fn computed_cell(o: &Value, kind: &str, now: jiff::Timestamp) -> Value {
                 .to_string()
         ),
         "pod-status" => json!(pod_status(o, statuses)),
+        "node-status" => json!(node_status(o)),
+        "node-roles" => json!(node_roles(o)),
         // kube's event printer: LAST SEEN from lastTimestamp, else eventTime (events written
         // through events.k8s.io without the deprecated fields); OBJECT as kind/name.
         "event-last-seen" => {
@@ -210,6 +212,55 @@ fn computed_cell(o: &Value, kind: &str, now: jiff::Timestamp) -> Value {
             },
             None => Value::Null,
         },
+    }
+}
+
+/// kube's node STATUS: `Ready` when the Ready condition is True, `NotReady` for any other status
+/// (Unknown included), `Unknown` without a Ready condition; `,SchedulingDisabled` when cordoned.
+fn node_status(o: &Value) -> String {
+    let ready = o
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|conditions| {
+            conditions
+                .iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        })
+        .map(|c| c.get("status").and_then(Value::as_str) == Some("True"));
+    let mut status = match ready {
+        Some(true) => "Ready".to_owned(),
+        Some(false) => "NotReady".to_owned(),
+        None => "Unknown".to_owned(),
+    };
+    if o.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        status.push_str(",SchedulingDisabled");
+    }
+    status
+}
+
+/// kube's node ROLES: the `<role>` of every `node-role.kubernetes.io/<role>` label (and the
+/// legacy `kubernetes.io/role` value), sorted and comma-separated, `<none>` without any.
+fn node_roles(o: &Value) -> String {
+    let mut roles: Vec<&str> = o
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(|(key, value)| match key.strip_prefix("node-role.kubernetes.io/") {
+                    Some(role) if !role.is_empty() => Some(role),
+                    _ if key == "kubernetes.io/role" => value.as_str().filter(|v| !v.is_empty()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    roles.sort_unstable();
+    roles.dedup();
+    if roles.is_empty() {
+        "<none>".to_owned()
+    } else {
+        roles.join(",")
     }
 }
 
@@ -386,6 +437,48 @@ mod tests {
         assert_eq!(jsonpath(&o, ".status.conditions[*].type").len(), 2);
         assert_eq!(jsonpath(&o, ".metadata.labels['a.b/c']"), vec![json!("x")]);
         assert!(jsonpath(&o, ".spec.missing").is_empty());
+    }
+
+    #[test]
+    fn computed_node_cells_follow_kubes_node_printer() {
+        let at = jiff::Timestamp::UNIX_EPOCH;
+        let node = |ready: Option<&str>, unschedulable: bool, labels: Value| {
+            let conditions: Vec<Value> = ready
+                .map(|status| json!({"type": "Ready", "status": status}))
+                .into_iter()
+                .chain([json!({"type": "MemoryPressure", "status": "False"})])
+                .collect();
+            json!({"metadata": {"name": "n", "labels": labels},
+                "spec": {"unschedulable": unschedulable},
+                "status": {"conditions": conditions}})
+        };
+        let none = json!({});
+        assert_eq!(
+            computed_cell(&node(Some("True"), false, none.clone()), "node-status", at),
+            json!("Ready")
+        );
+        assert_eq!(
+            computed_cell(&node(Some("False"), false, none.clone()), "node-status", at),
+            json!("NotReady")
+        );
+        assert_eq!(
+            computed_cell(&node(Some("Unknown"), true, none.clone()), "node-status", at),
+            json!("NotReady,SchedulingDisabled")
+        );
+        assert_eq!(
+            computed_cell(&node(None, false, none.clone()), "node-status", at),
+            json!("Unknown")
+        );
+        assert_eq!(
+            computed_cell(&node(Some("True"), false, none), "node-roles", at),
+            json!("<none>")
+        );
+        let labelled = json!({"node-role.kubernetes.io/worker": "", "node-role.kubernetes.io/control-plane": "",
+            "kubernetes.io/role": "worker", "other": "x"});
+        assert_eq!(
+            computed_cell(&node(Some("True"), false, labelled), "node-roles", at),
+            json!("control-plane,worker")
+        );
     }
 
     #[test]

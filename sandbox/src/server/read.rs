@@ -83,9 +83,13 @@ pub(super) fn printer_columns(def: &ResourceDef, version: &str) -> Vec<Value> {
             json!({"name": "Data", "type": "integer", "jsonPath": ".data", "x-count": [".data"]}),
             age,
         ],
+        // kube's node printer: STATUS and ROLES are computed (Ready/NotReady/Unknown, roles from
+        // the node-role labels).
         ("", "nodes") => vec![
-            json!({"name": "Status", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}),
+            json!({"name": "Status", "type": "string", "x-compute": "node-status"}),
+            json!({"name": "Roles", "type": "string", "x-compute": "node-roles"}),
             age,
+            json!({"name": "Version", "type": "string", "jsonPath": ".status.nodeInfo.kubeletVersion"}),
         ],
         ("apps", "deployments" | "replicasets" | "statefulsets") => vec![
             json!({"name": "Desired", "type": "integer", "jsonPath": ".spec.replicas"}),
