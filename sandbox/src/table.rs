@@ -247,11 +247,15 @@ fn node_roles(o: &Value) -> String {
         .map(|labels| {
             labels
                 .iter()
-                .filter_map(|(key, value)| match key.strip_prefix("node-role.kubernetes.io/") {
-                    Some(role) if !role.is_empty() => Some(role),
-                    _ if key == "kubernetes.io/role" => value.as_str().filter(|v| !v.is_empty()),
-                    _ => None,
-                })
+                .filter_map(
+                    |(key, value)| match key.strip_prefix("node-role.kubernetes.io/") {
+                        Some(role) if !role.is_empty() => Some(role),
+                        _ if key == "kubernetes.io/role" => {
+                            value.as_str().filter(|v| !v.is_empty())
+                        }
+                        _ => None,
+                    },
+                )
                 .collect()
         })
         .unwrap_or_default();
@@ -462,7 +466,11 @@ mod tests {
             json!("NotReady")
         );
         assert_eq!(
-            computed_cell(&node(Some("Unknown"), true, none.clone()), "node-status", at),
+            computed_cell(
+                &node(Some("Unknown"), true, none.clone()),
+                "node-status",
+                at
+            ),
             json!("NotReady,SchedulingDisabled")
         );
         assert_eq!(

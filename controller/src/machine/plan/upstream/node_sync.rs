@@ -593,7 +593,10 @@ fn sync_node_templates_when_node_object_does_not_exist() {
             ..NodeSpec::default()
         }),
     });
-    assert_eq!(sync_node_templates_if_present(&m, None, None).unwrap(), None);
+    assert_eq!(
+        sync_node_templates_if_present(&m, None, None).unwrap(),
+        None
+    );
     // The same machine with its node present does get an update: the missing node is what
     // makes the first call a no-op.
     let n = node("test-node-0", Vec::new(), Vec::new());
