@@ -821,6 +821,10 @@ async fn driver_errors_follow_the_reaction_matrix() {
                 .insert(case.machine.to_owned());
         }
     }
+    // The recovering cells may retry and run before this test polls them (ShortRetry is 5 s and
+    // the cells are checked one after another), so the failures are looked up in every state
+    // the watch delivered, not only in the current object.
+    let (history, recorder) = record_machine_history(&world).await;
     world
         .start_manager(machine_shell(), &["--resource-exhausted-retry=1s"])
         .await;
@@ -831,11 +835,23 @@ async fn driver_errors_follow_the_reaction_matrix() {
         let Some((code, fragment)) = case.failure else {
             continue;
         };
-        let failed = wait_machine(&world, case.machine, "the failure recorded", |m| {
-            m.last_operation()
-                .and_then(|op| op.error_code.as_deref())
-                .is_some_and(|found| found == code)
-        })
+        let failed = eventually(
+            &format!("machine {}: the failure recorded", case.machine),
+            LIMIT,
+            || async {
+                history
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|m| {
+                        m.name_any() == case.machine
+                            && m.last_operation()
+                                .and_then(|op| op.error_code.as_deref())
+                                .is_some_and(|found| found == code)
+                    })
+                    .cloned()
+            },
+        )
         .await;
         assert_eq!(
             phase(&failed),
@@ -895,8 +911,43 @@ async fn driver_errors_follow_the_reaction_matrix() {
     ] {
         assert!(!per_machine.contains_key(machine), "{machine}: {vms:?}");
     }
+    recorder.abort();
     world.stop_manager().await.unwrap();
     stop.cancel();
+}
+
+/// Every Machine state a watch delivers from now on, in order: for tests whose intermediate
+/// states may be overwritten before a poll would see them.
+async fn record_machine_history(
+    world: &World,
+) -> (Arc<Mutex<Vec<Machine>>>, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt as _;
+    use kube::runtime::watcher;
+    let history = Arc::new(Mutex::new(Vec::new()));
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let recorder = {
+        let history = Arc::clone(&history);
+        let mut stream = watcher(world.machines(), watcher::Config::default()).boxed();
+        tokio::spawn(async move {
+            let mut ready_tx = Some(ready_tx);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Apply(m) | watcher::Event::InitApply(m)) => {
+                        history.lock().unwrap().push(m);
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(ready) = ready_tx.take() {
+                            let _ = ready.send(());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        })
+    };
+    // The watch is established before the caller creates anything it wants to see.
+    let _ = tokio::time::timeout(LIMIT, ready_rx).await;
+    (history, recorder)
 }
 
 /// Issue 14 item 1: a CreateMachine that fails 4 times (Unavailable, upstream ShortRetry) is
