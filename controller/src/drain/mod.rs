@@ -25,11 +25,4 @@
 //! [`pdb`] into [`plan::EvictionFailure`] and records results in the [`plan::DrainLedger`] the
 //! termination shell keeps per node ([`reconcile::NodeDrainState`]).
 
-pub mod pdb;
-pub mod plan;
 pub mod reconcile;
-
-#[cfg(test)]
-mod upstream_run_drain;
-#[cfg(test)]
-mod upstream_tables;

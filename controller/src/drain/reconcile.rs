@@ -1,4 +1,4 @@
-//! The drain executor: one pass of [`super::plan::plan_drain`] against the target cluster.
+//! The drain executor: one pass of [`mcm_decisions::drain::plan::plan_drain`] against the target cluster.
 //!
 //! A pass lists the node's pods live (field selector `spec.nodeName`, never a cluster-wide pod
 //! cache), resolves the volume IDs of pods with persistent volume claims (PVC → PV →
@@ -18,14 +18,14 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Preconditions};
 use mcm_provider_proto::DriverClient;
 
-use super::pdb;
-use super::plan::{
+use crate::shell::metrics::Metrics;
+use mcm_decisions::drain::pdb;
+use mcm_decisions::drain::plan::{
     DrainAction, DrainConfig, DrainInput, DrainLedger, DrainOutcome, EvictionFailure,
     EvictionResult, PodDisposition, VolumeEvent, claim_volume_names, classify_pod,
     exclude_shared_volumes, misconfigured_refusals, plan_drain, pod_key, pod_volume_ids,
     pvc_claims, volume_progress,
 };
-use crate::shell::metrics::Metrics;
 
 /// What the shell remembers about the drain of one node between passes (in memory; after a
 /// restart the accounting restarts, which only adds retries: the deadline comes from the

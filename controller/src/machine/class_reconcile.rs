@@ -19,12 +19,13 @@ use mcm_api::keys::finalizer;
 use mcm_api::v1alpha1::{Machine, MachineClass};
 use tokio_util::sync::CancellationToken;
 
-use super::plan::common::Retry;
-use super::plan::routing::class_key_for_machine;
 use crate::machine::context::MachineClassContext;
 use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
+use mcm_decisions::machine::class::{ClassStep, plan_class, plan_secret, secret_is_referenced};
+use mcm_decisions::machine::plan::common::Retry;
+use mcm_decisions::machine::plan::routing::class_key_for_machine;
 
 /// Name of the queue.
 pub const QUEUE: &str = "machineclass";
@@ -61,74 +62,6 @@ fn secret_keys(class: &MachineClass, default_namespace: &str) -> Vec<String> {
             Some(format!("secret/{namespace}/{name}"))
         })
         .collect()
-}
-
-/// Whether any class references the Secret `name` by name (upstream ignores the namespace).
-#[must_use]
-pub fn secret_is_referenced(name: &str, classes: &[Arc<MachineClass>]) -> bool {
-    classes.iter().any(|class| {
-        [&class.secret_ref, &class.credentials_secret_ref]
-            .into_iter()
-            .flatten()
-            .any(|reference| reference.name.as_deref() == Some(name))
-    })
-}
-
-/// The finalizer list with `wanted` present (`true`) or absent, sorted; `None` when unchanged.
-#[must_use]
-pub fn finalizers_with(current: &[String], name: &str, wanted: bool) -> Option<Vec<String>> {
-    let has = current.iter().any(|f| f == name);
-    if has == wanted {
-        return None;
-    }
-    let mut next: Vec<String> = current.iter().filter(|f| *f != name).cloned().collect();
-    if wanted {
-        next.push(name.to_owned());
-    }
-    next.sort();
-    next.dedup();
-    Some(next)
-}
-
-/// What one pass over a MachineClass decides (upstream `reconcileClusterMachineClass`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClassStep {
-    /// The class is being deleted while machines still use it: keep it and retry after
-    /// ShortRetry (upstream returns "Retry as machine objects are still referring the
-    /// machineclass").
-    DeletionBlocked,
-    /// Write these finalizers (`true`: the MCM finalizer was added, `false`: removed).
-    SetFinalizers(Vec<String>, bool),
-    /// Nothing to write; re-check after LongRetry.
-    Nothing,
-}
-
-/// Decides one pass over a MachineClass from whether it is being deleted, how many machines
-/// reference it, and its finalizers. The class keeps the MCM finalizer while a machine uses it
-/// and loses it when none does, deleted or not; a deleted class still in use is blocked.
-#[must_use]
-pub fn plan_class(deleting: bool, users: usize, finalizers: &[String]) -> ClassStep {
-    if users > 0 && deleting {
-        return ClassStep::DeletionBlocked;
-    }
-    let wanted = users > 0;
-    match finalizers_with(finalizers, finalizer::MACHINE_CONTROLLER_MANAGER, wanted) {
-        Some(next) => ClassStep::SetFinalizers(next, wanted),
-        None => ClassStep::Nothing,
-    }
-}
-
-/// The finalizers to write on a Secret of the control namespace (upstream
-/// `reconcileClusterSecret`: `addSecretFinalizers` when some class references it by name,
-/// `deleteSecretFinalizers` otherwise); `None` when nothing changes. A Secret being deleted
-/// cannot get new finalizers, so only removal applies to it.
-#[must_use]
-pub fn plan_secret(referenced: bool, deleting: bool, finalizers: &[String]) -> Option<Vec<String>> {
-    let has = finalizers
-        .iter()
-        .any(|f| f == finalizer::MACHINE_CONTROLLER);
-    let wanted = referenced && (!deleting || has);
-    finalizers_with(finalizers, finalizer::MACHINE_CONTROLLER, wanted)
 }
 
 /// Runs the MachineClass/Secret controller until `shutdown`.
@@ -325,48 +258,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn finalizer_lists_are_sorted_sets() {
-        let current = vec!["z".to_owned(), "a".to_owned()];
-        assert_eq!(
-            finalizers_with(&current, "m", true),
-            Some(vec!["a".to_owned(), "m".to_owned(), "z".to_owned()])
-        );
-        assert_eq!(finalizers_with(&current, "m", false), None);
-        let with = vec!["m".to_owned(), "a".to_owned()];
-        assert_eq!(finalizers_with(&with, "m", true), None);
-        assert_eq!(
-            finalizers_with(&with, "m", false),
-            Some(vec!["a".to_owned()])
-        );
-    }
-
-    fn class(secret: Option<&str>, credentials: Option<&str>) -> Arc<MachineClass> {
-        let mut value = serde_json::json!({
+    fn a_class_names_the_queue_keys_of_both_its_secrets() {
+        let class: MachineClass = serde_json::from_value(serde_json::json!({
             "apiVersion": "machine.sapcloud.io/v1alpha1",
             "kind": "MachineClass",
             "metadata": {"name": "c", "namespace": "ns"},
             "providerSpec": {},
-        });
-        if let Some(name) = secret {
-            value["secretRef"] = serde_json::json!({"name": name, "namespace": "ns"});
-        }
-        if let Some(name) = credentials {
-            value["credentialsSecretRef"] = serde_json::json!({"name": name, "namespace": "other"});
-        }
-        Arc::new(serde_json::from_value(value).unwrap_or_else(|error| panic!("{error}")))
-    }
-
-    #[test]
-    fn secrets_are_referenced_by_name_through_either_ref() {
-        let classes = vec![class(Some("s1"), None), class(None, Some("s2"))];
-        assert!(secret_is_referenced("s1", &classes));
-        // Upstream matches by name only, whatever the namespace of the reference.
-        assert!(secret_is_referenced("s2", &classes));
-        assert!(!secret_is_referenced("s3", &classes));
-        assert!(!secret_is_referenced("s1", &[]));
+            "secretRef": {"name": "s1", "namespace": "ns"},
+            "credentialsSecretRef": {"name": "s2"},
+        }))
+        .unwrap_or_else(|error| panic!("{error}"));
         assert_eq!(
-            secret_keys(&class(Some("s1"), Some("s2")), "ns"),
-            vec!["secret/ns/s1".to_owned(), "secret/other/s2".to_owned()]
+            secret_keys(&class, "ns"),
+            vec!["secret/ns/s1".to_owned(), "secret/ns/s2".to_owned()]
         );
     }
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use mcm_api::v1alpha1::MachineClass;
+use mcm_decisions::machine::class::merge_secret_data;
 
 /// How long a Secret read for a MachineClass is reused before it is read again.
 pub const SECRET_REUSE: Duration = Duration::from_secs(10);
@@ -31,21 +32,6 @@ pub struct SecretReadError {
 
 /// A Secret (or its absence) and when it was read.
 type SecretRead = (Instant, Option<Arc<Secret>>);
-
-/// Folds one referenced Secret into the class's secret data (later references win per key;
-/// `stringData` is folded in for servers that do not). A Secret that does not exist contributes
-/// nothing and is no error, as upstream's `getSecretData`.
-pub fn merge_secret_data(data: &mut BTreeMap<String, Vec<u8>>, secret: Option<&Secret>) {
-    let Some(secret) = secret else {
-        return;
-    };
-    for (key, value) in secret.data.clone().unwrap_or_default() {
-        data.insert(key, value.0);
-    }
-    for (key, value) in secret.string_data.clone().unwrap_or_default() {
-        data.insert(key, value.into_bytes());
-    }
-}
 
 /// The shared reuse cache; clones share it.
 #[derive(Clone)]

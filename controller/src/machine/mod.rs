@@ -26,7 +26,7 @@
 //! | §12 phase transitions | spread over the above | transitions asserted in the tests above |
 //! | Issue 14 item 4: "why is this machine stuck?" condition `Blocked` | [`plan::waiting::waiting_condition`], [`plan::waiting::merge_waiting_condition`], [`plan::waiting::refresh_waiting_condition`], [`plan::waiting::drain_view`] | `waiting::tests::*` (incl. `prop_condition_does_not_depend_on_now`), `it::machine::failing_create_machine_backs_off_exponentially_and_says_why`, `it::termination::a_blocking_pdb_is_retried_until_it_allows_the_eviction` |
 //! | Issue 14 item 2: meltdown guard (share of a deployment's/zone's machines Unknown/Failed) | [`plan::meltdown::assess`], [`plan::meltdown::condition_change`], used in [`plan::health::plan_health`] and the MachineDeployment shell | `meltdown::tests::*`, `health::tests::meltdown_guard_keeps_unknown_machines_from_being_failed`, `it::machine_deployment::a_mass_failure_trips_the_meltdown_guard_and_nothing_is_replaced` |
-//! | Issue 14 item 3 / §3.11 re-attach wait after a volume pod's eviction | [`crate::drain::plan::volume_progress`], [`crate::drain::plan::DrainLedger::record_volume_event`] (shell: `drain::reconcile`) | `drain::plan::tests::detached_volumes_are_awaited_on_another_node_until_the_reattach_timeout`, `it::termination::an_evicted_volume_is_awaited_until_it_is_attached_elsewhere`, `it::termination::a_pod_with_a_volume_is_evicted_and_its_detach_awaited` |
+//! | Issue 14 item 3 / §3.11 re-attach wait after a volume pod's eviction | [`mcm_decisions::drain::plan::volume_progress`], [`mcm_decisions::drain::plan::DrainLedger::record_volume_event`] (shell: `drain::reconcile`) | `drain::plan::tests::detached_volumes_are_awaited_on_another_node_until_the_reattach_timeout`, `it::termination::an_evicted_volume_is_awaited_until_it_is_attached_elsewhere`, `it::termination::a_pod_with_a_volume_is_evicted_and_its_detach_awaited` |
 //! | §16 retry periods | [`plan::common::Retry`] | `common::tests::retry_periods_match_upstream` |
 //! | Issue 14 item 1: per-machine backoff of failing Create/Initialize/DeleteMachine | [`plan::backoff`] (used by [`plan::creation::create_error_outcome`], [`plan::creation::next_creation_step`], [`plan::deletion::plan_delete_vm_result`], [`plan::deletion::plan_delete_vm_wait`]) | `backoff::tests::*` (incl. `twenty_failures_schedule_versus_constant_retry`), `deletion::tests::delete_machine_matrix`, `it::machine::failing_create_machine_backs_off_exponentially_and_says_why` |
 //!
@@ -53,6 +53,5 @@ pub mod class_secrets;
 pub mod context;
 pub mod creation_flows;
 pub mod node_reconcile;
-pub mod plan;
 pub mod reconcile;
 pub mod terminate;

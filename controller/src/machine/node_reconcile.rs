@@ -7,7 +7,7 @@
 //!   MachineSet then creates a replacement.
 //! - Nodes annotated `node.machine.sapcloud.io/not-managed-by-mcm` are ignored.
 //!
-//! Decisions come from [`super::plan::routing`]; node events are forwarded from the informer to a
+//! Decisions come from [`mcm_decisions::machine::plan::routing`]; node events are forwarded from the informer to a
 //! task (the informer handler runs under its lock and must not read the machine cache).
 
 use std::sync::Arc;
@@ -19,15 +19,15 @@ use mcm_api::v1alpha1::Machine;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::plan::common::Retry;
-use super::plan::routing::{
-    NodeControllerAction, NodeRoute, plan_node_controller, route_node_add, route_node_delete,
-    route_node_update,
-};
 use crate::machine::context::NodeContext;
 use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
+use mcm_decisions::machine::plan::common::Retry;
+use mcm_decisions::machine::plan::routing::{
+    NodeControllerAction, NodeRoute, plan_node_controller, route_node_add, route_node_delete,
+    route_node_update,
+};
 
 /// Name of the queue.
 pub const QUEUE: &str = "node";

@@ -36,16 +36,16 @@ use self::error::ReconcileError;
 use self::permits::Permits;
 use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::MachineContext;
-use crate::machine::plan;
-use crate::machine::plan::common::{ControllerSettings, Event, Retry, name_of};
-use crate::machine::plan::creation::SecretData;
-use crate::machine::plan::order::{EntryDecision, ReconcileOrder, ReconcileStep};
-use crate::machine::plan::routing::{self, MachineQueue, NodeRoute};
 use crate::shell::BoxError;
 use crate::shell::Shell;
 use crate::shell::informer::Change;
 use crate::shell::metrics::MachineSample;
 use crate::shell::queue::{Outcome, WorkQueue};
+use mcm_decisions::machine::plan;
+use mcm_decisions::machine::plan::common::{ControllerSettings, Event, Retry, name_of};
+use mcm_decisions::machine::plan::creation::SecretData;
+use mcm_decisions::machine::plan::order::{EntryDecision, ReconcileOrder, ReconcileStep};
+use mcm_decisions::machine::plan::routing::{self, MachineQueue, NodeRoute};
 
 /// Name of the machine work queue (metric label, logs).
 pub const QUEUE_NAME: &str = "machine";
@@ -94,7 +94,7 @@ pub fn controller_settings(shell: &Shell) -> ControllerSettings {
         pv_detach_timeout: machine.pv_detach_timeout,
         pv_reattach_timeout: machine.pv_reattach_timeout,
         resource_exhausted_retry: machine.resource_exhausted_retry,
-        retry_backoff: crate::machine::plan::backoff::BackoffSettings {
+        retry_backoff: mcm_decisions::machine::plan::backoff::BackoffSettings {
             initial: machine.retry_backoff_initial,
             factor: machine.retry_backoff_factor,
             max: machine.retry_backoff_max,

@@ -23,11 +23,5 @@
 //! | §5.12 revisionHistoryLimit | `plan::Work::cleanup` | `plan::tests::cleanup_*` |
 //! | §5.9 InPlaceUpdate (Auto and Manual) | `plan::in_place` (`Work::in_place`), [`plan::NodeView`] | `plan::tests::in_place_*`, `sim::prop_in_place_update_invariants` |
 
-pub mod autoscaler;
 pub mod context;
-pub mod fencepost;
-pub mod legacy;
-pub mod plan;
 pub mod reconcile;
-pub mod revision;
-pub mod status;

@@ -1,5 +1,5 @@
 //! The MachineDeployment controller shell (reference §5): watches deployments, their MachineSets
-//! and machines, reads the deployment live, calls [`super::plan::plan`] and executes its actions.
+//! and machines, reads the deployment live, calls [`mcm_decisions::machine_deployment::plan::plan`] and executes its actions.
 //!
 //! - Routing (§5.1): deployment changes enqueue the deployment; MachineSet changes enqueue their
 //!   controlling deployment (orphans: every deployment whose selector matches); machine changes
@@ -32,15 +32,15 @@ use mcm_api::v1alpha1::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::legacy::{self, LegacyStep};
-use super::plan::{self, DeploymentConfig, DeploymentInput, NodeView};
 use crate::machine_deployment::context::MachineDeploymentContext;
-use crate::machine_set::claim::controller_ref;
-use crate::machine_set::routing::owners_to_sync;
-use crate::selector;
 use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
+use mcm_decisions::machine_deployment::legacy::{self, LegacyStep};
+use mcm_decisions::machine_deployment::plan::{self, DeploymentConfig, DeploymentInput, NodeView};
+use mcm_decisions::machine_set::claim::controller_ref;
+use mcm_decisions::machine_set::routing::owners_to_sync;
+use mcm_decisions::selector;
 
 pub use apply::ApplyError;
 
@@ -220,7 +220,8 @@ fn deployment_for_machine(
     if set.metadata.uid.as_deref() != Some(set_ref.uid.as_str()) {
         return None;
     }
-    let md_ref = controller_ref(&set.metadata).filter(|r| r.kind == super::revision::KIND)?;
+    let md_ref = controller_ref(&set.metadata)
+        .filter(|r| r.kind == mcm_decisions::machine_deployment::revision::KIND)?;
     let md = deployment_named(&md_ref.name)?;
     (md.metadata.uid.as_deref() == Some(md_ref.uid.as_str())).then(|| md_ref.name.clone())
 }
@@ -322,7 +323,7 @@ async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileEr
         actions = planned.actions.len(),
         "planned"
     );
-    let meltdown = crate::machine::plan::meltdown::assess(
+    let meltdown = mcm_decisions::machine::plan::meltdown::assess(
         machines.iter().map(|m| &**m),
         shell.config.machine.meltdown_threshold,
     );
@@ -359,7 +360,7 @@ fn meltdown_condition_present(md: &MachineDeployment) -> bool {
         .is_some_and(|conditions| {
             conditions
                 .iter()
-                .any(|c| c.type_.as_str() == crate::machine::plan::meltdown::CONDITION_TYPE)
+                .any(|c| c.type_.as_str() == mcm_decisions::machine::plan::meltdown::CONDITION_TYPE)
         })
 }
 
@@ -377,7 +378,7 @@ async fn show_meltdown(
         return Ok(());
     };
     let Some(change) =
-        crate::machine::plan::meltdown::condition_change(&md, verdict, Timestamp::now())
+        mcm_decisions::machine::plan::meltdown::condition_change(&md, verdict, Timestamp::now())
     else {
         return Ok(());
     };

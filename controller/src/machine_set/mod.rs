@@ -21,10 +21,5 @@
 //! | §11 MachineSet validation | [`plan::validate`] | `plan::tests::invalid_*` |
 //! | §4.1–§4.9 shell: watches, routing, execution, expectations, status, §9.2 gauges | [`reconcile::run`] | `tests/it/machine_set.rs` |
 
-pub mod claim;
 pub mod context;
-pub mod expectations;
-pub mod plan;
 pub mod reconcile;
-pub mod routing;
-pub mod semantic;

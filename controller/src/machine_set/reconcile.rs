@@ -24,14 +24,14 @@ use mcm_api::v1alpha1::{Machine, MachinePhase, MachineSet};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::claim::controller_ref;
-use super::expectations::Expectations;
-use super::plan::{self, MachineSetAction, MachineSetInput, ReplicaError};
-use super::routing;
 use crate::machine_set::context::MachineSetContext;
 use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
+use mcm_decisions::machine_set::claim::controller_ref;
+use mcm_decisions::machine_set::expectations::Expectations;
+use mcm_decisions::machine_set::plan::{self, MachineSetAction, MachineSetInput, ReplicaError};
+use mcm_decisions::machine_set::routing;
 
 /// Name of the work queue (and of the reconcile metrics label).
 pub const QUEUE: &str = "machineset";

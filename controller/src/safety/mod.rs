@@ -7,6 +7,3 @@ pub mod context;
 pub mod orphans;
 pub mod overshoot;
 pub mod reconcile;
-
-#[cfg(test)]
-mod upstream_tables;

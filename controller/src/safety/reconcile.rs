@@ -9,7 +9,7 @@
 //!
 //! | Queue | Runs | Triggers |
 //! |---|---|---|
-//! | `machinesafetyorphanvms` | [`crate::safety::orphans::collect::run_once`] | start, `--machine-safety-orphan-vms-period`, machine delete, `OutOfRange` ([`crate::machine::plan::routing::triggers_orphan_collection`]) |
+//! | `machinesafetyorphanvms` | [`crate::safety::orphans::collect::run_once`] | start, `--machine-safety-orphan-vms-period`, machine delete, `OutOfRange` ([`mcm_decisions::machine::plan::routing::triggers_orphan_collection`]) |
 //! | `machinesafetyapiserver` (target only) | [`crate::safety::apiserver::check::run_once`] | start, `--machine-safety-apiserver-statuscheck-period` (timeout/5 while down) |
 //! | `machinesafetyovershooting` | [`crate::safety::overshoot::apply::run_once`] | start, `--machine-safety-overshooting-period`, machine add, MachineSet changes |
 
@@ -19,7 +19,6 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::machine::plan::routing::triggers_orphan_collection;
 use crate::safety::apiserver::check::{self as apiserver_check, ApiServerChecker};
 use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
 use crate::safety::orphans::collect as orphan_collect;
@@ -27,6 +26,7 @@ use crate::safety::overshoot::apply as overshoot_apply;
 use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::WorkQueue;
+use mcm_decisions::machine::plan::routing::triggers_orphan_collection;
 
 /// The single key of every safety queue (upstream uses `""` too).
 pub const KEY: &str = "";
@@ -134,7 +134,7 @@ pub fn run_apiserver(
         // controller) starts from the freeze it inherits, so the recovery still resets the
         // health timeouts of Unknown machines before unfreezing.
         let checker = Arc::new(Mutex::new(ApiServerChecker {
-            state: crate::safety::apiserver::plan::FreezeState {
+            state: mcm_decisions::safety::apiserver::FreezeState {
                 frozen: shell.machine_controller_frozen(),
                 down_since: None,
             },

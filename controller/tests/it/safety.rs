@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineSet};
-use mcm_controller::safety::apiserver::plan::HEALTH_TIMEOUT_RESET;
+use mcm_decisions::safety::apiserver::HEALTH_TIMEOUT_RESET;
 use mcm_provider_proto::{DriverClient, SecretData};
 use mcm_sandbox::faults::{ErrorRule, UnavailableMode, Verb};
 use serde_json::json;

@@ -15,14 +15,16 @@ use mcm_api::v1alpha1::Machine;
 use super::driver::{provider_of, timed};
 use super::error::ReconcileError;
 use super::{ClassContext, MachineController, Step, writes};
-use crate::machine::plan;
-use crate::machine::plan::common::{DriverError, Event, Retry, effective_settings, name_of};
-use crate::machine::plan::creation::{
+use crate::shell::metrics::MachineDurationLabels;
+use mcm_decisions::machine::plan;
+use mcm_decisions::machine::plan::common::{
+    DriverError, Event, Retry, effective_settings, name_of,
+};
+use mcm_decisions::machine::plan::creation::{
     BOOTSTRAP_TOKEN_ALPHABET, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_SECRET_LENGTH,
     CreationContext, CreationPass, CreationStep, MetadataUpdate, SecretData, StatusCallError,
 };
-use crate::machine::plan::hot_update::LAST_APPLIED_PROVIDER_SPEC;
-use crate::shell::metrics::MachineDurationLabels;
+use mcm_decisions::machine::plan::hot_update::LAST_APPLIED_PROVIDER_SPEC;
 
 impl MachineController {
     /// `triggerCreationFlow`.

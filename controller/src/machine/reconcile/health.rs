@@ -16,14 +16,14 @@ use super::error::ReconcileError;
 use super::in_place::in_place_phase_event;
 use super::permits::PERMIT_WAIT;
 use super::{MachineController, Step, writes};
-use crate::machine::plan;
-use crate::machine::plan::common::{
-    Retry, effective_settings, label as machine_label, name_of, node_name_of, phase_of,
-};
-use crate::machine::plan::creation::BOOTSTRAP_TOKEN_NAMESPACE;
-use crate::machine::plan::health::{FailurePermit, HealthInput, HealthOutcome, NodeLookup};
 use crate::shell::informer::Informer;
 use crate::shell::metrics::MachineDurationLabels;
+use mcm_decisions::machine::plan;
+use mcm_decisions::machine::plan::common::{
+    Retry, effective_settings, label as machine_label, name_of, node_name_of, phase_of,
+};
+use mcm_decisions::machine::plan::creation::BOOTSTRAP_TOKEN_NAMESPACE;
+use mcm_decisions::machine::plan::health::{FailurePermit, HealthInput, HealthOutcome, NodeLookup};
 
 /// How long the permit is kept after failing a machine when the cache does not show the write
 /// yet (upstream sleeps 10s holding it), so a sibling never decides on a stale "Unknown".

@@ -11,9 +11,11 @@ use mcm_api::v1alpha1::Machine;
 use super::driver::{provider_of, timed};
 use super::error::ReconcileError;
 use super::{ClassContext, MachineController, Step, writes};
-use crate::machine::plan;
-use crate::machine::plan::common::{DriverError, Retry, name_of};
-use crate::machine::plan::hot_update::{HotUpdateInput, HotUpdateStep, LAST_APPLIED_PROVIDER_SPEC};
+use mcm_decisions::machine::plan;
+use mcm_decisions::machine::plan::common::{DriverError, Retry, name_of};
+use mcm_decisions::machine::plan::hot_update::{
+    HotUpdateInput, HotUpdateStep, LAST_APPLIED_PROVIDER_SPEC,
+};
 
 impl MachineController {
     /// The provider's hot-updatable paths (asked once; a failed GetCapabilities is asked again

@@ -14,12 +14,14 @@ use mcm_api::v1alpha1::{Machine, MachinePhase};
 
 use super::error::ReconcileError;
 use super::{MachineController, Step, writes};
-use crate::drain::plan::{DrainConfig, DrainOutcome};
 use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
-use crate::machine::plan;
-use crate::machine::plan::common::{Event, Retry, effective_settings, name_of, node_name_of};
-use crate::machine::plan::in_place::{InPlaceFinish, InPlaceStep, in_place_condition};
 use crate::shell::metrics::DrainLabels;
+use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
+use mcm_decisions::machine::plan;
+use mcm_decisions::machine::plan::common::{
+    Event, Retry, effective_settings, name_of, node_name_of,
+};
+use mcm_decisions::machine::plan::in_place::{InPlaceFinish, InPlaceStep, in_place_condition};
 
 /// The event that tells a user why the node's `InPlaceUpdate` condition changed.
 fn condition_event(node: &str, written: &NodeCondition) -> Event {
@@ -311,9 +313,9 @@ impl MachineController {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::plan::common::EventType;
-    use crate::machine::plan::test_support::{MachineExt, at, machine};
     use mcm_api::v1alpha1::{MachineOperationType, MachineState};
+    use mcm_decisions::machine::plan::common::EventType;
+    use mcm_decisions::machine::plan::test_support::{MachineExt, at, machine};
 
     fn in_phase(phase: MachinePhase, description: &str) -> Machine {
         machine("m1").with_phase(phase, at(1)).with_operation(

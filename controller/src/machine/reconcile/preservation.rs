@@ -13,16 +13,16 @@ use mcm_api::v1alpha1::Machine;
 
 use super::error::ReconcileError;
 use super::{MachineController, Step, writes};
-use crate::drain::plan::{DrainConfig, DrainOutcome};
 use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
-use crate::machine::plan;
-use crate::machine::plan::common::{
+use crate::shell::metrics::DrainLabels;
+use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
+use mcm_decisions::machine::plan;
+use mcm_decisions::machine::plan::common::{
     Retry, effective_settings, elapsed, name_of, node_name_of, preserve_expiry_of,
 };
-use crate::machine::plan::preservation::{
+use mcm_decisions::machine::plan::preservation::{
     PreservationAction, PreservationInput, PreservationOutcome, PreservationPlan,
 };
-use crate::shell::metrics::DrainLabels;
 
 impl MachineController {
     /// `manageMachinePreservation`.

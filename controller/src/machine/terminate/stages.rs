@@ -1,5 +1,5 @@
 //! One termination pass: the stage loop and the executor of each stage of
-//! [`crate::machine::plan::deletion`].
+//! [`mcm_decisions::machine::plan::deletion`].
 
 use std::time::Instant;
 
@@ -14,19 +14,21 @@ use super::writes::{
     remove_machine_finalizer, secret_data, set_node_condition, set_node_label, write_status,
 };
 use super::{Termination, TerminationError};
-use crate::drain::plan::{DrainConfig, DrainOutcome, FORCE_DRAIN_TIMEOUT, deletion_drain_config};
 use crate::drain::reconcile::{DrainTarget, drain_pass};
-use crate::machine::plan::common::{Retry, effective_settings, elapsed};
-use crate::machine::plan::deletion::{
+use crate::shell::metrics::{DrainLabels, MachineDurationLabels};
+use crate::shell::queue::Outcome;
+use mcm_decisions::drain::plan::{
+    DrainConfig, DrainOutcome, FORCE_DRAIN_TIMEOUT, deletion_drain_config,
+};
+use mcm_decisions::machine::plan::common::{Retry, effective_settings, elapsed};
+use mcm_decisions::machine::plan::deletion::{
     DeletionOutcome, DeletionStage, DrainStageInput, DrainStageStep, NodeDeletionStep,
     NodeLookupResult, VmStatusInput, VmStatusStep, deletion_stage, plan_blocked,
     plan_delete_vm_result, plan_delete_vm_wait, plan_drain_stage, plan_finalizer_removal_result,
     plan_get_vm_status, plan_node_deletion, plan_node_deletion_result, plan_set_termination,
     plan_volume_attachments,
 };
-use crate::machine::plan::waiting::{drain_view, refresh_waiting_condition};
-use crate::shell::metrics::{DrainLabels, MachineDurationLabels};
-use crate::shell::queue::Outcome;
+use mcm_decisions::machine::plan::waiting::{drain_view, refresh_waiting_condition};
 
 /// Stages run back to back in one pass at most (a full happy path needs 7).
 const MAX_STEPS_PER_PASS: usize = 12;

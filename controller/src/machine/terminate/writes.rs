@@ -14,12 +14,12 @@ use mcm_provider_proto::{MachineError, SecretData};
 
 use super::TerminationError;
 use crate::machine::context::TerminationContext;
-use crate::machine::plan::common::{
+use mcm_decisions::machine::plan::common::{
     DriverError, Event, EventType, Retry, StatusWrite, WriteFailure,
 };
-use crate::machine::plan::deletion::deletion_stage;
-use crate::machine::plan::order::validate_machine_class;
-use crate::machine::plan::waiting::{FROZEN_REASON, refresh_waiting_condition};
+use mcm_decisions::machine::plan::deletion::deletion_stage;
+use mcm_decisions::machine::plan::order::validate_machine_class;
+use mcm_decisions::machine::plan::waiting::{FROZEN_REASON, refresh_waiting_condition};
 
 pub(super) fn write_failure(error: &kube::Error) -> WriteFailure {
     WriteFailure {
@@ -257,8 +257,8 @@ pub(super) async fn cordon(shell: &TerminationContext, node: &str) -> Result<(),
 pub(super) async fn delete_node(
     shell: &TerminationContext,
     node: &str,
-) -> crate::machine::plan::deletion::NodeDeletionResult {
-    use crate::machine::plan::deletion::NodeDeletionResult;
+) -> mcm_decisions::machine::plan::deletion::NodeDeletionResult {
+    use mcm_decisions::machine::plan::deletion::NodeDeletionResult;
     let Some(api) = nodes(shell) else {
         return NodeDeletionResult::NotFound;
     };

@@ -15,8 +15,8 @@ use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
 use serde_json::{Value, json};
 
 use super::Context;
-use crate::machine_deployment::plan::{self, CreateConflict, DeploymentAction};
-use crate::machine_set::plan::{Event, EventType, MachineRef};
+use mcm_decisions::machine_deployment::plan::{self, CreateConflict, DeploymentAction};
+use mcm_decisions::machine_set::plan::{Event, EventType, MachineRef};
 
 /// A failed write of a deployment pass.
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use mcm_api::v1alpha1::MachineSet;
 
-use crate::machine_set::claim::controller_ref;
+use mcm_decisions::machine_set::claim::controller_ref;
 
 /// How long a written object may shadow the cache at most (a watch that never delivers it).
 const TTL: Duration = Duration::from_secs(30);

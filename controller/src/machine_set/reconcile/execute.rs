@@ -12,7 +12,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 use super::{Controller, SyncError};
-use crate::machine_set::plan::{self, MachineRef, MachineUpdate, ReplicaError, events};
+use mcm_decisions::machine_set::plan::{self, MachineRef, MachineUpdate, ReplicaError, events};
 
 /// Read-modify-write attempts on one machine before giving up for this pass.
 const UPDATE_ATTEMPTS: u32 = 5;

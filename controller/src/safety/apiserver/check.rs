@@ -1,9 +1,9 @@
 //! Shell of the API-server health check (§3.14): probe the control and target API servers, feed
-//! [`super::plan::plan_apiserver_check`], freeze or unfreeze the Machine controller
+//! [`mcm_decisions::safety::apiserver::plan_apiserver_check`], freeze or unfreeze the Machine controller
 //! ([`ApiServerContext::set_machine_controller_frozen`], which also sets `mcm_machine_controller_frozen`).
 //!
 //! On recovery, every `Unknown` machine gets its health timeout reset first
-//! ([`super::plan::health_timeout_reset`]: a live GET, then a merge patch of the status subresource
+//! ([`mcm_decisions::safety::apiserver::health_timeout_reset`]: a live GET, then a merge patch of the status subresource
 //! carrying the read resourceVersion); the unfreeze only happens once all those writes succeeded,
 //! as upstream, so a machine is never failed for an outage the controller could not observe.
 
@@ -15,14 +15,14 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
-use super::plan::{
-    ApiServerSafetySettings, FreezeState, HEALTH_TIMEOUT_RESET, health_timeout_reset,
-    plan_apiserver_check,
-};
-use crate::machine::plan::common::phase_of;
 use crate::safety::common::{SafetyError, period};
 use crate::safety::context::ApiServerContext;
 use crate::shell::queue::Outcome;
+use mcm_decisions::machine::plan::common::phase_of;
+use mcm_decisions::safety::apiserver::{
+    ApiServerSafetySettings, FreezeState, HEALTH_TIMEOUT_RESET, health_timeout_reset,
+    plan_apiserver_check,
+};
 
 /// A name no object has: the probes only care whether the server answers (200 or 404).
 const PROBE_NAME: &str = "mcm-safety-apiserver-probe";

@@ -14,4 +14,3 @@
 
 pub mod check;
 pub mod freeze;
-pub mod plan;

@@ -1,6 +1,6 @@
 //! Shell of the orphan collection (§3.14): per MachineClass, `ListMachines` through the driver,
-//! [`super::plan::orphan_vms`] against the machine cache, `DeleteMachine` with a synthetic machine
-//! for each orphan; then (with a target cluster) [`super::plan::orphan_nodes`] and its node
+//! [`mcm_decisions::safety::orphans::orphan_vms`] against the machine cache, `DeleteMachine` with a synthetic machine
+//! for each orphan; then (with a target cluster) [`mcm_decisions::safety::orphans::orphan_nodes`] and its node
 //! patches.
 //!
 //! Unlike upstream, a class whose secret or `ListMachines` call fails is skipped and the other
@@ -17,10 +17,12 @@ use mcm_api::keys::annotation;
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineSpec};
 use mcm_provider_proto::{MachineError, SecretData};
 
-use super::plan::{NOT_MANAGED_VALUE, OrphanNodeAction, OrphanVm, orphan_nodes, orphan_vms};
 use crate::safety::common::{SafetyError, period};
 use crate::safety::context::OrphanContext;
 use crate::shell::queue::Outcome;
+use mcm_decisions::safety::orphans::{
+    NOT_MANAGED_VALUE, OrphanNodeAction, OrphanVm, orphan_nodes, orphan_vms,
+};
 
 /// Extra requeue bound after a failed run (upstream's LongRetry).
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(10 * 60);

@@ -1,5 +1,5 @@
 //! Shell of the overshooting safety (§6): snapshot MachineSets, MachineDeployments and machines
-//! from the caches, run [`super::plan::plan`], execute its actions in order.
+//! from the caches, run [`mcm_decisions::safety::overshoot::plan`], execute its actions in order.
 //!
 //! Each freeze/unfreeze reads the object live, applies the plan's object helper, writes the
 //! `Frozen` condition through the status subresource, then the label/annotation change through
@@ -15,14 +15,14 @@ use mcm_api::v1alpha1::{
     Machine, MachineDeployment, MachineDeploymentConditionType, MachineSet, MachineSetConditionType,
 };
 
-use super::plan::{
-    OvershootAction, OvershootConfig, freeze_machine_deployment, freeze_machine_set, plan,
-    unfreeze_machine_deployment, unfreeze_machine_set,
-};
-use crate::machine_set::plan::{Event, EventType};
 use crate::safety::common::{SafetyError, period};
 use crate::safety::context::OvershootContext;
 use crate::shell::queue::Outcome;
+use mcm_decisions::machine_set::plan::{Event, EventType};
+use mcm_decisions::safety::overshoot::{
+    OvershootAction, OvershootConfig, freeze_machine_deployment, freeze_machine_set, plan,
+    unfreeze_machine_deployment, unfreeze_machine_set,
+};
 
 /// One overshooting check; requeues after `--machine-safety-overshooting-period`, or retries
 /// (rate limited) after an API error.

@@ -146,7 +146,7 @@ fn validate_machine_class_non_existing_secret() {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::Secret;
 
-    use crate::machine::class_secrets::merge_secret_data;
+    use crate::machine::class::merge_secret_data;
 
     assert_eq!(validate_machine_class(&class(true, None)), Ok(()));
     let mut data = BTreeMap::new();

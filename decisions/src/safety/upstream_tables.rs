@@ -9,7 +9,7 @@ use mcm_api::v1alpha1::{LastOperation, Machine, MachineStatus};
 
 use crate::machine::plan::routing::triggers_orphan_collection;
 use crate::machine::plan::test_support::{at, machine};
-use crate::safety::apiserver::plan::{ApiServerSafetySettings, FreezeState, plan_apiserver_check};
+use crate::safety::apiserver::{ApiServerSafetySettings, FreezeState, plan_apiserver_check};
 
 /// How long the API servers have been seen unreachable before the check (upstream's
 /// `apiServerInactiveDuration`: zero, five seconds, five minutes against the 30s timeout).
@@ -187,7 +187,7 @@ const ORPHAN_VMS: &[(&str, Option<(&str, Option<&str>)>, bool)] = &[
 #[test]
 fn reconcile_cluster_machine_safety_orphan_vms_table() {
     use crate::machine::plan::test_support::MachineExt;
-    use crate::safety::orphans::plan::{OrphanVm, orphan_vms};
+    use crate::safety::orphans::{OrphanVm, orphan_vms};
     let listed = std::collections::BTreeMap::from([(
         "testmachine-ip1".to_owned(),
         "testmachine_1".to_owned(),
@@ -236,7 +236,7 @@ struct UnmanagedRow {
 
 #[test]
 fn annotate_nodes_unmanaged_by_mcm_table() {
-    use crate::safety::orphans::plan::{OrphanNodeAction, orphan_nodes};
+    use crate::safety::orphans::{OrphanNodeAction, orphan_nodes};
     use mcm_api::duration::Duration;
     use mcm_api::keys::{annotation, finalizer, label};
     let rows = [

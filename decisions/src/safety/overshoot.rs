@@ -465,5 +465,5 @@ fn unfroze_event(ms: &str) -> Event {
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
+#[path = "overshoot_tests.rs"]
 mod tests;

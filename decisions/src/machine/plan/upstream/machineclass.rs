@@ -5,7 +5,7 @@
 //! through a fake clientset and reads the object back; the rows compare the finalizers the shell
 //! is told to write (or that nothing is written) and, for the blocked deletion, the retry.
 
-use crate::machine::class_reconcile::{ClassStep, finalizers_with, plan_class, plan_secret};
+use crate::machine::class::{ClassStep, finalizers_with, plan_class, plan_secret};
 
 /// Upstream `MCMFinalizerName`, spelled out so the rows do not depend on our constant.
 const MCM: &str = "machine.sapcloud.io/machine-controller-manager";

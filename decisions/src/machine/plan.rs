@@ -16,7 +16,9 @@ pub mod preservation;
 pub mod routing;
 pub mod waiting;
 
-#[cfg(test)]
-pub(crate) mod test_support;
+/// Builders of Machines, Nodes and times for tests of the decisions and of the shells that call
+/// them (`test-support` feature).
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 #[cfg(test)]
 mod upstream;
