@@ -12,3 +12,4 @@ pub mod machine_deployment;
 pub mod machine_set;
 pub mod safety;
 pub mod selector;
+pub mod vocabulary;

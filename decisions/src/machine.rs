@@ -1,5 +1,24 @@
-//! Decisions of the Machine controller: creation, initialization, health, node sync, hot and
-//! in-place updates, preservation and deletion ([`plan`]).
+//! Decisions of the Machine controller: creation and initialization, health and phases, node
+//! sync, hot and in-place updates, preservation, deletion and the MachineClass/Secret finalizers.
+//! No I/O, no async, no clock: `now` is a parameter.
 
+pub mod backoff;
 pub mod class;
-pub mod plan;
+pub mod creation;
+pub mod deletion;
+pub mod health;
+pub mod hot_update;
+pub mod in_place;
+pub mod meltdown;
+pub mod node_sync;
+pub mod order;
+pub mod preservation;
+pub mod routing;
+pub mod waiting;
+
+/// Builders of Machines, Nodes and times for tests of the decisions and of the shells that call
+/// them (`test-support` feature).
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
+#[cfg(test)]
+mod upstream;

@@ -24,8 +24,8 @@ use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine::class::{ClassStep, plan_class, plan_secret, secret_is_referenced};
-use mcm_decisions::machine::plan::common::Retry;
-use mcm_decisions::machine::plan::routing::class_key_for_machine;
+use mcm_decisions::machine::routing::class_key_for_machine;
+use mcm_decisions::vocabulary::Retry;
 
 /// Name of the queue.
 pub const QUEUE: &str = "machineclass";

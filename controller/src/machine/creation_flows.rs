@@ -101,7 +101,7 @@ mod tests {
     /// after it exits creation flow": the machine is in the set while its flow runs (the
     /// termination shell leaves it alone) and out of it once the flow returned, whether the pass
     /// ended normally, with an error or by a panic. The flow's own result for that entry is
-    /// `machine::plan::upstream::creation::trigger_creation_flow_table`.
+    /// `mcm_decisions::machine::upstream::creation::trigger_creation_flow_table`.
     #[test]
     fn a_flow_leaves_the_set_however_it_ends() {
         let flows = CreationFlows::default();

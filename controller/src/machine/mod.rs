@@ -9,8 +9,8 @@
 //! | Reference | Function(s) | Tests |
 //! |---|---|---|
 //! | §3.3 reconcile order, finalizer first, frozen, validation (§11) | [`plan::order::plan_entry`], [`plan::order::plan_reconcile_order`], [`plan::order::validate_machine`] | `order::tests::entry_decisions`, `order_follows_upstream`, `invalid_machine_is_blocked` |
-//! | §3.3 status "similarity" (Levenshtein > 0.75, 30 min) | [`plan::common::is_status_similar`], [`plan::common::StatusWrite::is_redundant`] | `common::tests::similar_*`, `different_phase_or_text_is_not_similar`, `prop_levenshtein_is_a_metric` |
-//! | §3.15 effective settings | [`plan::common::effective_settings`] | `common::tests::effective_settings_prefer_annotation_then_spec_then_flag` |
+//! | §3.3 status "similarity" (Levenshtein > 0.75, 30 min) | [`vocabulary::is_status_similar`], [`vocabulary::StatusWrite::is_redundant`] | `common::tests::similar_*`, `different_phase_or_text_is_not_similar`, `prop_levenshtein_is_a_metric` |
+//! | §3.15 effective settings | [`vocabulary::effective_settings`] | `common::tests::effective_settings_prefer_annotation_then_spec_then_flag` |
 //! | §3.5 MachineClass checks | [`plan::order::validate_machine_class`] | `order::tests::class_validation` |
 //! | §3.4 creation steps, intent before CreateMachine | [`plan::creation::next_creation_step`], [`plan::creation::has_create_intent`] | `creation::tests::happy_path_*`, `second_pass_with_vm_sets_pending`, `prop_create_only_after_intent` |
 //! | §8.4 GetMachineStatus (creation) / CreateMachine / InitializeMachine rows | [`plan::creation::create_error_outcome`], [`plan::creation::next_creation_step`] | `get_status_matrix_in_creation`, `create_machine_matrix`, `initialize_matrix`, `resource_exhausted_retry_zero_means_long` |
@@ -27,7 +27,7 @@
 //! | Issue 14 item 4: "why is this machine stuck?" condition `Blocked` | [`plan::waiting::waiting_condition`], [`plan::waiting::merge_waiting_condition`], [`plan::waiting::refresh_waiting_condition`], [`plan::waiting::drain_view`] | `waiting::tests::*` (incl. `prop_condition_does_not_depend_on_now`), `it::machine::failing_create_machine_backs_off_exponentially_and_says_why`, `it::termination::a_blocking_pdb_is_retried_until_it_allows_the_eviction` |
 //! | Issue 14 item 2: meltdown guard (share of a deployment's/zone's machines Unknown/Failed) | [`plan::meltdown::assess`], [`plan::meltdown::condition_change`], used in [`plan::health::plan_health`] and the MachineDeployment shell | `meltdown::tests::*`, `health::tests::meltdown_guard_keeps_unknown_machines_from_being_failed`, `it::machine_deployment::a_mass_failure_trips_the_meltdown_guard_and_nothing_is_replaced` |
 //! | Issue 14 item 3 / §3.11 re-attach wait after a volume pod's eviction | [`mcm_decisions::drain::plan::volume_progress`], [`mcm_decisions::drain::plan::DrainLedger::record_volume_event`] (shell: `drain::reconcile`) | `drain::plan::tests::detached_volumes_are_awaited_on_another_node_until_the_reattach_timeout`, `it::termination::an_evicted_volume_is_awaited_until_it_is_attached_elsewhere`, `it::termination::a_pod_with_a_volume_is_evicted_and_its_detach_awaited` |
-//! | §16 retry periods | [`plan::common::Retry`] | `common::tests::retry_periods_match_upstream` |
+//! | §16 retry periods | [`vocabulary::Retry`] | `common::tests::retry_periods_match_upstream` |
 //! | Issue 14 item 1: per-machine backoff of failing Create/Initialize/DeleteMachine | [`plan::backoff`] (used by [`plan::creation::create_error_outcome`], [`plan::creation::next_creation_step`], [`plan::deletion::plan_delete_vm_result`], [`plan::deletion::plan_delete_vm_wait`]) | `backoff::tests::*` (incl. `twenty_failures_schedule_versus_constant_retry`), `deletion::tests::delete_machine_matrix`, `it::machine::failing_create_machine_backs_off_exponentially_and_says_why` |
 //!
 //! Shell of the Machine controller ([`reconcile`]; integration tests in

@@ -7,7 +7,7 @@
 //!   MachineSet then creates a replacement.
 //! - Nodes annotated `node.machine.sapcloud.io/not-managed-by-mcm` are ignored.
 //!
-//! Decisions come from [`mcm_decisions::machine::plan::routing`]; node events are forwarded from the informer to a
+//! Decisions come from [`mcm_decisions::machine::routing`]; node events are forwarded from the informer to a
 //! task (the informer handler runs under its lock and must not read the machine cache).
 
 use std::sync::Arc;
@@ -23,11 +23,11 @@ use crate::machine::context::NodeContext;
 use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
-use mcm_decisions::machine::plan::common::Retry;
-use mcm_decisions::machine::plan::routing::{
+use mcm_decisions::machine::routing::{
     NodeControllerAction, NodeRoute, plan_node_controller, route_node_add, route_node_delete,
     route_node_update,
 };
+use mcm_decisions::vocabulary::Retry;
 
 /// Name of the queue.
 pub const QUEUE: &str = "node";

@@ -41,11 +41,12 @@ use crate::shell::Shell;
 use crate::shell::informer::Change;
 use crate::shell::metrics::MachineSample;
 use crate::shell::queue::{Outcome, WorkQueue};
-use mcm_decisions::machine::plan;
-use mcm_decisions::machine::plan::common::{ControllerSettings, Event, Retry, name_of};
-use mcm_decisions::machine::plan::creation::SecretData;
-use mcm_decisions::machine::plan::order::{EntryDecision, ReconcileOrder, ReconcileStep};
-use mcm_decisions::machine::plan::routing::{self, MachineQueue, NodeRoute};
+use mcm_decisions::machine as plan;
+use mcm_decisions::machine::creation::SecretData;
+use mcm_decisions::machine::order::{EntryDecision, ReconcileOrder, ReconcileStep};
+use mcm_decisions::machine::routing::{self, MachineQueue, NodeRoute};
+use mcm_decisions::vocabulary;
+use mcm_decisions::vocabulary::{ControllerSettings, Event, Retry, name_of};
 
 /// Name of the machine work queue (metric label, logs).
 pub const QUEUE_NAME: &str = "machine";
@@ -94,7 +95,7 @@ pub fn controller_settings(shell: &Shell) -> ControllerSettings {
         pv_detach_timeout: machine.pv_detach_timeout,
         pv_reattach_timeout: machine.pv_reattach_timeout,
         resource_exhausted_retry: machine.resource_exhausted_retry,
-        retry_backoff: mcm_decisions::machine::plan::backoff::BackoffSettings {
+        retry_backoff: mcm_decisions::machine::backoff::BackoffSettings {
             initial: machine.retry_backoff_initial,
             factor: machine.retry_backoff_factor,
             max: machine.retry_backoff_max,
@@ -390,7 +391,7 @@ impl MachineController {
     pub(crate) fn event(&self, machine: &Machine, event: &Event) {
         self.shell.event(
             machine,
-            event.type_ == plan::common::EventType::Warning,
+            event.type_ == vocabulary::EventType::Warning,
             &event.reason,
             "Reconcile",
             event.message.clone(),

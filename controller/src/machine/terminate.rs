@@ -4,7 +4,7 @@
 //!
 //! Every pass re-reads the machine live, validates its class (a missing or unfinalized class
 //! blocks deletion, as upstream), and runs the stage state machine of
-//! [`mcm_decisions::machine::plan::deletion`]: Terminating → GetVMStatus → drain → (force:
+//! [`mcm_decisions::machine::deletion`]: Terminating → GetVMStatus → drain → (force:
 //! VolumeAttachments) → DeleteMachine → Node deletion → finalizer removal. Each stage's result is
 //! written to `status.lastOperation` before the next stage runs, so a crash resumes where it
 //! stopped and the VM deletion intent («Initiate VM deletion») is on the Machine before
@@ -38,8 +38,8 @@ use crate::machine::context::TerminationContext;
 use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
-use mcm_decisions::machine::plan::deletion::{self, DeletionStage};
-use mcm_decisions::machine::plan::routing::{self, MachineQueue};
+use mcm_decisions::machine::deletion::{self, DeletionStage};
+use mcm_decisions::machine::routing::{self, MachineQueue};
 
 /// Name of the termination work queue (metrics, logs).
 pub const QUEUE: &str = "machinetermination";
@@ -222,7 +222,7 @@ impl Termination {
                 "machine controller frozen; termination waits"
             );
             return Outcome::RequeueAfter(
-                mcm_decisions::machine::plan::common::Retry::Short
+                mcm_decisions::vocabulary::Retry::Short
                     .period()
                     .to_std()
                     .unwrap_or_default(),

@@ -323,7 +323,7 @@ async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileEr
         actions = planned.actions.len(),
         "planned"
     );
-    let meltdown = mcm_decisions::machine::plan::meltdown::assess(
+    let meltdown = mcm_decisions::machine::meltdown::assess(
         machines.iter().map(|m| &**m),
         shell.config.machine.meltdown_threshold,
     );
@@ -360,7 +360,7 @@ fn meltdown_condition_present(md: &MachineDeployment) -> bool {
         .is_some_and(|conditions| {
             conditions
                 .iter()
-                .any(|c| c.type_.as_str() == mcm_decisions::machine::plan::meltdown::CONDITION_TYPE)
+                .any(|c| c.type_.as_str() == mcm_decisions::machine::meltdown::CONDITION_TYPE)
         })
 }
 
@@ -378,7 +378,7 @@ async fn show_meltdown(
         return Ok(());
     };
     let Some(change) =
-        mcm_decisions::machine::plan::meltdown::condition_change(&md, verdict, Timestamp::now())
+        mcm_decisions::machine::meltdown::condition_change(&md, verdict, Timestamp::now())
     else {
         return Ok(());
     };

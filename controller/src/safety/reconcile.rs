@@ -9,7 +9,7 @@
 //!
 //! | Queue | Runs | Triggers |
 //! |---|---|---|
-//! | `machinesafetyorphanvms` | [`crate::safety::orphans::collect::run_once`] | start, `--machine-safety-orphan-vms-period`, machine delete, `OutOfRange` ([`mcm_decisions::machine::plan::routing::triggers_orphan_collection`]) |
+//! | `machinesafetyorphanvms` | [`crate::safety::orphans::collect::run_once`] | start, `--machine-safety-orphan-vms-period`, machine delete, `OutOfRange` ([`mcm_decisions::machine::routing::triggers_orphan_collection`]) |
 //! | `machinesafetyapiserver` (target only) | [`crate::safety::apiserver::check::run_once`] | start, `--machine-safety-apiserver-statuscheck-period` (timeout/5 while down) |
 //! | `machinesafetyovershooting` | [`crate::safety::overshoot::apply::run_once`] | start, `--machine-safety-overshooting-period`, machine add, MachineSet changes |
 
@@ -26,7 +26,7 @@ use crate::safety::overshoot::apply as overshoot_apply;
 use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::WorkQueue;
-use mcm_decisions::machine::plan::routing::triggers_orphan_collection;
+use mcm_decisions::machine::routing::triggers_orphan_collection;
 
 /// The single key of every safety queue (upstream uses `""` too).
 pub const KEY: &str = "";

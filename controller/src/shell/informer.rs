@@ -2,7 +2,7 @@
 //!
 //! kube-runtime's reflector keeps a store but tells consumers neither the previous version of an
 //! updated object nor which objects vanished across a relist; the event routing of the plans
-//! (`machine::plan::routing`, `machine_set::routing`) needs both. One [`Informer`] per kind is
+//! (`mcm_decisions::machine::routing`, `mcm_decisions::machine_set::routing`) needs both. One [`Informer`] per kind is
 //! shared by every controller, so each kind is watched once.
 //!
 //! Objects are keyed by name: control-cluster informers watch the single control namespace and

@@ -16,7 +16,7 @@ use mcm_api::duration::Duration;
 use mcm_api::keys::label;
 use mcm_api::v1alpha1::Machine;
 
-use crate::machine::plan::common::{EffectiveSettings, add, parse_go_bool};
+use crate::vocabulary::{EffectiveSettings, add, parse_go_bool};
 
 /// Annotation of mirror (static) pods; they cannot be evicted.
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use mcm_api::duration::Duration;
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
 
-use crate::machine::plan::common::{
+use crate::vocabulary::{
     StatusWrite, add, current_status, last_operation, phase_of, preserve_expiry_of,
 };
 
@@ -135,7 +135,7 @@ pub fn health_timeout_reset(machine: &Machine, now: Timestamp) -> Option<StatusW
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::plan::test_support::*;
+    use crate::machine::test_support::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use proptest::prelude::*;
 

@@ -3,7 +3,7 @@
 //!
 //! A VM is never deleted while its machine may still be creating it: phase "" or
 //! CrashLoopBackOff, no providerID yet, or the create intent recorded
-//! ([`crate::machine::plan::creation::has_create_intent`]).
+//! ([`crate::machine::creation::has_create_intent`]).
 
 use std::collections::BTreeMap;
 
@@ -13,8 +13,8 @@ use mcm_api::duration::Duration;
 use mcm_api::keys::{annotation, finalizer, value};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
-use crate::machine::plan::common::{add, phase_of, provider_id_of};
-use crate::machine::plan::creation::has_create_intent;
+use crate::machine::creation::has_create_intent;
+use crate::vocabulary::{add, phase_of, provider_id_of};
 
 /// A VM to delete through the driver with a synthetic machine
 /// `{name, namespace = class namespace, spec.providerID}`.
@@ -155,8 +155,8 @@ pub const NOT_MANAGED_VALUE: &str = value::NOT_MANAGED_BY_MCM;
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::plan::creation::CREATE_INTENT_DESCRIPTION;
-    use crate::machine::plan::test_support::*;
+    use crate::machine::creation::CREATE_INTENT_DESCRIPTION;
+    use crate::machine::test_support::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use mcm_api::v1alpha1::{MachineOperationType, MachineState};
     use proptest::prelude::*;

@@ -16,15 +16,13 @@ use super::driver::{provider_of, timed};
 use super::error::ReconcileError;
 use super::{ClassContext, MachineController, Step, writes};
 use crate::shell::metrics::MachineDurationLabels;
-use mcm_decisions::machine::plan;
-use mcm_decisions::machine::plan::common::{
-    DriverError, Event, Retry, effective_settings, name_of,
-};
-use mcm_decisions::machine::plan::creation::{
+use mcm_decisions::machine as plan;
+use mcm_decisions::machine::creation::{
     BOOTSTRAP_TOKEN_ALPHABET, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_SECRET_LENGTH,
     CreationContext, CreationPass, CreationStep, MetadataUpdate, SecretData, StatusCallError,
 };
-use mcm_decisions::machine::plan::hot_update::LAST_APPLIED_PROVIDER_SPEC;
+use mcm_decisions::machine::hot_update::LAST_APPLIED_PROVIDER_SPEC;
+use mcm_decisions::vocabulary::{DriverError, Event, Retry, effective_settings, name_of};
 
 impl MachineController {
     /// `triggerCreationFlow`.

@@ -1,7 +1,7 @@
 //! Errors of the Machine controller shell.
 
-use mcm_decisions::machine::plan::common::{Retry, WriteFailure};
-use mcm_decisions::machine::plan::node_sync::NodeSyncError;
+use mcm_decisions::machine::node_sync::NodeSyncError;
+use mcm_decisions::vocabulary::{Retry, WriteFailure};
 
 /// A failed API call of the Machine controller shell, with the object it was about.
 #[derive(Debug, thiserror::Error)]

@@ -18,12 +18,12 @@ use super::permits::PERMIT_WAIT;
 use super::{MachineController, Step, writes};
 use crate::shell::informer::Informer;
 use crate::shell::metrics::MachineDurationLabels;
-use mcm_decisions::machine::plan;
-use mcm_decisions::machine::plan::common::{
+use mcm_decisions::machine as plan;
+use mcm_decisions::machine::creation::BOOTSTRAP_TOKEN_NAMESPACE;
+use mcm_decisions::machine::health::{FailurePermit, HealthInput, HealthOutcome, NodeLookup};
+use mcm_decisions::vocabulary::{
     Retry, effective_settings, label as machine_label, name_of, node_name_of, phase_of,
 };
-use mcm_decisions::machine::plan::creation::BOOTSTRAP_TOKEN_NAMESPACE;
-use mcm_decisions::machine::plan::health::{FailurePermit, HealthInput, HealthOutcome, NodeLookup};
 
 /// How long the permit is kept after failing a machine when the cache does not show the write
 /// yet (upstream sleeps 10s holding it), so a sibling never decides on a stale "Unknown".

@@ -11,11 +11,11 @@ use mcm_api::v1alpha1::Machine;
 use super::driver::{provider_of, timed};
 use super::error::ReconcileError;
 use super::{ClassContext, MachineController, Step, writes};
-use mcm_decisions::machine::plan;
-use mcm_decisions::machine::plan::common::{DriverError, Retry, name_of};
-use mcm_decisions::machine::plan::hot_update::{
+use mcm_decisions::machine as plan;
+use mcm_decisions::machine::hot_update::{
     HotUpdateInput, HotUpdateStep, LAST_APPLIED_PROVIDER_SPEC,
 };
+use mcm_decisions::vocabulary::{DriverError, Retry, name_of};
 
 impl MachineController {
     /// The provider's hot-updatable paths (asked once; a failed GetCapabilities is asked again

@@ -17,11 +17,9 @@ use super::{MachineController, Step, writes};
 use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
 use crate::shell::metrics::DrainLabels;
 use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
-use mcm_decisions::machine::plan;
-use mcm_decisions::machine::plan::common::{
-    Event, Retry, effective_settings, name_of, node_name_of,
-};
-use mcm_decisions::machine::plan::in_place::{InPlaceFinish, InPlaceStep, in_place_condition};
+use mcm_decisions::machine as plan;
+use mcm_decisions::machine::in_place::{InPlaceFinish, InPlaceStep, in_place_condition};
+use mcm_decisions::vocabulary::{Event, Retry, effective_settings, name_of, node_name_of};
 
 /// The event that tells a user why the node's `InPlaceUpdate` condition changed.
 fn condition_event(node: &str, written: &NodeCondition) -> Event {
@@ -314,8 +312,8 @@ impl MachineController {
 mod tests {
     use super::*;
     use mcm_api::v1alpha1::{MachineOperationType, MachineState};
-    use mcm_decisions::machine::plan::common::EventType;
-    use mcm_decisions::machine::plan::test_support::{MachineExt, at, machine};
+    use mcm_decisions::machine::test_support::{MachineExt, at, machine};
+    use mcm_decisions::vocabulary::EventType;
 
     fn in_phase(phase: MachinePhase, description: &str) -> Machine {
         machine("m1").with_phase(phase, at(1)).with_operation(

@@ -5,8 +5,8 @@ use mcm_api::v1alpha1::Machine;
 
 use super::error::ReconcileError;
 use super::{ClassContext, MachineController, Step, writes};
-use mcm_decisions::machine::plan;
-use mcm_decisions::machine::plan::common::{Event, Retry, name_of, node_name_of};
+use mcm_decisions::machine as plan;
+use mcm_decisions::vocabulary::{Event, Retry, name_of, node_name_of};
 
 impl MachineController {
     /// `syncMachineNameToNode`.

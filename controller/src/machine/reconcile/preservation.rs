@@ -16,12 +16,12 @@ use super::{MachineController, Step, writes};
 use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
 use crate::shell::metrics::DrainLabels;
 use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
-use mcm_decisions::machine::plan;
-use mcm_decisions::machine::plan::common::{
-    Retry, effective_settings, elapsed, name_of, node_name_of, preserve_expiry_of,
-};
-use mcm_decisions::machine::plan::preservation::{
+use mcm_decisions::machine as plan;
+use mcm_decisions::machine::preservation::{
     PreservationAction, PreservationInput, PreservationOutcome, PreservationPlan,
+};
+use mcm_decisions::vocabulary::{
+    Retry, effective_settings, elapsed, name_of, node_name_of, preserve_expiry_of,
 };
 
 impl MachineController {

@@ -11,9 +11,9 @@ use mcm_api::v1alpha1::{Machine, MachineClass};
 
 use super::error::ReconcileError;
 use crate::machine::context::MachineContext;
-use mcm_decisions::machine::plan::common::{StatusWrite, name_of, set_entries};
-use mcm_decisions::machine::plan::creation::SecretData;
-use mcm_decisions::machine::plan::waiting::{FROZEN_REASON, refresh_waiting_condition};
+use mcm_decisions::machine::creation::SecretData;
+use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
+use mcm_decisions::vocabulary::{StatusWrite, name_of, set_entries};
 
 fn api_error(
     action: &'static str,

@@ -1,5 +1,5 @@
 //! One termination pass: the stage loop and the executor of each stage of
-//! [`mcm_decisions::machine::plan::deletion`].
+//! [`mcm_decisions::machine::deletion`].
 
 use std::time::Instant;
 
@@ -20,15 +20,15 @@ use crate::shell::queue::Outcome;
 use mcm_decisions::drain::plan::{
     DrainConfig, DrainOutcome, FORCE_DRAIN_TIMEOUT, deletion_drain_config,
 };
-use mcm_decisions::machine::plan::common::{Retry, effective_settings, elapsed};
-use mcm_decisions::machine::plan::deletion::{
+use mcm_decisions::machine::deletion::{
     DeletionOutcome, DeletionStage, DrainStageInput, DrainStageStep, NodeDeletionStep,
     NodeLookupResult, VmStatusInput, VmStatusStep, deletion_stage, plan_blocked,
     plan_delete_vm_result, plan_delete_vm_wait, plan_drain_stage, plan_finalizer_removal_result,
     plan_get_vm_status, plan_node_deletion, plan_node_deletion_result, plan_set_termination,
     plan_volume_attachments,
 };
-use mcm_decisions::machine::plan::waiting::{drain_view, refresh_waiting_condition};
+use mcm_decisions::machine::waiting::{drain_view, refresh_waiting_condition};
+use mcm_decisions::vocabulary::{Retry, effective_settings, elapsed};
 
 /// Stages run back to back in one pass at most (a full happy path needs 7).
 const MAX_STEPS_PER_PASS: usize = 12;

@@ -14,12 +14,10 @@ use mcm_provider_proto::{MachineError, SecretData};
 
 use super::TerminationError;
 use crate::machine::context::TerminationContext;
-use mcm_decisions::machine::plan::common::{
-    DriverError, Event, EventType, Retry, StatusWrite, WriteFailure,
-};
-use mcm_decisions::machine::plan::deletion::deletion_stage;
-use mcm_decisions::machine::plan::order::validate_machine_class;
-use mcm_decisions::machine::plan::waiting::{FROZEN_REASON, refresh_waiting_condition};
+use mcm_decisions::machine::deletion::deletion_stage;
+use mcm_decisions::machine::order::validate_machine_class;
+use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
+use mcm_decisions::vocabulary::{DriverError, Event, EventType, Retry, StatusWrite, WriteFailure};
 
 pub(super) fn write_failure(error: &kube::Error) -> WriteFailure {
     WriteFailure {
@@ -257,8 +255,8 @@ pub(super) async fn cordon(shell: &TerminationContext, node: &str) -> Result<(),
 pub(super) async fn delete_node(
     shell: &TerminationContext,
     node: &str,
-) -> mcm_decisions::machine::plan::deletion::NodeDeletionResult {
-    use mcm_decisions::machine::plan::deletion::NodeDeletionResult;
+) -> mcm_decisions::machine::deletion::NodeDeletionResult {
+    use mcm_decisions::machine::deletion::NodeDeletionResult;
     let Some(api) = nodes(shell) else {
         return NodeDeletionResult::NotFound;
     };

@@ -18,11 +18,11 @@ use mcm_api::v1alpha1::{Machine, MachinePhase};
 use crate::safety::common::{SafetyError, period};
 use crate::safety::context::ApiServerContext;
 use crate::shell::queue::Outcome;
-use mcm_decisions::machine::plan::common::phase_of;
 use mcm_decisions::safety::apiserver::{
     ApiServerSafetySettings, FreezeState, HEALTH_TIMEOUT_RESET, health_timeout_reset,
     plan_apiserver_check,
 };
+use mcm_decisions::vocabulary::phase_of;
 
 /// A name no object has: the probes only care whether the server answers (200 or 404).
 const PROBE_NAME: &str = "mcm-safety-apiserver-probe";

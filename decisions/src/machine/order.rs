@@ -9,7 +9,9 @@ use k8s_openapi::api::core::v1::Node;
 use mcm_api::keys::{finalizer, misc, taint};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachinePhase};
 
-use super::common::{Event, Retry, has_finalizer, name_of, node_name_of, phase_of, provider_id_of};
+use crate::vocabulary::{
+    Event, Retry, has_finalizer, name_of, node_name_of, phase_of, provider_id_of,
+};
 
 /// First decision on a machine key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -241,7 +243,7 @@ pub fn has_essential_taint(node: &Node) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::plan::test_support::*;
+    use crate::machine::test_support::*;
     use mcm_api::v1alpha1::{ClassSpec, NodeTemplate};
 
     fn valid(m: Machine) -> Machine {

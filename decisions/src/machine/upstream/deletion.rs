@@ -16,15 +16,15 @@ use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase as P, Machin
 use mcm_provider_proto::DeleteMachineResponse;
 
 use crate::drain::plan::{DrainOutcome, deletion_drain_config};
-use crate::machine::plan::backoff::BackoffSettings;
-use crate::machine::plan::common::{ControllerSettings, Retry, effective_settings};
-use crate::machine::plan::deletion::{
+use crate::machine::backoff::BackoffSettings;
+use crate::machine::deletion::{
     DeletionOutcome, DeletionStage, DrainStageInput, DrainStageStep, NodeDeletionResult,
     NodeDeletionStep, NodeLookupResult, VmStatusInput, VmStatusStep, deletion_stage, plan_blocked,
     plan_delete_vm_result, plan_drain_stage, plan_finalizer_removal_result, plan_get_vm_status,
     plan_node_deletion, plan_node_deletion_result, plan_set_termination,
 };
-use crate::machine::plan::test_support::*;
+use crate::machine::test_support::*;
+use crate::vocabulary::{ControllerSettings, Retry, effective_settings};
 
 const NOW: i64 = 20_000;
 const NODE_UPDATE_FAILS: &str = "Failed to update node";

@@ -13,12 +13,12 @@ use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineStat
 use mcm_provider_proto::{Code, DeleteMachineResponse, MachineStatus};
 
 use super::backoff::{BackoffSettings, RetryClass, next_backoff, wait_before_retry, with_mark};
-use super::common::{
+use crate::drain::plan::{DrainConfig, DrainOutcome};
+use crate::vocabulary::{
     DriverError, Event, Retry, StatusWrite, WriteFailure, current_of, current_status,
     description_of, has_finalizer, is_transient, last_operation, name_of, node_name_of,
     operation_type_of, phase_of, time,
 };
-use crate::drain::plan::{DrainConfig, DrainOutcome};
 
 /// Which step of the deletion flow the machine is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -472,7 +472,7 @@ pub fn plan_drain_stage(input: &DrainStageInput<'_>) -> DrainStageStep {
             pending,
         }) => DrainStageStep::Finish(DeletionOutcome {
             status: None,
-            retry: Retry::After(super::common::elapsed(now, *next_check_at)),
+            retry: Retry::After(crate::vocabulary::elapsed(now, *next_check_at)),
             reason: format!("drain in progress, {} pod(s) pending", pending.len()),
             events: Vec::new(),
         }),

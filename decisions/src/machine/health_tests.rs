@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::machine::plan::common::{ControllerSettings, effective_settings};
-use crate::machine::plan::test_support::*;
+use crate::machine::test_support::*;
+use crate::vocabulary::{ControllerSettings, effective_settings};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mcm_api::v1alpha1::MachinePhase as P;
 

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::Node;
 use mcm_api::keys::{annotation, finalizer, label, taint};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
-use super::common::{description_of, machine_annotation, phase_of, preserve_expiry_of};
 use super::health::node_conditions_changed;
+use crate::vocabulary::{description_of, machine_annotation, phase_of, preserve_expiry_of};
 
 /// Which machine queue an event goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,7 +138,7 @@ pub enum NodeRoute {
     /// Enqueue the node key (node controller), after the delay if given.
     EnqueueNode {
         /// Delay (MediumRetry when the finalizer is missing).
-        delay: Option<super::common::Retry>,
+        delay: Option<crate::vocabulary::Retry>,
     },
     /// Enqueue the machine (machine queue).
     EnqueueMachine(String),
@@ -218,7 +218,7 @@ pub fn route_node_update(old: &Node, new: &Node, machines: &[Machine]) -> Vec<No
     let mut routes = Vec::new();
     if !has_node_finalizer(new) {
         routes.push(NodeRoute::EnqueueNode {
-            delay: Some(super::common::Retry::Medium),
+            delay: Some(crate::vocabulary::Retry::Medium),
         });
     }
     let in_place_label_appeared =
@@ -317,7 +317,7 @@ pub fn plan_node_controller(node: Option<&Node>, machines: &[Machine]) -> NodeCo
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::plan::test_support::*;
+    use crate::machine::test_support::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn with_generation(m: Machine, generation: i64) -> Machine {
@@ -448,7 +448,7 @@ mod tests {
         assert_eq!(
             route_node_update(&bare, &bare.clone(), &machines),
             vec![NodeRoute::EnqueueNode {
-                delay: Some(super::super::common::Retry::Medium)
+                delay: Some(crate::vocabulary::Retry::Medium)
             }]
         );
         // Node being deleted: delete the machine.

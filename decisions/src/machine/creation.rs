@@ -38,7 +38,7 @@ use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineStat
 use mcm_provider_proto::{Code, CreateMachineResponse, InitializeMachineResponse, MachineStatus};
 
 use super::backoff::{RetryClass, next_backoff, wait_before_retry};
-use super::common::{
+use crate::vocabulary::{
     ControllerSettings, DriverError, EffectiveSettings, Event, Retry, StatusWrite, WriteFailure,
     add, current_of, current_status, elapsed, has_finalizer, is_transient, last_operation,
     machine_annotation, name_of, node_name_of, phase_of, provider_id_of,

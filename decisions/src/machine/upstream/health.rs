@@ -11,11 +11,11 @@ use mcm_api::duration::Duration;
 use mcm_api::keys::{label, taint as taint_key, value};
 use mcm_api::v1alpha1::{Machine, MachinePhase as P};
 
-use crate::machine::plan::common::{ControllerSettings, Retry, effective_settings};
-use crate::machine::plan::health::{
+use crate::machine::health::{
     FailurePermit, HealthInput, HealthOutcome, NodeLookup, is_healthy, node_has_taint, plan_health,
 };
-use crate::machine::plan::test_support::*;
+use crate::machine::test_support::*;
+use crate::vocabulary::{ControllerSettings, Retry, effective_settings};
 
 /// Upstream's `nodeConditions(kubeletReady, readOnlyFileSystem, networkUnavailable, diskPressure,
 /// kernelDeadlock)` helper: the five condition types with True/False statuses.
@@ -317,9 +317,7 @@ fn replay(row: &Row) -> (Option<P>, HealthOutcome) {
         None => Vec::new(),
         Some(deployment) => siblings
             .into_iter()
-            .filter(|sibling| {
-                crate::machine::plan::common::label(sibling, label::NAME) == Some(deployment)
-            })
+            .filter(|sibling| crate::vocabulary::label(sibling, label::NAME) == Some(deployment))
             .collect(),
     };
     let settings = ControllerSettings {

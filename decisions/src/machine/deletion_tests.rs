@@ -2,9 +2,9 @@
 
 use super::*;
 use crate::drain::plan::{DrainInput, DrainLedger, deletion_drain_config, plan_drain};
-use crate::machine::plan::backoff::{parse_mark, strip_mark};
-use crate::machine::plan::common::{ControllerSettings, effective_settings};
-use crate::machine::plan::test_support::*;
+use crate::machine::backoff::{parse_mark, strip_mark};
+use crate::machine::test_support::*;
+use crate::vocabulary::{ControllerSettings, effective_settings};
 use k8s_openapi::api::core::v1::{AttachedVolume, NodeStatus};
 use mcm_api::duration::Duration;
 use proptest::prelude::*;

@@ -19,11 +19,11 @@ use mcm_api::keys::last_operation as text;
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
 
 use super::backoff::{parse_mark, strip_mark};
-use super::common::{
+use crate::drain::plan::{DrainLedger, EvictionFailure};
+use crate::vocabulary::{
     ControllerSettings, EffectiveSettings, add, current_of, description_of, node_name_of,
     operation_type_of, phase_of, preserve_expiry_of, time,
 };
-use crate::drain::plan::{DrainLedger, EvictionFailure};
 
 /// Condition type written on the Machine.
 pub const CONDITION_TYPE: &str = "Blocked";
@@ -109,7 +109,7 @@ pub struct WaitingInput<'a> {
     /// The drain's view, during the drain step of a deletion.
     pub drain: Option<&'a DrainView>,
     /// The guard keeping an `Unknown` machine whose health timeout ran out from being marked
-    /// Failed ([`crate::machine::plan::health::HealthPlan::held`]), when one holds it.
+    /// Failed ([`crate::machine::health::HealthPlan::held`]), when one holds it.
     pub held: Option<&'a str>,
 }
 
@@ -447,7 +447,7 @@ pub fn refresh_held_condition(
     held: Option<&str>,
     now: Timestamp,
 ) -> bool {
-    let settings = super::common::effective_settings(machine, controller);
+    let settings = crate::vocabulary::effective_settings(machine, controller);
     let wanted = waiting_condition(&WaitingInput {
         machine,
         settings: &settings,

@@ -12,8 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mcm_api::keys::annotation;
 use mcm_api::v1alpha1::NodeTemplateSpec;
 
-use crate::machine::plan::node_sync::{sync_node_templates, sync_node_templates_if_present};
-use crate::machine::plan::test_support::{machine, node};
+use crate::machine::node_sync::{sync_node_templates, sync_node_templates_if_present};
+use crate::machine::test_support::{machine, node};
 
 type Pairs = &'static [(&'static str, &'static str)];
 

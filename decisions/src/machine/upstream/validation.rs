@@ -3,9 +3,9 @@
 
 use mcm_api::v1alpha1::{ClassSpec, MachineClass};
 
-use crate::machine::plan::common::Retry;
-use crate::machine::plan::order::{validate_machine, validate_machine_class};
-use crate::machine::plan::test_support::machine;
+use crate::machine::order::{validate_machine, validate_machine_class};
+use crate::machine::test_support::machine;
+use crate::vocabulary::Retry;
 
 /// `(table, entry, class kind, class name, expected errors)`. Upstream's `field.Error`
 /// (`FieldValueRequired`, field `spec.class.name`, detail `Name is required`) prints as
@@ -121,11 +121,9 @@ fn validate_node_template_table() {
 /// ends with LongRetry (ours also records a Warning event).
 #[test]
 fn validate_machine_class_non_existing_class() {
-    use crate::machine::plan::common::EventType;
-    let (retry, event) = crate::machine::plan::order::machine_class_not_found(
-        &machine("test-machine"),
-        "non-existing",
-    );
+    use crate::vocabulary::EventType;
+    let (retry, event) =
+        crate::machine::order::machine_class_not_found(&machine("test-machine"), "non-existing");
     assert_eq!(retry, Retry::Long, "non-existing machine class");
     assert_eq!(event.type_, EventType::Warning);
     assert_eq!(event.reason, "MachineClassNotFound");

@@ -1,9 +1,9 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::machine::plan::backoff::{RetryClass, next_backoff, strip_mark};
-use crate::machine::plan::common::{description_of, effective_settings, label};
-use crate::machine::plan::test_support::*;
+use crate::machine::backoff::{RetryClass, next_backoff, strip_mark};
+use crate::machine::test_support::*;
+use crate::vocabulary::{description_of, effective_settings, label};
 use mcm_api::duration::Duration;
 use proptest::prelude::*;
 use std::collections::BTreeMap;

@@ -6,11 +6,11 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use mcm_api::keys::{annotation, condition, label, last_operation as text, value};
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
 
-use super::common::{
+use crate::drain::plan::{DrainConfig, DrainOutcome, in_place_drain_config};
+use crate::vocabulary::{
     EffectiveSettings, Retry, StatusWrite, current_of, current_status, last_operation, name_of,
     time,
 };
-use crate::drain::plan::{DrainConfig, DrainOutcome, in_place_drain_config};
 
 fn node_label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     node.metadata
@@ -168,7 +168,7 @@ pub fn plan_in_place_update(
                     InPlaceStep::Finish(Box::new(InPlaceFinish {
                         status: None,
                         node_condition: None,
-                        retry: Retry::After(super::common::elapsed(now, *next_check_at)),
+                        retry: Retry::After(crate::vocabulary::elapsed(now, *next_check_at)),
                         reason: "in-place drain in progress".to_owned(),
                     }))
                 }
@@ -240,8 +240,8 @@ pub fn plan_in_place_update(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::plan::common::{ControllerSettings, effective_settings};
-    use crate::machine::plan::test_support::*;
+    use crate::machine::test_support::*;
+    use crate::vocabulary::{ControllerSettings, effective_settings};
     use mcm_api::duration::Duration;
 
     fn labelled(labels: &[(&str, &str)], reason: Option<&str>) -> Node {

@@ -18,11 +18,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mcm_api::keys::{annotation, condition, preserve, taint, value};
 use mcm_api::v1alpha1::{CurrentStatus, Machine, MachinePhase};
 
-use super::common::{
+use crate::drain::plan::{DrainConfig, DrainOutcome, preserved_drain_config};
+use crate::vocabulary::{
     EffectiveSettings, Event, Retry, StatusWrite, add, current_of, go_time_string,
     machine_annotation, name_of, node_name_of, phase_of, preserve_expiry_of, time,
 };
-use crate::drain::plan::{DrainConfig, DrainOutcome, preserved_drain_config};
 
 /// A write the shell performs.
 #[derive(Clone, Debug, PartialEq)]
@@ -326,7 +326,7 @@ fn preserve_machine(
             }
             Some(DrainOutcome::InProgress { next_check_at, .. }) => {
                 plan.outcome = PreservationOutcome::Done {
-                    retry: Retry::After(super::common::elapsed(now, *next_check_at)),
+                    retry: Retry::After(crate::vocabulary::elapsed(now, *next_check_at)),
                 };
                 return expiry;
             }

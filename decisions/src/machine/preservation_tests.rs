@@ -1,9 +1,9 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::machine::plan::common::{ControllerSettings, effective_settings};
-use crate::machine::plan::health::{FailurePermit, HealthInput, NodeLookup, plan_health};
-use crate::machine::plan::test_support::*;
+use crate::machine::health::{FailurePermit, HealthInput, NodeLookup, plan_health};
+use crate::machine::test_support::*;
+use crate::vocabulary::{ControllerSettings, effective_settings};
 use mcm_api::duration::Duration;
 use mcm_api::v1alpha1::MachinePhase as P;
 use proptest::prelude::*;
@@ -55,7 +55,7 @@ fn apply_node(node: &mut Node, plan: &PreservationPlan) {
     for action in &plan.actions {
         match action {
             PreservationAction::NodeAnnotations(changes) => {
-                crate::machine::plan::common::set_entries(&mut node.metadata.annotations, changes);
+                crate::vocabulary::set_entries(&mut node.metadata.annotations, changes);
             }
             PreservationAction::NodeCondition(c) => {
                 let conditions = node
@@ -89,7 +89,7 @@ fn apply_machine(m: &mut Machine, plan: &PreservationPlan) {
         match action {
             PreservationAction::Status(w) => m.status = Some(w.apply(m.status.as_ref())),
             PreservationAction::MachineAnnotations(changes) => {
-                crate::machine::plan::common::set_entries(&mut m.metadata.annotations, changes);
+                crate::vocabulary::set_entries(&mut m.metadata.annotations, changes);
             }
             _ => {}
         }

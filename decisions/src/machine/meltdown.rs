@@ -15,7 +15,7 @@ use mcm_api::v1alpha1::{
     MachineDeploymentConditionType, MachinePhase,
 };
 
-use super::common::phase_of;
+use crate::vocabulary::phase_of;
 
 /// Zone label read from the machine's node template.
 pub const ZONE_LABEL: &str = mcm_api::keys::label::ZONE;
@@ -171,7 +171,7 @@ pub fn condition_change(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::plan::test_support::*;
+    use crate::machine::test_support::*;
     use proptest::prelude::*;
 
     fn fleet(phases: &[(MachinePhase, Option<&str>)]) -> Vec<Machine> {

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use crate::machine::plan::creation::{SecretData, patch_user_data};
+use crate::machine::creation::{SecretData, patch_user_data};
 
 const MACHINE: &str = "foo-machine";
 const TOKEN: &str = "abcdef.0123456789abcdef";

@@ -11,12 +11,10 @@ use mcm_api::keys::{annotation, condition as reason, label};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
 use crate::drain::plan::DrainOutcome;
-use crate::machine::plan::common::{ControllerSettings, Retry, effective_settings};
-use crate::machine::plan::in_place::{
-    InPlaceStep, plan_in_place_node_condition, plan_in_place_update,
-};
-use crate::machine::plan::routing::{NodeRoute, route_node_update};
-use crate::machine::plan::test_support::*;
+use crate::machine::in_place::{InPlaceStep, plan_in_place_node_condition, plan_in_place_update};
+use crate::machine::routing::{NodeRoute, route_node_update};
+use crate::machine::test_support::*;
+use crate::vocabulary::{ControllerSettings, Retry, effective_settings};
 
 const NOW: i64 = 10_000;
 

@@ -16,11 +16,11 @@ use mcm_api::duration::Duration;
 use mcm_api::keys::{condition, label, taint, value};
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
 
-use super::common::{
+use super::creation::{bootstrap_token_id, bootstrap_token_secret_name};
+use crate::vocabulary::{
     EffectiveSettings, Event, Retry, StatusWrite, add, current_of, current_status, elapsed, label,
     last_operation, name_of, operation_type_of, phase_of, preserve_expiry_of, render_conditions,
 };
-use super::creation::{bootstrap_token_id, bootstrap_token_secret_name};
 
 /// Startup taint a provider may put on new nodes until the instance is fully set up; removed by
 /// the machine controller when the machine becomes Running (our addition; upstream only has it in

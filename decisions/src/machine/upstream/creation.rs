@@ -29,15 +29,15 @@ use mcm_api::keys::{annotation, finalizer, label};
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase as P, MachineState};
 use mcm_provider_proto::{Code, CreateMachineResponse, InitializeMachineResponse, MachineStatus};
 
-use crate::machine::plan::backoff::{RetryClass, next_backoff, parse_mark, strip_mark};
-use crate::machine::plan::common::{
-    ControllerSettings, DriverError, Retry, effective_settings, phase_of, provider_id_of,
-};
-use crate::machine::plan::creation::{
+use crate::machine::backoff::{RetryClass, next_backoff, parse_mark, strip_mark};
+use crate::machine::creation::{
     CreationContext, CreationOutcome, CreationPass, CreationStep, StatusCallError,
     next_creation_step,
 };
-use crate::machine::plan::test_support::*;
+use crate::machine::test_support::*;
+use crate::vocabulary::{
+    ControllerSettings, DriverError, Retry, effective_settings, phase_of, provider_id_of,
+};
 
 const NOW: i64 = 30_000;
 const NAME: &str = "machine-0";

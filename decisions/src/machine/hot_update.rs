@@ -19,7 +19,7 @@ use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineStat
 use mcm_provider_proto::{Code, UpdateMachineResponse};
 use serde_json::Value;
 
-use super::common::{
+use crate::vocabulary::{
     DriverError, Event, Retry, StatusWrite, current_of, is_transient, last_operation,
     machine_annotation, name_of, phase_of, provider_id_of,
 };
@@ -255,7 +255,7 @@ pub fn plan_hot_update(input: &HotUpdateInput<'_>) -> HotUpdateStep {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::plan::test_support::*;
+    use crate::machine::test_support::*;
     use proptest::prelude::*;
     use serde_json::json;
 

@@ -11,11 +11,11 @@ use mcm_api::keys::{annotation, condition as reason, label, preserve, taint as t
 use mcm_api::v1alpha1::{Machine, MachinePhase as P};
 
 use crate::drain::plan::DrainOutcome;
-use crate::machine::plan::common::{ControllerSettings, Retry, effective_settings, set_entries};
-use crate::machine::plan::preservation::{
+use crate::machine::preservation::{
     PreservationAction, PreservationInput, PreservationOutcome, PreservationPlan, plan_preservation,
 };
-use crate::machine::plan::test_support::*;
+use crate::machine::test_support::*;
+use crate::vocabulary::{ControllerSettings, Retry, effective_settings, set_entries};
 
 const NOW: i64 = 50_000;
 

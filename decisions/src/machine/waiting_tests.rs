@@ -2,9 +2,9 @@
 
 use super::*;
 use crate::drain::plan::PodProgress;
-use crate::machine::plan::backoff::{RetryMark, with_mark};
-use crate::machine::plan::common::effective_settings;
-use crate::machine::plan::test_support::*;
+use crate::machine::backoff::{RetryMark, with_mark};
+use crate::machine::test_support::*;
+use crate::vocabulary::effective_settings;
 use proptest::prelude::*;
 
 fn compute(
@@ -197,7 +197,7 @@ fn merge_reports_changes_only_and_keeps_node_conditions() {
     assert!(changed);
     assert_eq!(cleared, vec![ready]);
     // The node-condition comparison of the health check ignores it.
-    assert!(!crate::machine::plan::health::node_conditions_changed(
+    assert!(!crate::machine::health::node_conditions_changed(
         &merged, &cleared
     ));
 }
@@ -225,8 +225,8 @@ fn health_plan(
     machine: &Machine,
     siblings: &[Machine],
     threshold: f64,
-) -> crate::machine::plan::health::HealthPlan {
-    use crate::machine::plan::health::{FailurePermit, HealthInput, NodeLookup, plan_health};
+) -> crate::machine::health::HealthPlan {
+    use crate::machine::health::{FailurePermit, HealthInput, NodeLookup, plan_health};
     let settings = effective_settings(machine, &ControllerSettings::default());
     let siblings: Vec<std::sync::Arc<Machine>> =
         siblings.iter().cloned().map(std::sync::Arc::new).collect();

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
 use mcm_api::keys::{annotation, label};
 use mcm_api::v1alpha1::{Machine, MachineClass, NodeTemplateSpec, ResourceList};
 
-use super::common::name_of;
+use crate::vocabulary::name_of;
 
 /// Errors of the node sync.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -274,7 +274,7 @@ pub fn sync_node_templates(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::plan::test_support::*;
+    use crate::machine::test_support::*;
     use k8s_openapi::api::core::v1::NodeSpec;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

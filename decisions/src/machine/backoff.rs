@@ -18,7 +18,7 @@ use mcm_api::duration::Duration;
 use mcm_api::keys::retry;
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachineState};
 
-use super::common::add;
+use crate::vocabulary::add;
 
 /// Largest share of a delay removed by the jitter.
 pub const JITTER: f64 = 0.2;
@@ -27,7 +27,7 @@ pub const JITTER: f64 = 0.2;
 const MARK_START: &str = " (attempt ";
 
 // The flags' type lives with the other effective settings, which backoff reads (one-way).
-pub use super::common::BackoffSettings;
+pub use crate::vocabulary::BackoffSettings;
 
 /// The retry period upstream would use for an error, which sets the backoff's floor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,7 +120,7 @@ pub fn wait_before_retry(
         return None;
     }
     let at = mark_of(machine, operation)?.next_retry_at?;
-    (at > now).then(|| super::common::elapsed(now, at))
+    (at > now).then(|| crate::vocabulary::elapsed(now, at))
 }
 
 /// FNV-1a with a final mix, stable across Rust versions and platforms (std's hasher is not guaranteed to be).
