@@ -29,7 +29,7 @@ test-unit:
 test-doc:
 	$(CARGO) test --workspace --doc
 
-## lint: formatting, clippy -D warnings, plan.rs purity, dependency rules, generated CRDs up to date, image layout
+## lint: formatting, clippy -D warnings, purity of the decisions crate, dependency rules, generated CRDs up to date, image layout
 lint: fmt-check clippy purity deps-check crds-check dockerfile-check
 
 fmt:
@@ -42,7 +42,7 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 purity:
-	@scripts/check-plan-purity.sh
+	@scripts/check-decisions-purity.sh
 
 deps-check:
 	@scripts/check-deps.sh
