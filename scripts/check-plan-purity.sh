@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# DESIGN.md §4: every controller's plan.rs is pure decision logic. It must not import async
-# runtimes, API clients, gRPC or HTTP stacks, nor read the clock: time is a parameter. The check
-# covers plan.rs, plan_*.rs (their tests) and every file under a plan/ folder.
+# Pure plans (docs/architecture.md#pure-plans): every controller's plan.rs is pure decision logic.
+# It must not import async runtimes, API clients, gRPC or HTTP stacks, nor read the clock: time is
+# a parameter. The check covers plan.rs, plan_*.rs (their tests) and every file under a plan/ folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 forbidden='(\btokio\b|kube::(Client|Api\b|api::Api|runtime)|kube_client|\btonic\b|\bhyper\b|\breqwest\b|async fn|\.await|SystemTime::now|Instant::now|Timestamp::now|Utc::now|thread_rng|rand::)'
