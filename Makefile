@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind install
+.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check citations crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind install
 PREFIX ?= $(HOME)/.cargo
 
 
@@ -29,8 +29,8 @@ test-unit:
 test-doc:
 	$(CARGO) test --workspace --doc
 
-## lint: formatting, clippy -D warnings, purity of the decisions crate, dependency rules, generated CRDs up to date, image layout
-lint: fmt-check clippy purity deps-check crds-check dockerfile-check
+## lint: formatting, clippy -D warnings, purity of the decisions crate, dependency rules, generated CRDs up to date, image layout, citations
+lint: fmt-check clippy purity deps-check crds-check dockerfile-check citations
 
 fmt:
 	$(CARGO) fmt --all
@@ -46,6 +46,10 @@ purity:
 
 deps-check:
 	@scripts/check-deps.sh
+
+## citations: comments and docs cite docs/ sections only, and every docs/<file>.md#<anchor> resolves
+citations:
+	@scripts/check-citations.sh
 
 ## dockerfile-check: binaries at / with WORKDIR / (./machine-controller-manager works), non-root, one target each
 dockerfile-check:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Dependency rules (reference/rust-stack.md §1.3, §6.1): TLS through ring only, and exactly one
+# Dependency rules (docs/architecture.md#dependency-rules): TLS through ring only, and exactly one
 # version each of kube and k8s-openapi in the graph.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -15,7 +15,7 @@
 //! tokens from the TokenRequest API) so that the sandbox's request record
 //! (`/sandbox/admin/requesters`) tells them apart by user name. Each holds exactly Gardener's
 //! grants, created from [`GARDENER_ROLE`], [`GARDENER_TARGET_CLUSTER_ROLE`] and
-//! [`GARDENER_TARGET_KUBE_SYSTEM_ROLE`] (`/work/shared/reference/gardener-deployment.md`,
+//! [`GARDENER_TARGET_KUBE_SYSTEM_ROLE`] (`docs/behaviour.md#gardener-deployment`,
 //! `docs/gardener.md`), plus what kube-apiserver's bootstrap policy gives every authenticated
 //! user (discovery, `/version`, health); the sandbox enforces them, so a missing grant is a 403.
 

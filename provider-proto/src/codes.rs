@@ -1,4 +1,4 @@
-//! Machine error codes (reference §8.2) and the upstream error-string format (§8.3).
+//! Machine error codes (docs/behaviour.md#error-codes) and the upstream error-string format (docs/behaviour.md#error-encoding).
 //!
 //! Go providers and Go-compatible logs render a driver error as
 //! `machine codes error: code = [<CodeName>] message = [<message>]`, and upstream decodes any error

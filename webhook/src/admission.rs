@@ -1,4 +1,4 @@
-//! AdmissionReview handling: decode the request, take the fast paths of §5.6, decode the object
+//! AdmissionReview handling: decode the request, take the fast paths of docs/behaviour.md#admission-fast-paths, decode the object
 //! leniently into the hub ([`crate::decode`]: a field of the wrong type is one more field
 //! error), run the rules, ratchet, and build the `AdmissionReview` response.
 //!
@@ -188,7 +188,7 @@ fn validate(kind: Kind, request: &Request<'_>) -> Answer {
             request.name.clone(),
         )
     };
-    // §5.6: terminating objects and spec-unchanged updates always pass.
+    // docs/behaviour.md#admission-fast-paths: terminating objects and spec-unchanged updates always pass.
     if request
         .object
         .pointer("/metadata/deletionTimestamp")

@@ -1,4 +1,4 @@
-//! Defaulting (§5.5) as JSON Patch `add` operations computed on the raw request JSON.
+//! Defaulting (docs/behaviour.md#defaulting) as JSON Patch `add` operations computed on the raw request JSON.
 //!
 //! The patch is built from the request's own JSON, never from a re-serialised typed object, so
 //! fields this version of the webhook does not know are never removed (controller-runtime's

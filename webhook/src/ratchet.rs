@@ -1,4 +1,4 @@
-//! Ratcheting (§5.6 item 3): on UPDATE, an error is dropped when the old object had the same
+//! Ratcheting (docs/behaviour.md#admission-fast-paths item 3): on UPDATE, an error is dropped when the old object had the same
 //! error on the same field and the value at that field did not change. Errors on changed fields,
 //! and errors that the change introduced elsewhere (old object valid there), are kept.
 

@@ -1,4 +1,4 @@
-//! Self-managed certificates (reference §12 item 4, modelled on Gardener's secrets manager):
+//! Self-managed certificates (docs/behaviour.md#webhook-certificates item 4, modelled on Gardener's secrets manager):
 //! an own CA (rcgen) valid 30 days, renewed at 80 % of its validity or when fewer than 10 days
 //! are left; the previous CA stays in the CA bundle for 24 h so API servers that still hold the
 //! old bundle keep trusting the new serving certificate; the serving certificate is issued by

@@ -1,4 +1,4 @@
-//! The generated CRDs against the upstream ones in `shared/reference/upstream-crds`.
+//! The generated CRDs against the upstream ones in `api/tests/upstream-crds` (see its README).
 //!
 //! Compared: names, scope, versions, subresources, printer columns, and for every schema node
 //! (by property path) its type, format, pattern, required list, `anyOf` alternatives and every
@@ -35,7 +35,7 @@ const ALLOWED: &[(&str, &str, &str, &str)] = &[
 ];
 
 fn upstream_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/upstream-crds")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/upstream-crds")
 }
 
 /// Flattens a schema into `path -> fact -> value`.

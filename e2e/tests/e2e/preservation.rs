@@ -226,7 +226,7 @@ pub async fn auto(system: Arc<System>) -> Result<Outcome> {
         },
     )?;
     // The failed machine keeps its replica slot while preserved (it is not Terminating, so the
-    // MachineSet does not scale up; reference §4.4/§4.6): it must simply stay.
+    // MachineSet does not scale up; docs/behaviour.md#manage-replicas, docs/behaviour.md#auto-preservation): it must simply stay.
     stays(s, md, m).await?;
     finish(s, md).await?;
     Ok(Outcome::Passed)

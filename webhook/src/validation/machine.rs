@@ -1,4 +1,4 @@
-//! Machine rules (§5.3).
+//! Machine rules (docs/behaviour.md#machine-admission-rules).
 
 use super::common;
 use super::report::Report;

@@ -1,4 +1,4 @@
-//! MachineClass rules (§5.4).
+//! MachineClass rules (docs/behaviour.md#machine-class-admission-rules).
 
 use k8s_openapi::api::core::v1::SecretReference;
 use mcm_api::internal::MachineClass;

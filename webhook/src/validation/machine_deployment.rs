@@ -1,4 +1,4 @@
-//! MachineDeployment rules (§5.1 rules 1–15, §5.2).
+//! MachineDeployment rules (docs/behaviour.md#admission-rules rules 1–15, docs/behaviour.md#further-admission-rules).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use mcm_api::internal::{MachineDeployment, MachineDeploymentSpec, MachineTemplateSpec};

@@ -1,4 +1,4 @@
-//! MachineSet rules (§5.1 rules 1–5, 13, 15; §5.2).
+//! MachineSet rules (docs/behaviour.md#admission-rules rules 1–5, 13, 15; docs/behaviour.md#further-admission-rules).
 
 use mcm_api::internal::MachineSet;
 use serde_json::json;

@@ -1,10 +1,10 @@
-//! Validation rules (reference §5.1–§5.4) as pure functions over the hub types.
+//! Validation rules (docs/behaviour.md#admission-rules) as pure functions over the hub types.
 //!
 //! Each function takes the new object, the old object on UPDATE and the request context, and
 //! returns a [`Report`]: field errors (each tagged with the rule that found it, for the
 //! denial metric) and warnings. Field paths are written in the hub's shape, which is the
 //! `v1alpha1` shape; [`crate::paths`] translates them for `v1beta1` requests. Ratcheting
-//! (§5.6) is applied afterwards by [`crate::ratchet`], on the JSON of the request.
+//! (docs/behaviour.md#admission-fast-paths) is applied afterwards by [`crate::ratchet`], on the JSON of the request.
 
 pub mod common;
 mod machine;
