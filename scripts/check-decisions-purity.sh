@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The decisions crate (`decisions/`, mcm-decisions) is pure: snapshot + settings + now -> actions
-# (docs/architecture.md). Its Cargo.toml is the first guard: what it does not depend on, it cannot
+# (docs/architecture.md#pure-plans). Its Cargo.toml is the first guard: what it does not depend on, it cannot
 # call. This script checks what the compiler alone cannot:
 #  1. the crate builds on its own, so a feature another member switches on (workspace feature
 #     unification) cannot have hidden a missing dependency;
