@@ -49,7 +49,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -205,6 +205,15 @@ impl ChildProcess {
     fn pid(&self) -> u32 {
         self.0.id()
     }
+
+    /// SIGKILL to the whole group, as a crash or an OOM kill would end it: no clean-up runs.
+    fn kill_hard(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.0.wait();
+    }
 }
 
 impl Drop for ChildProcess {
@@ -239,6 +248,34 @@ struct Seen {
     new_set_at: Option<Instant>,
 }
 
+/// When each machine (or node) first reached each stage of its way to Running, from the watches:
+/// where a scale-up's time goes.
+#[derive(Default)]
+struct Timeline {
+    /// The Machine object exists.
+    created: BTreeMap<String, Instant>,
+    /// The Machine has a providerID: the driver's CreateMachine answered.
+    vm_created: BTreeMap<String, Instant>,
+    /// The Node object exists in the target cluster (the simulated kubelet registered it).
+    node_registered: BTreeMap<String, Instant>,
+    /// The Node's Ready condition is True.
+    node_ready: BTreeMap<String, Instant>,
+    /// The Machine's phase is Running.
+    running: BTreeMap<String, Instant>,
+}
+
+impl Timeline {
+    fn stages(&self) -> [(&'static str, &BTreeMap<String, Instant>); 5] {
+        [
+            ("machine created", &self.created),
+            ("VM created", &self.vm_created),
+            ("node registered", &self.node_registered),
+            ("node Ready", &self.node_ready),
+            ("machine Running", &self.running),
+        ]
+    }
+}
+
 /// Live view of the Machines and MachineSets from watches, for the bounds and the rollout start.
 #[derive(Default)]
 struct Observer {
@@ -247,6 +284,8 @@ struct Observer {
     floor: usize,
     floor_reached: bool,
     watch_class: Option<String>,
+    /// Recorded only while a phase asks for it (the scale-up).
+    timeline: Option<Timeline>,
 }
 
 impl Observer {
@@ -276,6 +315,39 @@ impl Observer {
     }
 }
 
+/// Watches the target cluster's Nodes for the scale-up timeline.
+fn spawn_node_observer(target: &Client, observer: &Arc<Mutex<Observer>>) {
+    let nodes: Api<Node> = Api::all(target.clone());
+    let obs = Arc::clone(observer);
+    tokio::spawn(async move {
+        let mut stream = watcher(nodes, watcher::Config::default()).boxed();
+        while let Some(event) = stream.next().await {
+            let Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) = event else {
+                continue;
+            };
+            let mut o = obs.lock().unwrap();
+            let Some(timeline) = o.timeline.as_mut() else {
+                continue;
+            };
+            let now = Instant::now();
+            let name = node.metadata.name.clone().unwrap_or_default();
+            timeline.node_registered.entry(name.clone()).or_insert(now);
+            let ready = node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|conditions| {
+                    conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                });
+            if ready {
+                timeline.node_ready.entry(name).or_insert(now);
+            }
+        }
+    });
+}
+
 fn spawn_observers(control: &Client, observer: &Arc<Mutex<Observer>>) {
     let machines: Api<Machine> = Api::namespaced(control.clone(), NAMESPACE);
     let obs = Arc::clone(observer);
@@ -295,6 +367,21 @@ fn spawn_observers(control: &Client, observer: &Arc<Mutex<Observer>>) {
                 )
             };
             let mut o = obs.lock().unwrap();
+            if let (
+                Some(timeline),
+                watcher::Event::Apply(m) | watcher::Event::InitApply(m),
+            ) = (o.timeline.as_mut(), &event)
+            {
+                let now = Instant::now();
+                let name = m.metadata.name.clone().unwrap_or_default();
+                timeline.created.entry(name.clone()).or_insert(now);
+                if m.spec.provider_id.is_some() {
+                    timeline.vm_created.entry(name.clone()).or_insert(now);
+                }
+                if state(m).0 {
+                    timeline.running.entry(name).or_insert(now);
+                }
+            }
             match event {
                 watcher::Event::Apply(m) => {
                     let s = state(&m);
@@ -363,6 +450,9 @@ struct Bench {
     control_sb: Sandbox,
     target_sb: Sandbox,
     manager_pid: u32,
+    /// The manager's `--port` (metrics, health), the same after a restart so its Lease
+    /// identity (`<hostname>_<port>`) is too.
+    admin_port: u16,
     observer: Arc<Mutex<Observer>>,
     settle: Duration,
 }
@@ -502,6 +592,209 @@ fn print_writes(cluster: &str, counters: &RequestCounters, n: f64) {
     }
 }
 
+
+/// The manager's `/metrics` text, read over a plain HTTP/1.0 request (`None` while it does not
+/// answer).
+async fn scrape(port: u16) -> Option<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .ok()?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await.ok()?;
+    body.starts_with("HTTP/1.1 200").then_some(body)
+}
+
+/// The value of the first sample of `metric` whose labels contain `label` (`""`: any).
+fn sample(text: &str, metric: &str, label: &str) -> Option<f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.rsplit_once(' '))
+        .find(|(series, _)| {
+            let name = series.split('{').next().unwrap_or_default();
+            name == metric && series.contains(label)
+        })
+        .and_then(|(_, value)| value.trim().parse().ok())
+}
+
+/// Whether the manager has reconciled every object of these queues once and has nothing queued:
+/// `(queue, objects)` pairs.
+fn reconciled_once(text: &str, queues: &[(&str, usize)]) -> bool {
+    queues.iter().all(|(queue, objects)| {
+        let done = sample(
+            text,
+            "mcm_reconcile_duration_seconds_count",
+            &format!("controller=\"{queue}\""),
+        )
+        .unwrap_or(0.0);
+        let depth = sample(text, "mcm_workqueue_depth", &format!("name=\"{queue}\"")).unwrap_or(1.0);
+        done >= *objects as f64 && depth == 0.0
+    })
+}
+
+/// The manager's requests (by its User-Agent) to one sandbox since the last reset, by verb and
+/// resource (`resource/subresource`), Leases apart.
+fn manager_requests(sandbox: &Sandbox) -> (BTreeMap<(String, String), u64>, u64) {
+    let mut rows: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut lease = 0;
+    for record in sandbox.faults().requesters.snapshot() {
+        if !record.user_agent.starts_with("machine-controller-manager/") {
+            continue;
+        }
+        if record.resource == "leases" {
+            lease += record.count;
+            continue;
+        }
+        let resource = if record.subresource.is_empty() {
+            record.resource.clone()
+        } else {
+            format!("{}/{}", record.resource, record.subresource)
+        };
+        *rows
+            .entry((format!("{:?}", record.verb).to_lowercase(), resource))
+            .or_default() += record.count;
+    }
+    (rows, lease)
+}
+
+fn is_write(verb: &str) -> bool {
+    matches!(verb, "create" | "update" | "patch" | "delete" | "deletecollection")
+}
+
+/// What a SIGKILL and a start of the manager with N Running machines cost.
+struct Restart {
+    leading_after: Option<f64>,
+    reconciled_after: Option<f64>,
+    window: Duration,
+    control: BTreeMap<(String, String), u64>,
+    control_lease: u64,
+    target: BTreeMap<(String, String), u64>,
+    target_lease: u64,
+    rss_end_kib: u64,
+}
+
+/// Ten minutes (or `--steady-secs`) of N Running machines and no change.
+struct Steady {
+    minutes: f64,
+    control: BTreeMap<(String, String), u64>,
+    control_lease: u64,
+    target: BTreeMap<(String, String), u64>,
+    target_lease: u64,
+    kubelet_target_requests: u64,
+    cpu_seconds: f64,
+    rss_start_kib: u64,
+    rss_end_kib: u64,
+}
+
+fn reset_requesters(bench: &Bench) {
+    bench.control_sb.faults().requesters.reset();
+    bench.target_sb.faults().requesters.reset();
+}
+
+async fn steady_phase(bench: &Bench, duration: Duration) -> Steady {
+    reset_requesters(bench);
+    let pid = bench.manager_pid.to_string();
+    let cpu_before = cpu_ticks(bench.manager_pid);
+    let rss_start_kib = rss_kib(&pid);
+    let started = Instant::now();
+    let mut reported = 0;
+    while started.elapsed() < duration {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let minutes = started.elapsed().as_secs() / 60;
+        if minutes > reported {
+            reported = minutes;
+            eprintln!(
+                "  [steady state {minutes}/{} min] manager RSS {:.1} MiB",
+                duration.as_secs() / 60,
+                mib(rss_kib(&pid))
+            );
+        }
+    }
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
+    let (control, control_lease) = manager_requests(&bench.control_sb);
+    let (target, target_lease) = manager_requests(&bench.target_sb);
+    let kubelet_target_requests = bench
+        .target_sb
+        .faults()
+        .requesters
+        .snapshot()
+        .iter()
+        .filter(|r| r.user_agent.starts_with("provider-virtual/"))
+        .map(|r| r.count)
+        .sum();
+    Steady {
+        minutes,
+        control,
+        control_lease,
+        target,
+        target_lease,
+        kubelet_target_requests,
+        cpu_seconds: cpu_ticks(bench.manager_pid).saturating_sub(cpu_before) as f64 / 100.0,
+        rss_start_kib,
+        rss_end_kib: rss_kib(&pid),
+    }
+}
+
+async fn restart_phase(
+    bench: &mut Bench,
+    manager: &mut ChildProcess,
+    start: &dyn Fn() -> ChildProcess,
+    queues: &[(&str, usize)],
+    window: Duration,
+) -> Restart {
+    manager.kill_hard();
+    reset_requesters(bench);
+    let started = Instant::now();
+    *manager = start();
+    bench.manager_pid = manager.pid();
+    let (mut leading_after, mut reconciled_after) = (None, None);
+    while started.elapsed() < window {
+        if reconciled_after.is_none()
+            && let Some(text) = scrape(bench.admin_port).await
+        {
+            let elapsed = started.elapsed().as_secs_f64();
+            if leading_after.is_none()
+                && sample(&text, "leader_election_master_status", "") == Some(1.0)
+            {
+                leading_after = Some(elapsed);
+                eprintln!("  [restart {elapsed:>6.2}s] leading");
+            }
+            if leading_after.is_some() && reconciled_once(&text, queues) {
+                reconciled_after = Some(elapsed);
+                eprintln!("  [restart {elapsed:>6.2}s] every object reconciled once");
+            }
+        }
+        let pause = if reconciled_after.is_none() { 20 } else { 1000 };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+    let (control, control_lease) = manager_requests(&bench.control_sb);
+    let (target, target_lease) = manager_requests(&bench.target_sb);
+    Restart {
+        leading_after,
+        reconciled_after,
+        window,
+        control,
+        control_lease,
+        target,
+        target_lease,
+        rss_end_kib: rss_kib(&bench.manager_pid.to_string()),
+    }
+}
+
+fn print_requests(cluster: &str, rows: &BTreeMap<(String, String), u64>, per: f64, unit: &str) {
+    if rows.is_empty() {
+        println!("    {cluster:<7} (none)");
+    }
+    for ((verb, resource), count) in rows {
+        println!(
+            "    {cluster:<7} {verb:<7} {resource:<28} {count:>8} {:>10.2}{unit}",
+            *count as f64 / per
+        );
+    }
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -515,6 +808,8 @@ async fn main() {
     let qps = arg("--qps", 500);
     let syncs = arg("--concurrent-syncs", 50);
     let settle = Duration::from_secs(arg("--settle-secs", 5));
+    let steady = Duration::from_secs(arg("--steady-secs", 600));
+    let restart_window = Duration::from_secs(arg("--restart-window-secs", 120));
     let work = tempfile::tempdir().unwrap();
 
     let sandbox_idle_rss = rss_kib("self");
@@ -549,39 +844,51 @@ async fn main() {
         &work.path().join("provider.log"),
         None,
     );
-    let manager = ChildProcess::spawn(
-        &binary("machine-controller-manager"),
-        &[
-            format!(
-                "--control-kubeconfig={}",
-                control_sb.kubeconfig_path().display()
-            ),
-            format!(
-                "--target-kubeconfig={}",
-                target_sb.kubeconfig_path().display()
-            ),
-            format!("--driver-endpoint=unix://{}", socket.display()),
-            format!("--namespace={NAMESPACE}"),
-            "--leader-elect=false".into(),
-            format!("--kube-api-qps={qps}"),
-            format!("--kube-api-burst={}", qps * 2),
-            format!("--concurrent-syncs={syncs}"),
-            "--address=127.0.0.1".into(),
-            format!("--port={}", free_port()),
-            // Machine-level series on the same port: 10259 may be taken on a shared machine.
-            "--machine-metrics-port=0".into(),
-        ],
-        &work.path().join("manager.log"),
-        std::env::var("BENCH_MANAGER_WRAPPER").ok().as_deref(),
-    );
-    let bench = Bench {
+    let admin_port = free_port();
+    let manager_args: Vec<String> = vec![
+        format!(
+            "--control-kubeconfig={}",
+            control_sb.kubeconfig_path().display()
+        ),
+        format!(
+            "--target-kubeconfig={}",
+            target_sb.kubeconfig_path().display()
+        ),
+        format!("--driver-endpoint=unix://{}", socket.display()),
+        format!("--namespace={NAMESPACE}"),
+        // As deployed: the restart phase measures how soon a restarted manager leads again.
+        "--leader-elect=true".into(),
+        format!("--leader-elect-resource-namespace={NAMESPACE}"),
+        format!("--kube-api-qps={qps}"),
+        format!("--kube-api-burst={}", qps * 2),
+        format!("--concurrent-syncs={syncs}"),
+        "--address=127.0.0.1".into(),
+        format!("--port={admin_port}"),
+        // Machine-level series on the same port: 10259 may be taken on a shared machine.
+        "--machine-metrics-port=0".into(),
+    ];
+    let manager_log = work.path().join("manager.log");
+    let wrapper = std::env::var("BENCH_MANAGER_WRAPPER").ok();
+    let start_manager = || {
+        ChildProcess::spawn(
+            &binary("machine-controller-manager"),
+            &manager_args,
+            &manager_log,
+            wrapper.as_deref(),
+        )
+    };
+    let mut manager = start_manager();
+    let target = client_for(target_sb.kubeconfig_path()).await;
+    let mut bench = Bench {
         control_sb,
         target_sb,
         manager_pid: manager.pid(),
+        admin_port,
         observer: Arc::new(Mutex::new(Observer::default())),
         settle,
     };
     spawn_observers(&control, &bench.observer);
+    spawn_node_observer(&target, &bench.observer);
 
     let deployments: Api<MachineDeployment> = Api::namespaced(control.clone(), NAMESPACE);
     let md: MachineDeployment = serde_json::from_value(json!({
@@ -681,6 +988,8 @@ async fn main() {
         }
     };
 
+    bench.observer.lock().unwrap().timeline = Some(Timeline::default());
+    let scale_up_started = Instant::now();
     let scale_up = bench
         .phase(
             "scale 0 → N",
@@ -700,6 +1009,29 @@ async fn main() {
             complete("bench-a"),
         )
         .await;
+    let timeline = bench.observer.lock().unwrap().timeline.take();
+    let steady_state = if steady.is_zero() {
+        None
+    } else {
+        Some(steady_phase(&bench, steady).await)
+    };
+    let sets_now = Api::<MachineSet>::namespaced(control.clone(), NAMESPACE)
+        .list_metadata(&ListParams::default())
+        .await
+        .map_or(0, |l| l.items.len());
+    let queues = [
+        ("machine", nu),
+        ("machineset", sets_now),
+        ("machinedeployment", 1),
+    ];
+    let restart = restart_phase(
+        &mut bench,
+        &mut manager,
+        &start_manager,
+        &queues,
+        restart_window,
+    )
+    .await;
     let roll = bench
         .phase(
             "roll N → new class",
@@ -836,6 +1168,69 @@ async fn main() {
         print_writes("control", &p.control, nf);
         print_writes("target", &p.target, nf);
     }
+    if let Some(timeline) = &timeline {
+        println!("scale 0 → N timeline (seconds after the scale request until 50 % / 90 % / all of N reached each stage):");
+        for (stage, reached) in timeline.stages() {
+            let mut offsets: Vec<f64> = reached
+                .values()
+                .map(|at| at.saturating_duration_since(scale_up_started).as_secs_f64())
+                .collect();
+            offsets.sort_by(f64::total_cmp);
+            let at = |share: f64| {
+                let index = ((nf * share).ceil() as usize).max(1) - 1;
+                offsets
+                    .get(index)
+                    .map_or("-".to_owned(), |s| format!("{s:.2}"))
+            };
+            println!(
+                "  {stage:<16} {:>8} {:>8} {:>8}   ({} seen)",
+                at(0.5),
+                at(0.9),
+                at(1.0),
+                offsets.len()
+            );
+        }
+    }
+    if let Some(st) = &steady_state {
+        let control_writes: u64 = st.control.iter().filter(|((v, _), _)| is_write(v)).map(|(_, n)| n).sum();
+        let target_writes: u64 = st.target.iter().filter(|((v, _), _)| is_write(v)).map(|(_, n)| n).sum();
+        println!(
+            "steady state, {:.1} min with N Running and no change: control {:.2} req/min, target {:.2} req/min (writes: control {control_writes}, target {target_writes}); Lease {:.2} req/min; manager CPU {:.2} s ({:.3} s/min); RSS {:.1} → {:.1} MiB; the simulated kubelets' target requests {:.0}/min (not the manager's)",
+            st.minutes,
+            st.control.values().sum::<u64>() as f64 / st.minutes,
+            st.target.values().sum::<u64>() as f64 / st.minutes,
+            (st.control_lease + st.target_lease) as f64 / st.minutes,
+            st.cpu_seconds,
+            st.cpu_seconds / st.minutes,
+            mib(st.rss_start_kib),
+            mib(st.rss_end_kib),
+            st.kubelet_target_requests as f64 / st.minutes,
+        );
+        print_requests("control", &st.control, st.minutes, "/min");
+        print_requests("target", &st.target, st.minutes, "/min");
+    }
+    let restart_writes: u64 = restart
+        .control
+        .iter()
+        .chain(restart.target.iter())
+        .filter(|((v, _), _)| is_write(v))
+        .map(|(_, n)| n)
+        .sum();
+    println!(
+        "restart (SIGKILL, start again) with N Running: leading after {}, every Machine, MachineSet and MachineDeployment reconciled once after {}; in its first {} s: {restart_writes} writes (Leases apart: control {}, target {}), RSS {:.1} MiB at the end",
+        restart
+            .leading_after
+            .map_or("never".to_owned(), |s| format!("{s:.2} s")),
+        restart
+            .reconciled_after
+            .map_or("never".to_owned(), |s| format!("{s:.2} s")),
+        restart.window.as_secs(),
+        restart.control_lease,
+        restart.target_lease,
+        mib(restart.rss_end_kib),
+    );
+    print_requests("control", &restart.control, 1.0, "");
+    print_requests("target", &restart.target, 1.0, "");
     let surge_broken = phases
         .iter()
         .any(|p| p.seen.max_machines > usize::try_from(n + surge).unwrap_or(usize::MAX));
