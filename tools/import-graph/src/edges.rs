@@ -208,7 +208,10 @@ fn is_module_path(tree: &ModuleTree, target: ModId, path: &[String]) -> bool {
     match path.last().map(String::as_str) {
         Some("crate") => target == 0,
         Some("self" | "super") => true,
-        Some(last) => tree.modules[target].path.last().is_some_and(|name| name == last),
+        Some(last) => tree.modules[target]
+            .path
+            .last()
+            .is_some_and(|name| name == last),
         None => true,
     }
 }

@@ -94,7 +94,11 @@ impl Graph {
         let mut previous: BTreeMap<usize, usize> = BTreeMap::new();
         let mut queue = VecDeque::from([start]);
         while let Some(node) = queue.pop_front() {
-            for &(_, next) in self.edges.range((node, 0)..=(node, usize::MAX)).map(|(k, _)| k) {
+            for &(_, next) in self
+                .edges
+                .range((node, 0)..=(node, usize::MAX))
+                .map(|(k, _)| k)
+            {
                 if !inside.contains(&next) {
                     continue;
                 }

@@ -132,7 +132,14 @@ fn workspace_members(manifest: &str) -> Vec<String> {
     };
     rest[open + 1..close]
         .split(',')
-        .map(|entry| entry.split('#').next().unwrap_or("").trim().trim_matches('"'))
+        .map(|entry| {
+            entry
+                .split('#')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .trim_matches('"')
+        })
         .filter(|entry| !entry.is_empty())
         .map(str::to_owned)
         .collect()
@@ -156,7 +163,8 @@ pub fn analyze(target: &Target) -> Result<Analysis, Error> {
             .to_string_lossy()
             .into_owned()
     };
-    let display_file = |path: &Path| -> String { format!("{}/src/{}", target.crate_dir, relative(path)) };
+    let display_file =
+        |path: &Path| -> String { format!("{}/src/{}", target.crate_dir, relative(path)) };
 
     let folder_label = |id: usize| -> String {
         let module = &tree.modules[id];
@@ -213,7 +221,10 @@ pub fn analyze(target: &Target) -> Result<Analysis, Error> {
 pub fn circle_report(analysis: &Analysis) -> Vec<String> {
     let mut lines = Vec::new();
     let name = format!("{} ({})", analysis.target.crate_dir, analysis.target.kind);
-    for (level, graph) in [("file modules", &analysis.files), ("folders", &analysis.folders)] {
+    for (level, graph) in [
+        ("file modules", &analysis.files),
+        ("folders", &analysis.folders),
+    ] {
         for circle in graph.circles() {
             let members: Vec<&str> = circle.iter().map(|n| graph.labels[*n].as_str()).collect();
             lines.push(format!(
@@ -223,7 +234,12 @@ pub fn circle_report(analysis: &Analysis) -> Vec<String> {
             ));
             for cycle in graph.cycles_through(&circle) {
                 lines.push("  cycle:".to_owned());
-                lines.extend(graph.describe_cycle(&cycle).into_iter().map(|l| format!("    {l}")));
+                lines.extend(
+                    graph
+                        .describe_cycle(&cycle)
+                        .into_iter()
+                        .map(|l| format!("    {l}")),
+                );
             }
         }
     }
@@ -236,6 +252,12 @@ pub fn map_report(analysis: &Analysis) -> Vec<String> {
         "{} ({}):",
         analysis.target.crate_dir, analysis.target.kind
     )];
-    lines.extend(analysis.folders.map_lines().into_iter().map(|l| format!("  {l}")));
+    lines.extend(
+        analysis
+            .folders
+            .map_lines()
+            .into_iter()
+            .map(|l| format!("  {l}")),
+    );
     lines
 }

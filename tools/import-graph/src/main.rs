@@ -58,7 +58,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if circles == 0 {
-        println!("import-graph: no import circle in {} crate targets", targets.len());
+        println!(
+            "import-graph: no import circle in {} crate targets",
+            targets.len()
+        );
         ExitCode::SUCCESS
     } else {
         println!("import-graph: {circles} crate target(s) with import circles");

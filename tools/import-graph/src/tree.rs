@@ -127,7 +127,12 @@ impl ModuleTree {
         self.modules[id].file_module
     }
 
-    fn add_items(&mut self, id: ModId, items: Vec<syn::Item>, dirs: &Dirs) -> Result<(), LoadError> {
+    fn add_items(
+        &mut self,
+        id: ModId,
+        items: Vec<syn::Item>,
+        dirs: &Dirs,
+    ) -> Result<(), LoadError> {
         for item in items {
             match item {
                 syn::Item::Mod(module) => self.add_module(id, module, dirs)?,
@@ -140,7 +145,12 @@ impl ModuleTree {
         Ok(())
     }
 
-    fn add_module(&mut self, parent: ModId, module: syn::ItemMod, dirs: &Dirs) -> Result<(), LoadError> {
+    fn add_module(
+        &mut self,
+        parent: ModId,
+        module: syn::ItemMod,
+        dirs: &Dirs,
+    ) -> Result<(), LoadError> {
         let name = module.ident.to_string();
         let mut path = self.modules[parent].path.clone();
         path.push(name.clone());
@@ -184,7 +194,8 @@ impl ModuleTree {
                 let parsed = parse(found)?;
                 let file_dir = found.parent().unwrap_or(Path::new(".")).to_path_buf();
                 // A `mod.rs` or a `#[path]` file holds its children beside it; `x.rs` in `x/`.
-                let mod_rs = path_attr.is_some() || found.file_name().is_some_and(|f| f == "mod.rs");
+                let mod_rs =
+                    path_attr.is_some() || found.file_name().is_some_and(|f| f == "mod.rs");
                 let children = if mod_rs {
                     file_dir.clone()
                 } else {
@@ -229,7 +240,9 @@ impl ModuleTree {
                     if leaf.glob {
                         self.modules[id].globs.push(leaf.path);
                     } else if let Some(name) = leaf.name {
-                        self.modules[id].bindings.push((name, Binding::Use(leaf.path)));
+                        self.modules[id]
+                            .bindings
+                            .push((name, Binding::Use(leaf.path)));
                     }
                 }
                 None
