@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind install
+.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check imports crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind install
 PREFIX ?= $(HOME)/.cargo
 
 
@@ -29,8 +29,8 @@ test-unit:
 test-doc:
 	$(CARGO) test --workspace --doc
 
-## lint: formatting, clippy -D warnings, plan.rs purity, dependency rules, generated CRDs up to date, image layout
-lint: fmt-check clippy purity deps-check crds-check dockerfile-check
+## lint: formatting, clippy -D warnings, plan.rs purity, dependency rules, no import circle, generated CRDs up to date, image layout
+lint: fmt-check clippy purity deps-check imports crds-check dockerfile-check
 
 fmt:
 	$(CARGO) fmt --all
@@ -46,6 +46,10 @@ purity:
 
 deps-check:
 	@scripts/check-deps.sh
+
+## imports: no import circle between file modules or top-level folders of any crate (tools/import-graph; `-- --map` for the folder graph)
+imports:
+	$(CARGO) run -q -p mcm-import-graph -- $(CURDIR)
 
 ## dockerfile-check: binaries at / with WORKDIR / (./machine-controller-manager works), non-root, one target each
 dockerfile-check:
