@@ -104,8 +104,8 @@ mod tests {
         );
         let p = parse_resource_path("/api/v1/namespaces/x/finalize").unwrap();
         assert_eq!(p.sub.as_deref(), Some("finalize"));
-        let p =
-            parse_resource_path("/apis/machine.sapcloud.io/v1alpha1/namespaces/ns/machines").unwrap();
+        let p = parse_resource_path("/apis/machine.sapcloud.io/v1alpha1/namespaces/ns/machines")
+            .unwrap();
         assert_eq!(
             (p.group.as_str(), p.resource.as_str(), p.name),
             ("machine.sapcloud.io", "machines", None)

@@ -21,8 +21,12 @@
 //! single file); the crate root (`lib.rs`, `main.rs`) is its own node. An edge between two file
 //! modules of different nodes is an edge between the nodes.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod edges;
 pub mod graph;
+#[cfg(test)]
+mod tests;
 pub mod tree;
 
 use std::path::{Path, PathBuf};
@@ -123,23 +127,22 @@ pub fn discover(root: &Path) -> Result<Vec<Target>, Error> {
 /// The `members = [...]` entries of a workspace manifest (globs are not supported: the
 /// workspace lists its members).
 fn workspace_members(manifest: &str) -> Vec<String> {
-    let Some(start) = manifest.find("members") else {
+    // Comments first (they may hold commas or brackets), then the array after `members`.
+    let text: String = manifest
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let Some(start) = text.find("members") else {
         return Vec::new();
     };
-    let rest = &manifest[start..];
+    let rest = &text[start..];
     let (Some(open), Some(close)) = (rest.find('['), rest.find(']')) else {
         return Vec::new();
     };
     rest[open + 1..close]
         .split(',')
-        .map(|entry| {
-            entry
-                .split('#')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .trim_matches('"')
-        })
+        .map(|entry| entry.trim().trim_matches('"'))
         .filter(|entry| !entry.is_empty())
         .map(str::to_owned)
         .collect()
@@ -259,5 +262,21 @@ pub fn map_report(analysis: &Analysis) -> Vec<String> {
             .into_iter()
             .map(|l| format!("  {l}")),
     );
+    lines
+}
+
+/// Every file-level edge of an analysis as `--edges` lines (`from -> to  (file:line)`).
+pub fn edge_report(analysis: &Analysis) -> Vec<String> {
+    let graph = &analysis.files;
+    let mut lines = vec![format!(
+        "{} ({}):",
+        analysis.target.crate_dir, analysis.target.kind
+    )];
+    lines.extend(graph.edges.iter().map(|((from, to), site)| {
+        format!(
+            "  {} -> {}  ({}:{})",
+            graph.labels[*from], graph.labels[*to], site.file, site.line
+        )
+    }));
     lines
 }

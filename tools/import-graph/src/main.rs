@@ -1,23 +1,26 @@
 //! `import-graph [--map] <workspace root>`: prints every import circle between file modules or
 //! between top-level folders of the workspace's crates and exits 1 if there is any; `--map`
-//! prints the folder-level graph of each crate instead (for the docs) and exits 0.
+//! prints the folder-level graph of each crate instead (for the docs), `--edges` every edge
+//! between file modules with its first use; both exit 0.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let mut map = false;
+    let mut edges = false;
     let mut root = None;
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--map" => map = true,
+            "--edges" => edges = true,
             "-h" | "--help" => {
-                println!("usage: import-graph [--map] <workspace root>");
+                println!("usage: import-graph [--map | --edges] <workspace root>");
                 return ExitCode::SUCCESS;
             }
             _ if root.is_none() => root = Some(PathBuf::from(arg)),
             _ => {
-                eprintln!("usage: import-graph [--map] <workspace root>");
+                eprintln!("usage: import-graph [--map | --edges] <workspace root>");
                 return ExitCode::from(2);
             }
         }
@@ -42,6 +45,12 @@ fn main() -> ExitCode {
         for warning in &analysis.warnings {
             eprintln!("import-graph: warning: {warning}");
         }
+        if edges {
+            for line in mcm_import_graph::edge_report(&analysis) {
+                println!("{line}");
+            }
+            continue;
+        }
         if map {
             for line in mcm_import_graph::map_report(&analysis) {
                 println!("{line}");
@@ -54,7 +63,7 @@ fn main() -> ExitCode {
             println!("{line}");
         }
     }
-    if map {
+    if map || edges {
         return ExitCode::SUCCESS;
     }
     if circles == 0 {
