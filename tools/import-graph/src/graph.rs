@@ -144,6 +144,20 @@ impl Graph {
             .collect()
     }
 
+    /// The edges between members of `circle`, as `a -> b  (file:line)` lines.
+    pub fn edges_within(&self, circle: &[usize]) -> Vec<String> {
+        self.edges
+            .iter()
+            .filter(|((from, to), _)| circle.contains(from) && circle.contains(to))
+            .map(|((from, to), site)| {
+                format!(
+                    "{} -> {}  ({}:{})",
+                    self.labels[*from], self.labels[*to], site.file, site.line
+                )
+            })
+            .collect()
+    }
+
     /// A cycle as readable lines: `a -> b  (file:line)` per edge.
     pub fn describe_cycle(&self, cycle: &[usize]) -> Vec<String> {
         let width = cycle

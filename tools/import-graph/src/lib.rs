@@ -235,14 +235,22 @@ pub fn circle_report(analysis: &Analysis) -> Vec<String> {
                 circle.len(),
                 members.join(", ")
             ));
-            for cycle in graph.cycles_through(&circle) {
+            let cycles = graph.cycles_through(&circle);
+            let shown: usize = cycles.iter().map(Vec::len).sum();
+            for cycle in &cycles {
                 lines.push("  cycle:".to_owned());
                 lines.extend(
                     graph
-                        .describe_cycle(&cycle)
+                        .describe_cycle(cycle)
                         .into_iter()
                         .map(|l| format!("    {l}")),
                 );
+            }
+            // To break a circle one edge of every cycle must go: list the others too.
+            let inside = graph.edges_within(&circle);
+            if inside.len() > shown {
+                lines.push("  every edge inside the circle:".to_owned());
+                lines.extend(inside.into_iter().map(|l| format!("    {l}")));
             }
         }
     }

@@ -208,6 +208,27 @@ fn a_folder_cycle_is_found_where_the_files_have_none() {
 }
 
 #[test]
+fn edges_the_printed_cycles_leave_out_are_listed() {
+    // a <-> b and b <-> c: the shortest cycles through a and through c use four edges, but
+    // a -> c is in neither and must be listed too.
+    let analysis = analyse(&[
+        ("src/lib.rs", "mod a;\nmod b;\nmod c;\n"),
+        (
+            "src/a.rs",
+            "use crate::b::B;\nuse crate::c::C;\npub struct A;\n",
+        ),
+        (
+            "src/b.rs",
+            "use crate::a::A;\nuse crate::c::C;\npub struct B;\n",
+        ),
+        ("src/c.rs", "use crate::b::B;\npub struct C;\n"),
+    ]);
+    let report = circle_report(&analysis).join("\n");
+    assert!(report.contains("every edge inside the circle:"), "{report}");
+    assert!(report.contains("a.rs -> c.rs  (fx/src/a.rs:2)"), "{report}");
+}
+
+#[test]
 fn path_attribute_and_inline_modules_find_their_files() {
     let analysis = analyse(&[
         (
