@@ -2,8 +2,8 @@
 //!
 //! The protobuf messages carry Kubernetes objects as JSON bytes; these types hold them decoded
 //! (`Machine`, `MachineClass`, secret data, `PersistentVolumeSpec`), so a Rust driver never touches
-//! the wire format (the encoding is in `wire.rs`, feature `grpc`). Everything here but
-//! [`Capabilities`] is plain data, available without the `grpc` feature.
+//! the wire format (the encoding is in `wire.rs`, feature `grpc`). Everything here is plain data,
+//! available without the `grpc` feature, except `Capabilities`, which lists generated `Method`s.
 
 use std::collections::BTreeMap;
 
