@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
+<<<<<<< HEAD
 # Dependency rules (docs/architecture.md#dependency-rules): TLS through ring only, and exactly one
 # version each of kube and k8s-openapi in the graph.
+=======
+# Dependency rules (reference/rust-stack.md §1.3, §6.1): TLS through ring only, and exactly one
+# version each of kube and k8s-openapi in the graph, and no gRPC stack in provider-proto without `grpc`.
+>>>>>>> h-circles
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -18,5 +23,13 @@ for crate in kube k8s-openapi; do
 		status=1
 	fi
 done
-[ $status -eq 0 ] && echo "dependency rules: ring only, one kube and one k8s-openapi"
+# The plain driver contract (provider-proto without its `grpc` feature, used by pure decision code)
+# pulls no gRPC or async runtime.
+wire=$(cargo tree -p mcm-provider-proto --no-default-features -e normal --prefix none --format '{p}' 2>/dev/null \
+	| awk '{ print $1 }' | grep -E '^(tokio|tonic|hyper|prost|tower)' | sort -u || true)
+if [ -n "$wire" ]; then
+	echo "error: mcm-provider-proto without the grpc feature depends on: $(echo $wire)" >&2
+	status=1
+fi
+[ $status -eq 0 ] && echo "dependency rules: ring only, one kube and one k8s-openapi, a plain provider-proto without grpc"
 exit $status

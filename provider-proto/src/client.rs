@@ -19,8 +19,9 @@ use crate::pb::v1;
 use crate::pb::v1::driver_client::DriverClient as GrpcClient;
 use crate::types::{
     Capabilities, CreateMachineResponse, DeleteMachineResponse, InitializeMachineResponse,
-    MachineList, MachineStatus, SecretData, UpdateMachineResponse, encode_json, encode_secret,
+    MachineList, MachineStatus, SecretData, UpdateMachineResponse,
 };
+use crate::wire::{encode_json, encode_secret};
 
 /// The default deadline of a driver call.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);

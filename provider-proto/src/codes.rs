@@ -118,6 +118,7 @@ impl Code {
     /// The gRPC status code used on the wire. `Uninitialized` has no gRPC code and travels as
     /// `FailedPrecondition` plus a [`crate::pb::v1::MachineErrorDetail`]; `Ok` is never an error
     /// status in gRPC, so an error that carries it travels as `Unknown` plus the detail.
+    #[cfg(feature = "grpc")]
     pub fn to_grpc(self) -> tonic::Code {
         match self {
             Code::Ok => tonic::Code::Unknown,
@@ -127,6 +128,7 @@ impl Code {
     }
 
     /// The machine code with the same number as a gRPC code (a plain status maps to its own code).
+    #[cfg(feature = "grpc")]
     pub fn from_grpc(code: tonic::Code) -> Code {
         Code::from_value(code as i32).unwrap_or(Code::Unknown)
     }
@@ -258,6 +260,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "grpc")]
     #[test]
     fn grpc_codes_map_to_the_same_number_except_ok_and_uninitialized() {
         assert_eq!(Code::NotFound.to_grpc(), tonic::Code::NotFound);

@@ -18,10 +18,8 @@ use crate::endpoint::Endpoint;
 use crate::error::MachineError;
 use crate::pb::v1;
 use crate::pb::v1::driver_server::{Driver as GrpcDriver, DriverServer};
-use crate::types::{
-    GetVolumeIdsRequest, ListMachinesRequest, UpdateMachineRequest, decode_json,
-    decode_machine_request, decode_secret, machine_list_to_pb,
-};
+use crate::types::{GetVolumeIdsRequest, ListMachinesRequest, UpdateMachineRequest};
+use crate::wire::{decode_json, decode_machine_request, decode_secret, machine_list_to_pb};
 
 /// Failures to bind or serve a driver endpoint.
 #[derive(Debug, thiserror::Error)]

@@ -28,6 +28,7 @@ pub mod pdb;
 pub mod proto;
 pub mod rbac;
 pub mod requesters;
+pub mod resource_path;
 pub mod resources;
 pub mod schema;
 pub mod selector;

@@ -11,6 +11,7 @@
 //! requests are recorded too (and counted per user under `GET /sandbox/admin/denials`).
 //! Discovery, OpenAPI and health requests are not resource requests and are not recorded.
 
+use crate::resource_path::ResourcePath;
 use crate::verb::Verb;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -95,7 +96,7 @@ impl RequestLog {
     }
 
     /// Counts one answered resource request.
-    pub fn record(&self, who: &Requester, verb: Verb, path: &crate::server::ResourcePath) {
+    pub fn record(&self, who: &Requester, verb: Verb, path: &ResourcePath) {
         let key = (
             who.user.clone(),
             who.user_agent.clone(),
@@ -139,7 +140,7 @@ impl RequestLog {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::server::parse_resource_path;
+    use crate::resource_path::parse_resource_path;
 
     #[test]
     fn records_per_requester_and_shape() {

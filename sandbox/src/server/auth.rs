@@ -6,6 +6,7 @@ use crate::authn::{Authn, User};
 use crate::error::{ApiError, ApiResult};
 use crate::faults::Verb;
 use crate::rbac::{self, Attributes};
+use crate::resource_path::ResourcePath;
 use crate::state::AppState;
 use axum::response::Response;
 use http::{HeaderMap, Method};

@@ -3,6 +3,7 @@
 
 use crate::admission::{self};
 use crate::error::{ApiError, ApiResult, ErrTarget};
+use crate::resource_path::ResourcePath;
 use crate::resources::{Conversion, ResourceDef};
 use crate::selector::LabelSelector;
 use crate::state::AppState;
@@ -18,84 +19,6 @@ use std::sync::Arc;
 
 /// Largest accepted request body (kube-apiserver's limit).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
-
-/// A parsed resource URL.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ResourcePath {
-    /// API group.
-    pub group: String,
-    /// Version.
-    pub version: String,
-    /// Namespace from the URL.
-    pub namespace: Option<String>,
-    /// Plural resource.
-    pub resource: String,
-    /// Object name.
-    pub name: Option<String>,
-    /// Subresource.
-    pub sub: Option<String>,
-    /// Legacy `/watch/` prefix.
-    pub watch: bool,
-}
-
-/// Parses `/api/v1/...` and `/apis/{g}/{v}/...` resource URLs.
-pub fn parse_resource_path(path: &str) -> Option<ResourcePath> {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (group, version, mut rest) = match segs.as_slice() {
-        ["api", v, rest @ ..] => (String::new(), v.to_string(), rest),
-        ["apis", g, v, rest @ ..] => (g.to_string(), v.to_string(), rest),
-        _ => return None,
-    };
-    let mut p = ResourcePath {
-        group,
-        version,
-        ..Default::default()
-    };
-    if rest.first() == Some(&"watch") {
-        p.watch = true;
-        rest = &rest[1..];
-    }
-    match rest {
-        [] => return None,
-        [r] => p.resource = r.to_string(),
-        ["namespaces", ns] if p.group.is_empty() => {
-            p.resource = "namespaces".into();
-            p.name = Some(ns.to_string());
-        }
-        ["namespaces", ns, sub @ ("status" | "finalize")] if p.group.is_empty() => {
-            p.resource = "namespaces".into();
-            p.name = Some(ns.to_string());
-            p.sub = Some(sub.to_string());
-        }
-        ["namespaces", ns, r, tail @ ..] => {
-            p.namespace = Some(ns.to_string());
-            p.resource = r.to_string();
-            match tail {
-                [] => {}
-                [n] => p.name = Some(n.to_string()),
-                [n, s] => {
-                    p.name = Some(n.to_string());
-                    p.sub = Some(s.to_string());
-                }
-                _ => return None,
-            }
-        }
-        [r, n] => {
-            p.resource = r.to_string();
-            p.name = Some(n.to_string());
-        }
-        [r, n, s] => {
-            p.resource = r.to_string();
-            p.name = Some(n.to_string());
-            p.sub = Some(s.to_string());
-        }
-        _ => return None,
-    }
-    if p.resource.is_empty() || p.name.as_deref() == Some("") {
-        return None;
-    }
-    Some(p)
-}
 
 pub(super) fn parse_query(q: Option<&str>) -> HashMap<String, String> {
     let mut m = HashMap::new();

@@ -26,10 +26,8 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use common::{
-    MAX_BODY, ResourcePath, decode_body, discard_body, parse_resource_path, scale_of, to_version,
-    too_large,
-};
+pub use crate::resource_path::{ResourcePath, parse_resource_path};
+pub use common::{MAX_BODY, decode_body, discard_body, scale_of, to_version, too_large};
 
 /// The single entry point: faults, counters, routing.
 pub async fn dispatch(

@@ -10,43 +10,6 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 #[test]
-fn resource_paths() {
-    let p = parse_resource_path("/api/v1/namespaces/default/pods/p1/eviction").unwrap();
-    assert_eq!(
-        (
-            p.namespace.as_deref(),
-            p.resource.as_str(),
-            p.name.as_deref(),
-            p.sub.as_deref()
-        ),
-        (Some("default"), "pods", Some("p1"), Some("eviction"))
-    );
-    let p = parse_resource_path("/api/v1/namespaces/kube-system").unwrap();
-    assert_eq!(
-        (p.resource.as_str(), p.name.as_deref(), p.namespace),
-        ("namespaces", Some("kube-system"), None)
-    );
-    let p = parse_resource_path("/api/v1/namespaces/x/finalize").unwrap();
-    assert_eq!(p.sub.as_deref(), Some("finalize"));
-    let p =
-        parse_resource_path("/apis/machine.sapcloud.io/v1alpha1/namespaces/ns/machines").unwrap();
-    assert_eq!(
-        (p.group.as_str(), p.resource.as_str(), p.name),
-        ("machine.sapcloud.io", "machines", None)
-    );
-    let p = parse_resource_path("/apis/apps/v1/watch/namespaces/ns/deployments").unwrap();
-    assert!(p.watch);
-    let p = parse_resource_path("/api/v1/nodes/n1/status").unwrap();
-    assert_eq!(
-        (p.resource.as_str(), p.sub.as_deref()),
-        ("nodes", Some("status"))
-    );
-    assert!(parse_resource_path("/api/v1").is_none());
-    assert!(parse_resource_path("/foo/bar").is_none());
-    assert!(parse_resource_path("/api/v1/namespaces/a/pods/b/c/d").is_none());
-}
-
-#[test]
 fn query_decoding() {
     let q = parse_query(Some(
         "labelSelector=app%3Dweb%2Ctier+in+%28a%29&watch=true&x",

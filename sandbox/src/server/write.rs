@@ -5,6 +5,7 @@ use super::common::*;
 use crate::admission::{self, AdmissionAttrs};
 use crate::error::{ApiError, ApiResult};
 use crate::patch::{self, PatchKind};
+use crate::resource_path::ResourcePath;
 use crate::resources::ResourceDef;
 use crate::schema;
 use axum::response::Response;
