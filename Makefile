@@ -5,11 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-<<<<<<< HEAD
-.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check citations crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind install
-=======
-.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check imports crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind install
->>>>>>> h-circles
+.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind install
 PREFIX ?= $(HOME)/.cargo
 
 
@@ -33,13 +29,8 @@ test-unit:
 test-doc:
 	$(CARGO) test --workspace --doc
 
-<<<<<<< HEAD
-## lint: formatting, clippy -D warnings, purity of the decisions crate, dependency rules, generated CRDs up to date, image layout, citations
-lint: fmt-check clippy purity deps-check crds-check dockerfile-check citations
-=======
-## lint: formatting, clippy -D warnings, plan.rs purity, dependency rules, no import circle, generated CRDs up to date, image layout
-lint: fmt-check clippy purity deps-check imports crds-check dockerfile-check
->>>>>>> h-circles
+## lint: formatting, clippy -D warnings, purity of the decisions crate, dependency rules, no import circle, generated CRDs up to date, image layout, citations
+lint: fmt-check clippy purity deps-check imports crds-check dockerfile-check citations
 
 fmt:
 	$(CARGO) fmt --all
@@ -56,15 +47,13 @@ purity:
 deps-check:
 	@scripts/check-deps.sh
 
-<<<<<<< HEAD
 ## citations: comments and docs cite docs/ sections only, and every docs/<file>.md#<anchor> resolves
 citations:
 	@scripts/check-citations.sh
-=======
+
 ## imports: no import circle between file modules or top-level folders of any crate (tools/import-graph; `-- --map` for the folder graph)
 imports:
 	$(CARGO) run -q -p mcm-import-graph -- $(CURDIR)
->>>>>>> h-circles
 
 ## dockerfile-check: binaries at / with WORKDIR / (./machine-controller-manager works), non-root, one target each
 dockerfile-check:

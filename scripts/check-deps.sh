@@ -1,11 +1,6 @@
 #!/usr/bin/env bash
-<<<<<<< HEAD
-# Dependency rules (docs/architecture.md#dependency-rules): TLS through ring only, and exactly one
-# version each of kube and k8s-openapi in the graph.
-=======
-# Dependency rules (reference/rust-stack.md §1.3, §6.1): TLS through ring only, and exactly one
+# Dependency rules (docs/architecture.md#dependency-rules): TLS through ring only, exactly one
 # version each of kube and k8s-openapi in the graph, and no gRPC stack in provider-proto without `grpc`.
->>>>>>> h-circles
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
