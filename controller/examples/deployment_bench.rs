@@ -26,6 +26,8 @@
 //! MachineSet writes to the control sandbox. The process exits with status 2 when the watch saw
 //! the surge or availability bound broken: that is a correctness failure, not a timing one.
 //!
+//! `BENCH_KEEP_LOGS=1` keeps the manager's and the provider's logs (the path is printed).
+//!
 //! `BENCH_MANAGER_WRAPPER` runs the manager behind a command, e.g. a heap profile:
 //! `BENCH_MANAGER_WRAPPER="valgrind --tool=massif --massif-out-file=/tmp/massif.out"` (then
 //! `ms_print /tmp/massif.out`); its RSS and CPU are then the wrapper's.
@@ -184,7 +186,12 @@ struct ChildProcess(Child);
 impl ChildProcess {
     /// Starts `program`, behind the words of `wrapper` when given (e.g. a heap profiler).
     fn spawn(program: &Path, args: &[String], log: &Path, wrapper: Option<&str>) -> Self {
-        let log = std::fs::File::create(log).unwrap();
+        // Appended: a restarted manager keeps its predecessor's lines.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
         let mut words: Vec<String> = wrapper
             .map(|w| w.split_whitespace().map(str::to_owned).collect())
             .unwrap_or_default();
@@ -194,7 +201,7 @@ impl ChildProcess {
         let child = Command::new(&words[0])
             .args(&words[1..])
             .args(args)
-            .stdout(Stdio::null())
+            .stdout(log.try_clone().unwrap())
             .stderr(log)
             .process_group(0)
             .spawn()
@@ -367,10 +374,8 @@ fn spawn_observers(control: &Client, observer: &Arc<Mutex<Observer>>) {
                 )
             };
             let mut o = obs.lock().unwrap();
-            if let (
-                Some(timeline),
-                watcher::Event::Apply(m) | watcher::Event::InitApply(m),
-            ) = (o.timeline.as_mut(), &event)
+            if let (Some(timeline), watcher::Event::Apply(m) | watcher::Event::InitApply(m)) =
+                (o.timeline.as_mut(), &event)
             {
                 let now = Instant::now();
                 let name = m.metadata.name.clone().unwrap_or_default();
@@ -592,19 +597,25 @@ fn print_writes(cluster: &str, counters: &RequestCounters, n: f64) {
     }
 }
 
-
 /// The manager's `/metrics` text, read over a plain HTTP/1.0 request (`None` while it does not
 /// answer).
 async fn scrape(port: u16) -> Option<String> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
     stream
         .write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
         .await
         .ok()?;
     let mut body = String::new();
     stream.read_to_string(&mut body).await.ok()?;
-    body.starts_with("HTTP/1.1 200").then_some(body)
+    let status_line = body.lines().next().unwrap_or_default();
+    status_line
+        .split_whitespace()
+        .nth(1)
+        .is_some_and(|code| code == "200")
+        .then_some(body)
 }
 
 /// The value of the first sample of `metric` whose labels contain `label` (`""`: any).
@@ -629,7 +640,8 @@ fn reconciled_once(text: &str, queues: &[(&str, usize)]) -> bool {
             &format!("controller=\"{queue}\""),
         )
         .unwrap_or(0.0);
-        let depth = sample(text, "mcm_workqueue_depth", &format!("name=\"{queue}\"")).unwrap_or(1.0);
+        let depth =
+            sample(text, "mcm_workqueue_depth", &format!("name=\"{queue}\"")).unwrap_or(1.0);
         done >= *objects as f64 && depth == 0.0
     })
 }
@@ -660,7 +672,10 @@ fn manager_requests(sandbox: &Sandbox) -> (BTreeMap<(String, String), u64>, u64)
 }
 
 fn is_write(verb: &str) -> bool {
-    matches!(verb, "create" | "update" | "patch" | "delete" | "deletecollection")
+    matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    )
 }
 
 /// What a SIGKILL and a start of the manager with N Running machines cost.
@@ -1169,7 +1184,9 @@ async fn main() {
         print_writes("target", &p.target, nf);
     }
     if let Some(timeline) = &timeline {
-        println!("scale 0 → N timeline (seconds after the scale request until 50 % / 90 % / all of N reached each stage):");
+        println!(
+            "scale 0 → N timeline (seconds after the scale request until 50 % / 90 % / all of N reached each stage):"
+        );
         for (stage, reached) in timeline.stages() {
             let mut offsets: Vec<f64> = reached
                 .values()
@@ -1192,8 +1209,18 @@ async fn main() {
         }
     }
     if let Some(st) = &steady_state {
-        let control_writes: u64 = st.control.iter().filter(|((v, _), _)| is_write(v)).map(|(_, n)| n).sum();
-        let target_writes: u64 = st.target.iter().filter(|((v, _), _)| is_write(v)).map(|(_, n)| n).sum();
+        let control_writes: u64 = st
+            .control
+            .iter()
+            .filter(|((v, _), _)| is_write(v))
+            .map(|(_, n)| n)
+            .sum();
+        let target_writes: u64 = st
+            .target
+            .iter()
+            .filter(|((v, _), _)| is_write(v))
+            .map(|(_, n)| n)
+            .sum();
         println!(
             "steady state, {:.1} min with N Running and no change: control {:.2} req/min, target {:.2} req/min (writes: control {control_writes}, target {target_writes}); Lease {:.2} req/min; manager CPU {:.2} s ({:.3} s/min); RSS {:.1} → {:.1} MiB; the simulated kubelets' target requests {:.0}/min (not the manager's)",
             st.minutes,
@@ -1237,6 +1264,11 @@ async fn main() {
     let floor_broken = roll.seen.min_running.is_some_and(|m| m < nu);
     drop(manager);
     drop(provider);
+    if std::env::var_os("BENCH_KEEP_LOGS").is_some() {
+        println!("logs kept in {}", work.path().display());
+        std::mem::forget(work);
+        return;
+    }
     if surge_broken || floor_broken {
         println!(
             "BOUND BROKEN: surge {surge_broken}, availability {floor_broken} (logs kept in {})",

@@ -241,6 +241,15 @@ pub fn route_node_update(old: &Node, new: &Node, machines: &[Machine]) -> Vec<No
         || (node_conditions_changed(&machine_conditions, &node_conditions)
             && !matches!(phase, Some(MachinePhase::CrashLoopBackOff | MachinePhase::Terminating)))
         || node_annotation(old, annotation::PRESERVE) != node_annotation(new, annotation::PRESERVE)
+        // Ours: the machine's own node-sync writes (the machine-name label, the last-applied
+        // template and capacity) bring its next step when the cache shows them, where upstream
+        // waits ShortRetry (5 s) after each: two such waits stood between a registered node and
+        // a Running machine.
+        || node_label(old, label::NODE_MACHINE_NAME) != node_label(new, label::NODE_MACHINE_NAME)
+        || node_annotation(old, annotation::LAST_APPLIED_ANNO_LABELS_TAINTS)
+            != node_annotation(new, annotation::LAST_APPLIED_ANNO_LABELS_TAINTS)
+        || node_annotation(old, annotation::LAST_APPLIED_VIRTUAL_CAPACITY)
+            != node_annotation(new, annotation::LAST_APPLIED_VIRTUAL_CAPACITY)
         // Ours: a user flipping the CA annotation of a preserved node gets it re-asserted promptly.
         || (preserve_expiry_of(machine).is_some()
             && node_annotation(old, annotation::CLUSTER_AUTOSCALER_SCALE_DOWN_DISABLED)
@@ -442,6 +451,41 @@ mod tests {
             route_node_update(&old, &sick, &machines),
             vec![NodeRoute::EnqueueMachine("m1".into())]
         );
+        // The node-sync steps' own writes: the next step comes at once.
+        let mut named = old.clone();
+        named
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(label::NODE_MACHINE_NAME.into(), "m1".into());
+        assert_eq!(
+            route_node_update(&old, &named, &machines),
+            vec![NodeRoute::EnqueueMachine("m1".into())]
+        );
+        for key in [
+            annotation::LAST_APPLIED_ANNO_LABELS_TAINTS,
+            annotation::LAST_APPLIED_VIRTUAL_CAPACITY,
+        ] {
+            let mut synced = named.clone();
+            synced
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(key.into(), "{}".into());
+            assert_eq!(
+                route_node_update(&named, &synced, &machines),
+                vec![NodeRoute::EnqueueMachine("m1".into())],
+                "{key}"
+            );
+        }
+        // Other labels and annotations (a user's, the kubelet's) do not requeue the machine.
+        let mut relabelled = named.clone();
+        relabelled
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("team".into(), "a".into());
+        assert!(route_node_update(&named, &relabelled, &machines).is_empty());
         // Missing finalizer: node requeued after MediumRetry.
         let mut bare = old.clone();
         bare.metadata.finalizers = None;
