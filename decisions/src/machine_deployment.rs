@@ -1,10 +1,27 @@
-//! Decisions of the MachineDeployment controller: revisions, rolling, recreate and in-place
-//! strategies, surge arithmetic, status, legacy set migration and the cluster-autoscaler's
-//! deletion annotation.
+//! Decisions of the MachineDeployment controller, one module per upstream seam: the top-level
+//! pass ([`decide`]), the new MachineSet and its revision ([`new_machine_set`]), scaling
+//! ([`scaling`]), the rolling, recreate and in-place strategies ([`rolling`], [`recreate`],
+//! [`in_place`]), rollback ([`rollback`]), rollout progress ([`progress`]), cleanup of old sets
+//! ([`cleanup`]) and status ([`status`]); besides them revisions, surge arithmetic, the
+//! migration of MachineSets lacking the hash label and the cluster-autoscaler's deletion
+//! annotation. [`plan`] re-exports what the controller's shell uses.
 
 pub mod autoscaler;
+pub mod cleanup;
+pub mod decide;
 pub mod fencepost;
-pub mod legacy;
+pub mod hash_label_migration;
+pub mod in_place;
+pub mod new_machine_set;
+pub mod node_marks;
 pub mod plan;
+pub mod progress;
+pub mod recreate;
 pub mod revision;
+pub mod rollback;
+pub mod rolling;
+pub mod scaling;
 pub mod status;
+pub mod types;
+pub mod validation;
+pub mod work;

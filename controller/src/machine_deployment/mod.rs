@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | §5.2 reconcile order, finalizer, deleting, selecting-all | [`plan::plan`] | `plan::tests::deleting_*`, `selecting_all_*`, `finalizer_*` |
 //! | §5.3 new/old sets, EqualIgnoreHash (Q2), revisions | [`revision::find_new_machine_set`], [`revision::equal_ignore_hash`], [`revision::sync_new_machine_set`], [`revision::bump_revision`] | `revision::tests::*`, `plan::tests::in_place_fields_*` |
-//! | §5.3 legacy MachineSets without the hash label in their selector | [`legacy::next_step`] | `legacy::tests::*`, `it::machine_deployment::legacy_machine_sets_are_migrated_to_the_hash_label` |
+//! | §5.3 legacy MachineSets without the hash label in their selector | [`hash_label_migration::next_step`] | `hash_label_migration::tests::*`, `it::machine_deployment::legacy_machine_sets_are_migrated_to_the_hash_label` |
 //! | §5.3 naming `<md>-<5 chars>` and collisionCount (Q1) | [`revision::template_hash`], [`plan::create_conflict`], [`plan::create_failure`] | `revision::tests::hash_is_pinned_across_versions`, `plan::tests::collision_*`, `create_failure_*` |
 //! | §5.3 fenceposts (surge up, unavailable down) | [`fencepost::resolve_fenceposts`], [`fencepost::max_surge`], [`fencepost::max_unavailable`] | `fencepost::tests::fencepost_table` |
 //! | §5.3 NewISNewReplicas | [`plan::new_machine_set_replicas`] | `plan::tests::new_replicas_table` |

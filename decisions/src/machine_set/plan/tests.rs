@@ -2,9 +2,21 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::machine_set::claim;
 use crate::machine_set::expectations::{Expectations, Readiness};
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use mcm_api::keys::{annotation, finalizer, label, last_operation, preserve, value};
 use mcm_api::v1alpha1::{ClassSpec, MachineSetSpec, MachineSpec, MachineTemplateSpec};
+use mcm_api::v1alpha1::{
+    ConditionStatus, CurrentStatus, LastOperation, Machine, MachinePhase, MachineSet,
+    MachineSetCondition, MachineSetConditionType, MachineSetStatus, MachineState, MachineStatus,
+    NodeTemplateSpec,
+};
 use proptest::prelude::*;
 use std::sync::Arc;
 

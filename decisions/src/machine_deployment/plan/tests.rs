@@ -2,16 +2,28 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::machine_deployment::fencepost::{self};
+use crate::machine_deployment::revision::{self, KIND};
+use crate::machine_deployment::status;
+use crate::machine_set::claim;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mcm_api::keys::condition;
+use mcm_api::keys::{annotation, deployment_reason, finalizer, label, value};
 use mcm_api::v1alpha1::{
     ClassSpec, CurrentStatus, MachineDeploymentSpec, MachineDeploymentStrategy, MachinePhase,
     MachineSetSpec, MachineSetStatus, MachineSpec, MachineStatus, MachineTemplateSpec,
     RollbackConfig, RollingUpdateMachineDeployment, UpdateConfiguration,
 };
+use mcm_api::v1alpha1::{
+    ConditionStatus, Machine, MachineDeployment, MachineDeploymentConditionType as CondType,
+    MachineDeploymentStatus, MachineDeploymentStrategyType as Strategy, MachineSet,
+};
 
-#[path = "plan_sim_tests.rs"]
 mod sim;
 
 static NO_NODES: BTreeMap<String, NodeView> = BTreeMap::new();
