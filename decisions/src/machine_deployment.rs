@@ -22,6 +22,8 @@ pub mod rollback;
 pub mod rolling;
 pub mod scaling;
 pub mod status;
+#[cfg(test)]
+mod test_fixtures;
 pub mod types;
 pub mod validation;
 pub mod work;

@@ -16,5 +16,7 @@ pub mod routing;
 pub mod scaling;
 pub mod semantic_equality;
 pub mod status;
+#[cfg(test)]
+mod test_fixtures;
 pub mod types;
 pub mod validation;

@@ -54,3 +54,6 @@ impl Work<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -222,3 +222,6 @@ pub fn plan(input: DeploymentInput<'_>) -> Result<DeploymentPlan, DeploymentErro
     }
     Ok(w.finish())
 }
+
+#[cfg(test)]
+mod tests;

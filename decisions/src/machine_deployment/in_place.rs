@@ -372,3 +372,6 @@ impl Work<'_> {
         true
     }
 }
+
+#[cfg(test)]
+mod tests;

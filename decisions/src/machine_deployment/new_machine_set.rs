@@ -235,3 +235,6 @@ impl Work<'_> {
         );
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,7 +18,4 @@ pub use super::types::{
 pub use super::validation::validate;
 
 #[cfg(test)]
-mod tests;
-
-#[cfg(test)]
 mod upstream_tables;

@@ -32,3 +32,6 @@ impl Work<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -44,3 +44,6 @@ impl Work<'_> {
         self.rollout_status();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -81,3 +81,6 @@ impl Work<'_> {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -106,3 +106,6 @@ impl Work<'_> {
         cleaned + scaled > 0
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -251,3 +251,6 @@ impl Work<'_> {
         self.sync_status();
     }
 }
+
+#[cfg(test)]
+mod tests;

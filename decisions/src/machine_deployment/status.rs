@@ -406,3 +406,6 @@ impl Work<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -95,3 +95,6 @@ pub fn validate(md: &MachineDeployment) -> Result<(), DeploymentError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

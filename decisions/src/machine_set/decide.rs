@@ -135,3 +135,6 @@ pub fn plan(input: MachineSetInput<'_>) -> Result<MachineSetPlan, MachineSetErro
         requeue_after,
     })
 }
+
+#[cfg(test)]
+mod tests;

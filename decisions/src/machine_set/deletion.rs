@@ -212,3 +212,6 @@ pub fn machines_to_delete(
         .map(MachineRef::of)
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

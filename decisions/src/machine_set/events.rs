@@ -53,3 +53,6 @@ pub fn deleted(machines: &[String]) -> Event {
 pub fn delete_failed(error: &str) -> Event {
     Event::warning("FailedDelete", format!("Error deleting: {error}"))
 }
+
+#[cfg(test)]
+mod tests;

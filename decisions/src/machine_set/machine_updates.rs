@@ -125,3 +125,6 @@ pub(super) fn auto_preservation(
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -113,3 +113,6 @@ pub fn manage_replicas(
         vec![MachineSetAction::DeleteMachines { machines }]
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -155,3 +155,6 @@ pub fn status_write_delay(
     (since >= SignedDuration::ZERO && since < STATUS_COUNT_WRITE_INTERVAL)
         .then(|| STATUS_COUNT_WRITE_INTERVAL - since)
 }
+
+#[cfg(test)]
+mod tests;

@@ -63,3 +63,6 @@ pub fn validate(ms: &MachineSet) -> Result<(), MachineSetError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
