@@ -1,9 +1,9 @@
 //! The MachineDeployment plan as the controller's shell uses it: [`plan`] decides one reconcile
 //! pass; the types, the create-conflict decisions and the arithmetic the shell and the safety
 //! controller need are re-exported here from the modules that own them (one per upstream seam:
-//! [`super::decide`], [`super::new_machine_set`], [`super::scaling`], [`super::rolling`],
-//! [`super::recreate`], [`super::in_place`], [`super::rollback`], [`super::progress`],
-//! [`super::cleanup`], [`super::status`]).
+//! [`super::decide`], [`super::new_machine_set`], [`super::scaling`], `rolling`,
+//! `recreate`, `in_place`, `rollback`, `progress`,
+//! `cleanup`, [`super::status`]).
 
 pub use super::decide::plan;
 pub use super::new_machine_set::{

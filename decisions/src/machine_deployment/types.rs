@@ -99,7 +99,7 @@ impl Default for DeploymentConfig {
     }
 }
 
-/// Snapshot given to [`plan`].
+/// Snapshot given to [`plan`](super::decide::plan).
 #[derive(Debug, Clone, Copy)]
 pub struct DeploymentInput<'a> {
     /// The deployment (read live).
@@ -144,7 +144,7 @@ pub enum DeploymentAction {
         /// Name and UID of the MachineSet.
         machine_set: MachineRef,
     },
-    /// Create this MachineSet. On `AlreadyExists` call [`create_conflict`].
+    /// Create this MachineSet. On `AlreadyExists` call [`create_conflict`](super::new_machine_set::create_conflict).
     CreateMachineSet(Box<MachineSet>),
     /// Update this MachineSet (metadata and spec) with the cached resourceVersion.
     UpdateMachineSet(Box<MachineSet>),
@@ -207,7 +207,7 @@ pub enum DeploymentAction {
     Event(Event),
 }
 
-/// Result of [`plan`].
+/// Result of [`plan`](super::decide::plan).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeploymentPlan {
     /// Actions in execution order.

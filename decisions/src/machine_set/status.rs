@@ -17,7 +17,7 @@ use super::claim;
 use super::semantic_equality;
 use super::types::{ReplicaError, annotation_of, labels, phase, preserve_expiry};
 
-/// The status of §4.8 for the claimed machines (`claimed` from [`MachineSetPlan::claimed`]).
+/// The status of §4.8 for the claimed machines (`claimed` from [`MachineSetPlan::claimed`](super::types::MachineSetPlan::claimed)).
 #[must_use]
 pub fn machine_set_status<M: Borrow<Machine>>(
     ms: &MachineSet,

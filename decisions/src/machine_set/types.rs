@@ -148,14 +148,14 @@ pub enum MachineSetAction {
         batches: Vec<usize>,
     },
     /// Delete these machines (record expected deletions first) and set their status to
-    /// [`terminating_status`]; events [`events::deleted`] / [`events::delete_failed`].
+    /// [`terminating_status`](super::deletion::terminating_status); events [`events::deleted`](super::events::deleted) / [`events::delete_failed`](super::events::delete_failed).
     DeleteMachines {
         /// The machines, in deletion order.
         machines: Vec<MachineRef>,
     },
 }
 
-/// Snapshot given to [`plan`].
+/// Snapshot given to [`plan`](super::decide::plan).
 #[derive(Debug, Clone, Copy)]
 pub struct MachineSetInput<'a> {
     /// The MachineSet (read live).
@@ -171,7 +171,7 @@ pub struct MachineSetInput<'a> {
     pub now: Timestamp,
 }
 
-/// Result of [`plan`].
+/// Result of [`plan`](super::decide::plan).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MachineSetPlan {
     /// Actions in execution order.
