@@ -2,8 +2,8 @@
 //! lift the rollout's node marks and delete old MachineSets beyond `revisionHistoryLimit`.
 
 use super::revision;
-use super::types::DeploymentAction;
-use super::work::{Work, spec_replicas, status_of};
+use super::types::{DeploymentAction, spec_replicas, status_of};
+use super::work::Work;
 use crate::machine_set::types::MachineRef;
 
 impl Work<'_> {

@@ -20,9 +20,11 @@ use super::fencepost;
 use super::revision::{self, KIND};
 use super::scaling::is_scaling_event;
 use super::status;
-use super::types::{DeploymentAction, DeploymentError, DeploymentInput, DeploymentPlan, RESYNC};
+use super::types::{
+    DeploymentAction, DeploymentError, DeploymentInput, DeploymentPlan, RESYNC, md_name,
+};
 use super::validation::validate;
-use super::work::{Work, md_name};
+use super::work::Work;
 use crate::machine_set::claim::{self, ClaimDecision, Owner};
 use crate::machine_set::types::MachineRef;
 use crate::selector;

@@ -11,8 +11,8 @@ use mcm_api::keys::{condition, label, value};
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachinePhase, OrchestrationType};
 
 use super::fencepost::replicas;
-use super::types::{DeploymentAction, NodeView};
-use super::work::{Work, spec_replicas, status_of};
+use super::types::{DeploymentAction, NodeView, spec_replicas, status_of};
+use super::work::Work;
 use crate::machine_set::claim;
 use crate::machine_set::types::MachineRef;
 

@@ -12,8 +12,8 @@ use mcm_api::v1alpha1::{
 use super::fencepost::{self, replicas};
 use super::revision;
 use super::status;
-use super::types::DeploymentAction;
-use super::work::{Work, ann, md_name};
+use super::types::{DeploymentAction, ann, md_name};
+use super::work::Work;
 use crate::machine_set::claim;
 use crate::vocabulary::Event;
 

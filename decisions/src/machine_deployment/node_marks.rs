@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use mcm_api::keys::{annotation, value};
 
-use super::types::DeploymentAction;
-use super::work::{Work, ann, spec_replicas, status_of};
+use super::types::{DeploymentAction, ann, spec_replicas, status_of};
+use super::work::Work;
 
 impl Work<'_> {
     pub(super) fn old_sets_all_scaled_to_zero(&self) -> bool {

@@ -2,7 +2,8 @@
 //! MachineSet to 0, wait until their machines are gone, then scale the new one up.
 
 use super::fencepost::replicas;
-use super::work::{Work, spec_replicas, status_of};
+use super::types::{spec_replicas, status_of};
+use super::work::Work;
 
 impl Work<'_> {
     pub(super) fn recreate(&mut self) {

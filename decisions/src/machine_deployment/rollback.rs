@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use mcm_api::keys::{annotation, label};
 
 use super::revision;
-use super::work::{Work, md_name};
+use super::types::md_name;
+use super::work::Work;
 use crate::vocabulary::Event;
 
 impl Work<'_> {

@@ -5,7 +5,8 @@
 use super::fencepost::replicas;
 use super::new_machine_set::new_machine_set_replicas;
 use super::revision;
-use super::work::{Work, spec_replicas, status_of};
+use super::types::{spec_replicas, status_of};
+use super::work::Work;
 
 impl Work<'_> {
     pub(super) fn rolling(&mut self) {

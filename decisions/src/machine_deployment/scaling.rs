@@ -9,7 +9,8 @@ use mcm_api::v1alpha1::{MachineDeployment, MachineDeploymentStrategyType as Stra
 
 use super::fencepost::replicas;
 use super::revision;
-use super::work::{Work, ann, spec_replicas, status_of};
+use super::types::{ann, spec_replicas, status_of};
+use super::work::Work;
 use crate::vocabulary::Event;
 
 /// `isScalingEvent` (§5.4).

@@ -1,9 +1,11 @@
 //! What the MachineDeployment plan takes and gives: its input snapshot and flags, the actions of
-//! one reconcile pass, the plan itself and why a deployment cannot be planned for.
+//! one reconcile pass, the plan itself, why a deployment cannot be planned for, and the accessors
+//! the seams share.
 
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use mcm_api::keys::retry;
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineDeploymentStatus, MachineSet};
@@ -214,4 +216,24 @@ pub struct DeploymentPlan {
     pub actions: Vec<DeploymentAction>,
     /// When to reconcile again at the latest.
     pub requeue_after: SignedDuration,
+}
+
+/// The deployment's name (empty if absent).
+pub(super) fn md_name(md: &MachineDeployment) -> String {
+    md.metadata.name.clone().unwrap_or_default()
+}
+
+/// A MachineSet's `spec.replicas`, absent meaning 0.
+pub(super) fn spec_replicas(ms: &MachineSet) -> i32 {
+    ms.spec.replicas.unwrap_or(0)
+}
+
+/// A MachineSet's status, absent meaning the default.
+pub(super) fn status_of(ms: &MachineSet) -> mcm_api::v1alpha1::MachineSetStatus {
+    ms.status.clone().unwrap_or_default()
+}
+
+/// The value of annotation `key`, if set.
+pub(super) fn ann<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
 }

@@ -4,8 +4,7 @@
 use mcm_api::v1alpha1::{MachineDeployment, MachineDeploymentStrategyType as Strategy};
 
 use super::fencepost::{self, FencepostError, replicas};
-use super::types::DeploymentError;
-use super::work::md_name;
+use super::types::{DeploymentError, md_name};
 use crate::selector;
 
 /// Upstream validation of a deployment (reference §11) plus nil-selector and selector syntax.

@@ -5,27 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineDeploymentStatus, MachineSet};
 
-use super::types::{DeploymentAction, DeploymentInput, DeploymentPlan};
+use super::types::{DeploymentAction, DeploymentInput, DeploymentPlan, spec_replicas, status_of};
 use crate::vocabulary::Event;
-
-pub(super) fn md_name(md: &MachineDeployment) -> String {
-    md.metadata.name.clone().unwrap_or_default()
-}
-
-pub(super) fn spec_replicas(ms: &MachineSet) -> i32 {
-    ms.spec.replicas.unwrap_or(0)
-}
-
-pub(super) fn status_of(ms: &MachineSet) -> mcm_api::v1alpha1::MachineSetStatus {
-    ms.status.clone().unwrap_or_default()
-}
-
-pub(super) fn ann<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations.as_ref()?.get(key).map(String::as_str)
-}
 
 /// One reconcile pass in progress (built by [`super::decide::plan`]).
 pub(super) struct Work<'a> {
