@@ -36,7 +36,7 @@ use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::shell::BoxError;
 use crate::shell::informer::Change;
 use crate::shell::queue::{Outcome, WorkQueue};
-use mcm_decisions::machine_deployment::legacy::{self, LegacyStep};
+use mcm_decisions::machine_deployment::hash_label_migration::{self, LegacyStep};
 use mcm_decisions::machine_deployment::plan::{self, DeploymentConfig, DeploymentInput, NodeView};
 use mcm_decisions::machine_set::claim::controller_ref;
 use mcm_decisions::machine_set::routing::owners_to_sync;
@@ -304,7 +304,7 @@ async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileEr
         now: Timestamp::now(),
     };
     for ms in &machine_sets {
-        if let Some(step) = legacy::next_step(&md, ms, &machines) {
+        if let Some(step) = hash_label_migration::next_step(&md, ms, &machines) {
             migrate_legacy(context, name, step).await?;
             // One step per pass; the next pass sees its result.
             return Ok(Outcome::RequeueAfter(LEGACY_STEP_RETRY));

@@ -109,6 +109,20 @@ fn is_manual_in_place(md: &MachineDeployment) -> bool {
         == Some(&OrchestrationType::Manual)
 }
 
+/// The in-place strategy's maxSurge resolved against `spec.replicas` (rounding up), 0 when
+/// absent or malformed (validation rejects those before planning).
+#[must_use]
+pub fn in_place_surge(md: &MachineDeployment) -> i32 {
+    md.spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.in_place_update.as_ref())
+        .and_then(|i| i.update_configuration.max_surge.as_ref())
+        .map_or(0, |v: &IntOrString| {
+            scaled_value(v, replicas(md), true).unwrap_or(0)
+        })
+}
+
 /// `MaxSurge(md)`: the resolved surge for RollingUpdate, 0 for other strategies.
 ///
 /// # Errors

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mcm_api::keys::{annotation, label};
 use mcm_api::v1alpha1::{MachineDeployment, MachineSet, MachineSetSpec, MachineTemplateSpec};
 
-use crate::machine_set::{claim, semantic};
+use crate::machine_set::{claim, semantic_equality};
 
 /// Kind of the MachineDeployment owner reference.
 pub const KIND: &str = "MachineDeployment";
@@ -44,7 +44,7 @@ pub fn hashable_template(t: &MachineTemplateSpec) -> MachineTemplateSpec {
 /// Upstream `EqualIgnoreHash`: equal after [`hashable_template`].
 #[must_use]
 pub fn equal_ignore_hash(a: &MachineTemplateSpec, b: &MachineTemplateSpec) -> bool {
-    semantic::equal(&hashable_template(a), &hashable_template(b))
+    semantic_equality::equal(&hashable_template(a), &hashable_template(b))
 }
 
 fn fnv1a64(bytes: &[u8]) -> u64 {
@@ -67,7 +67,7 @@ pub struct TemplateHash {
 /// Hash of `template` with the deployment's collision count.
 #[must_use]
 pub fn template_hash(template: &MachineTemplateSpec, collision_count: Option<i32>) -> TemplateHash {
-    let mut bytes = semantic::canonical_json(&hashable_template(template)).into_bytes();
+    let mut bytes = semantic_equality::canonical_json(&hashable_template(template)).into_bytes();
     if let Some(count) = collision_count {
         bytes.extend_from_slice(&count.to_le_bytes());
         bytes.extend_from_slice(&[0; 4]);
@@ -219,11 +219,11 @@ pub fn sync_new_machine_set(
     let want = md.spec.template.spec.clone().unwrap_or_default();
     let template = out.spec.template.get_or_insert_with(Default::default);
     let spec = template.spec.get_or_insert_with(Default::default);
-    if !semantic::equal(&spec.node_template, &want.node_template) {
+    if !semantic_equality::equal(&spec.node_template, &want.node_template) {
         spec.node_template = want.node_template.clone();
         changed = true;
     }
-    if !semantic::equal(&spec.configuration, &want.configuration) {
+    if !semantic_equality::equal(&spec.configuration, &want.configuration) {
         spec.configuration = want.configuration.clone();
         changed = true;
     }
@@ -348,7 +348,8 @@ mod tests {
     #[test]
     fn hash_is_pinned_across_versions() {
         let h = template_hash(&template("small", "pool"), None);
-        let json = semantic::canonical_json(&hashable_template(&template("small", "pool")));
+        let json =
+            semantic_equality::canonical_json(&hashable_template(&template("small", "pool")));
         assert_eq!(
             json,
             r#"{"metadata":{"labels":{"name":"pool"}},"spec":{"class":{"name":"small"}}}"#

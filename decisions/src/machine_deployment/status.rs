@@ -10,6 +10,9 @@ use mcm_api::v1alpha1::{
 };
 
 use super::fencepost::replicas;
+use super::types::DeploymentAction;
+use super::work::Work;
+use crate::machine_set::semantic_equality;
 
 /// A condition stamped with `now` for both times.
 #[must_use]
@@ -384,3 +387,25 @@ pub fn paused_conditions(
     }
     None
 }
+
+impl Work<'_> {
+    /// `syncMachineDeploymentStatus` (scaling path): plain status, written when different.
+    pub(super) fn sync_status(&mut self) {
+        let new = self.new.map(|n| self.sets[n].clone());
+        let all = self.all_refs();
+        let st = calculate_status(
+            &self.md,
+            &all,
+            new.as_ref(),
+            self.max_unavailable,
+            self.now(),
+        );
+        if !semantic_equality::equal(&Some(st.clone()), &Some(self.original_status.clone())) {
+            self.actions
+                .push(DeploymentAction::UpdateDeploymentStatus(Box::new(st)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -24,8 +24,8 @@ use mcm_api::v1alpha1::{
 
 use crate::machine_deployment::fencepost;
 use crate::machine_set::claim;
-use crate::machine_set::plan::Event;
 use crate::selector;
+use crate::vocabulary::Event;
 
 /// Reason of an overshoot freeze.
 pub const REASON_OVERSHOOTING: &str = "OverShootingReplicaCount";

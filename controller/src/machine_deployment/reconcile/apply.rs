@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 use super::Context;
 use mcm_decisions::machine_deployment::plan::{self, CreateConflict, DeploymentAction};
-use mcm_decisions::machine_set::plan::{Event, EventType, MachineRef};
+use mcm_decisions::machine_set::plan::MachineRef;
+use mcm_decisions::vocabulary::{Event, EventType};
 
 /// A failed write of a deployment pass.
 #[derive(Debug, thiserror::Error)]

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::{Controller, SyncError};
 use mcm_decisions::machine_set::plan::{self, MachineRef, MachineUpdate, ReplicaError, events};
+use mcm_decisions::vocabulary::{Event, EventType};
 
 /// Read-modify-write attempts on one machine before giving up for this pass.
 const UPDATE_ATTEMPTS: u32 = 5;
@@ -32,8 +33,8 @@ enum Created {
 }
 
 impl Controller {
-    fn record(&self, ms: &MachineSet, event: &plan::Event, action: &str) {
-        let warning = event.type_ == plan::EventType::Warning;
+    fn record(&self, ms: &MachineSet, event: &Event, action: &str) {
+        let warning = event.type_ == EventType::Warning;
         self.shell
             .event(ms, warning, &event.reason, action, event.message.clone());
     }

@@ -18,11 +18,11 @@ use mcm_api::v1alpha1::{
 use crate::safety::common::{SafetyError, period};
 use crate::safety::context::OvershootContext;
 use crate::shell::queue::Outcome;
-use mcm_decisions::machine_set::plan::{Event, EventType};
 use mcm_decisions::safety::overshoot::{
     OvershootAction, OvershootConfig, freeze_machine_deployment, freeze_machine_set, plan,
     unfreeze_machine_deployment, unfreeze_machine_set,
 };
+use mcm_decisions::vocabulary::{Event, EventType};
 
 /// One overshooting check; requeues after `--machine-safety-overshooting-period`, or retries
 /// (rate limited) after an API error.

@@ -11,7 +11,7 @@
 //! | §6 step 2 deployment state sync | [`plan::plan`] | `plan::tests::deployment_state_follows_its_sets` |
 //! | §6 steps 3–4 unfreeze annotation | [`plan::plan`] | `plan::tests::unfreeze_annotation_*` |
 //! | §6 freeze/unfreeze object changes | [`plan::freeze_machine_set`], [`plan::unfreeze_machine_set`], [`plan::freeze_machine_deployment`], [`plan::unfreeze_machine_deployment`] | as above |
-//! | Q13 effect of the freeze (scale-up only) | `mcm_decisions::machine_set::plan::manage_replicas` | `machine_set::plan::tests::frozen_or_scale_up_disabled_*` |
+//! | Q13 effect of the freeze (scale-up only) | `mcm_decisions::machine_set::scaling::manage_replicas` | `machine_set::scaling::tests::frozen_or_scale_up_disabled_*` |
 
 //! | §6 shell: live GET, UpdateStatus then Update, events, triggers (period, machine add, MachineSet and MachineDeployment changes) | [`apply::run_once`] | `it::safety::overshooting_machine_set_is_frozen_and_unfrozen_when_back_under`, `unfreeze_annotations_and_deployment_state_sync`, `unfreeze_annotation_on_a_machine_set`, `a_recreate_deployment_does_not_stop_the_check_of_other_sets` |
 

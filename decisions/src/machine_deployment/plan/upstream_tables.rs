@@ -12,14 +12,28 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::machine_deployment::fencepost;
+use crate::machine_deployment::revision::{self, KIND};
+use crate::machine_deployment::work::Work;
+use crate::machine_deployment::{autoscaler, in_place, status};
+use crate::machine_set::claim;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mcm_api::keys::condition;
+use mcm_api::keys::{annotation, finalizer, label, value};
 use mcm_api::v1alpha1::{
     ClassSpec, CurrentStatus, InPlaceUpdateMachineDeployment, MachineDeploymentSpec,
     MachineDeploymentStrategy, MachinePhase, MachineSetSpec, MachineSetStatus, MachineSpec,
     MachineStatus, MachineTemplateSpec, OrchestrationType, RollbackConfig,
     RollingUpdateMachineDeployment, UpdateConfiguration,
+};
+use mcm_api::v1alpha1::{
+    ConditionStatus, Machine, MachineDeployment, MachineDeploymentConditionType as CondType,
+    MachineDeploymentStatus, MachineDeploymentStrategyType as Strategy, MachineSet,
 };
 use std::sync::Arc;
 
@@ -180,7 +194,7 @@ fn machine_of(ms: &MachineSet, name: &str, node: Option<&str>) -> Machine {
     }
     m.metadata.labels = Some(labels);
     m.metadata.owner_references = Some(vec![claim::owner_reference(
-        crate::machine_set::plan::KIND,
+        crate::machine_set::types::KIND,
         ms.metadata.name.as_deref().unwrap(),
         ms.metadata.uid.as_deref().unwrap(),
     )]);
@@ -397,7 +411,7 @@ fn deployment_util_new_is_new_replicas() {
                 true,
             )
             .unwrap(),
-            _ => in_place::in_place_surge(&md),
+            _ => fencepost::in_place_surge(&md),
         };
         assert_eq!(
             new_machine_set_replicas(&md, old + new, new, surge),
@@ -612,7 +626,7 @@ fn deployment_sync_get_new_machine_set() {
         assert!(created(&p.actions).is_empty(), "Entry {entry:?}");
         let after = &sets_after(std::slice::from_ref(&ms), &p.actions)["machineset-0"];
         assert!(
-            crate::machine_set::semantic::equal(
+            crate::machine_set::semantic_equality::equal(
                 &after
                     .spec
                     .template
@@ -1764,7 +1778,7 @@ fn deployment_util_set_new_machine_set_node_template() {
         assert_eq!(out.is_some(), changed, "It {it:?}");
         let after = out.unwrap_or(ms);
         assert!(
-            crate::machine_set::semantic::equal(
+            crate::machine_set::semantic_equality::equal(
                 &after
                     .spec
                     .template

@@ -12,7 +12,7 @@ use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
 
 use super::revision;
 use crate::machine_set::claim::controller_ref;
-use crate::machine_set::plan::MachineRef;
+use crate::machine_set::types::MachineRef;
 
 /// The next migration step of one legacy MachineSet.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,28 +7,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mcm_api::keys::{condition, label, value};
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachinePhase, OrchestrationType};
 
-use super::{DeploymentAction, NodeView, Work, spec_replicas, status_of};
-use crate::machine_deployment::fencepost::{self, replicas};
+use super::fencepost::replicas;
+use super::types::{DeploymentAction, NodeView, spec_replicas, status_of};
+use super::work::Work;
 use crate::machine_set::claim;
-use crate::machine_set::plan::MachineRef;
-
-/// The in-place strategy's maxSurge resolved against `spec.replicas` (rounding up), 0 when
-/// absent or malformed (validation rejects those before planning).
-#[must_use]
-pub fn in_place_surge(md: &MachineDeployment) -> i32 {
-    md.spec
-        .strategy
-        .as_ref()
-        .and_then(|s| s.in_place_update.as_ref())
-        .and_then(|i| i.update_configuration.max_surge.as_ref())
-        .map_or(0, |v: &IntOrString| {
-            fencepost::scaled_value(v, replicas(md), true).unwrap_or(0)
-        })
-}
+use crate::machine_set::types::MachineRef;
 
 fn is_manual(md: &MachineDeployment) -> bool {
     md.spec
@@ -247,7 +233,7 @@ impl Work<'_> {
             .as_ref()
             .and_then(|s| s.match_labels.clone())
             .unwrap_or_default();
-        let owner = claim::owner_reference(crate::machine_set::plan::KIND, &new_name, &new_uid);
+        let owner = claim::owner_reference(crate::machine_set::types::KIND, &new_name, &new_uid);
         let mut moved_total = 0;
         for i in self.olds() {
             let old_selector = self.sets[i]
@@ -386,3 +372,6 @@ impl Work<'_> {
         true
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,9 +10,22 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use std::collections::BTreeMap;
+
+use crate::machine_set::claim;
 use crate::machine_set::expectations::Readiness;
+use crate::machine_set::machine_updates::auto_preservation;
+use crate::machine_set::types::annotation_of;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use mcm_api::keys::{annotation, finalizer, label, last_operation, preserve, value};
 use mcm_api::v1alpha1::{ClassSpec, MachineSetSpec, MachineSpec, MachineTemplateSpec};
+use mcm_api::v1alpha1::{
+    CurrentStatus, LastOperation, Machine, MachineOperationType, MachinePhase, MachineSet,
+    MachineSetStatus, MachineState, MachineStatus,
+};
+use std::sync::Arc;
 
 /// The reconcile time of every row; upstream's `time.Now()` offsets are relative to it.
 fn now() -> Timestamp {

@@ -1,0 +1,24 @@
+//! Tests of the create and delete events.
+#![allow(clippy::unwrap_used)]
+
+use crate::machine_set::events;
+
+#[test]
+fn creation_and_deletion_events_are_one_per_pass() {
+    let one = events::created(&["pool-a".to_owned()]);
+    assert_eq!(one.message, "Created Machine: pool-a");
+    let names: Vec<String> = (0..8).map(|i| format!("pool-{i}")).collect();
+    let many = events::created(&names);
+    assert_eq!(many.reason, "SuccessfulCreate");
+    assert_eq!(
+        many.message,
+        "Created 8 machines: pool-0, pool-1, pool-2, pool-3, pool-4 (+3 more)"
+    );
+    let deleted = events::deleted(&names[..2]);
+    assert_eq!(deleted.reason, "SuccessfulDelete");
+    assert_eq!(deleted.message, "Deleted 2 machines: pool-0, pool-1");
+    assert_eq!(
+        events::deleted(&names[..1]).message,
+        "Deleted machine: pool-0"
+    );
+}
