@@ -12,6 +12,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::shell::metrics::Metrics;
+use mcm_decisions::vocabulary::Retry;
 
 /// First retry delay after a failure (doubles per consecutive failure of the same key).
 pub const RETRY_BASE: Duration = Duration::from_millis(5);
@@ -23,8 +24,8 @@ pub const RETRY_MAX: Duration = Duration::from_secs(1000);
 pub enum Outcome {
     /// Done: forget the failure history; wait for the next event.
     Done,
-    /// Done for now: process the key again after this delay (forgets the failure history).
-    RequeueAfter(Duration),
+    /// Done for now: process the key again when this retry is due (forgets the failure history).
+    RequeueAfter(Retry),
     /// Failed: process it again after an exponential per-key backoff.
     Retry,
 }
@@ -305,9 +306,9 @@ impl WorkQueue {
                     }
                     match outcome {
                         Outcome::Done => queue.forget(&key),
-                        Outcome::RequeueAfter(delay) => {
+                        Outcome::RequeueAfter(retry) => {
                             queue.forget(&key);
-                            queue.add_after(key.clone(), delay);
+                            queue.add_after(key.clone(), retry.delay());
                         }
                         Outcome::Retry => queue.add_rate_limited(key.clone()),
                     }

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use mcm_api::keys::{annotation, deployment_reason, finalizer, label, retry, value};
 use mcm_api::v1alpha1::{
@@ -25,6 +25,7 @@ use super::status;
 use crate::machine_set::claim::{self, ClaimDecision, Owner};
 use crate::machine_set::plan::{Event, MachineRef};
 use crate::selector::{self, SelectorError};
+use crate::vocabulary::{Retry, go_duration};
 
 /// Progressing reason when the controller created the new MachineSet (not in `mcm_api::keys`).
 pub const REASON_NEW_MACHINE_SET_CREATED: &str = "NewMachineSetCreated";
@@ -228,7 +229,7 @@ pub struct DeploymentPlan {
     /// Actions in execution order.
     pub actions: Vec<DeploymentAction>,
     /// When to reconcile again at the latest.
-    pub requeue_after: SignedDuration,
+    pub requeue_after: Retry,
 }
 
 /// What to do when creating the new MachineSet failed with `AlreadyExists`.
@@ -526,7 +527,7 @@ struct Work<'a> {
     /// Names of sets written (coalesced at the end).
     dirty: BTreeSet<usize>,
     machines_by_set: BTreeMap<String, Vec<&'a Machine>>,
-    requeue_after: SignedDuration,
+    requeue_after: Retry,
 }
 
 impl<'a> Work<'a> {
@@ -1117,7 +1118,7 @@ impl<'a> Work<'a> {
                     rs.status,
                 )));
         } else if let Some(after) = rs.check_deadline_after {
-            self.requeue_after = self.requeue_after.min(after);
+            self.requeue_after = self.requeue_after.min(Retry::After(go_duration(after)));
         }
     }
 
@@ -1332,7 +1333,7 @@ pub fn plan(input: DeploymentInput<'_>) -> Result<DeploymentPlan, DeploymentErro
         .flatten()
         .any(|f| f == finalizer::MACHINE_CONTROLLER_MANAGER);
     let mut actions = Vec::new();
-    let requeue_after = RESYNC.to_signed_duration();
+    let requeue_after = Retry::After(RESYNC);
     if !deleting && !has_finalizer {
         actions.push(DeploymentAction::AddFinalizer);
     }

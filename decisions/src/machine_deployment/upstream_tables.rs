@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use jiff::SignedDuration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mcm_api::keys::condition;
@@ -924,7 +925,7 @@ fn work<'a>(input: DeploymentInput<'a>, new: usize) -> Work<'a> {
         actions: Vec::new(),
         dirty: BTreeSet::new(),
         machines_by_set,
-        requeue_after: SignedDuration::ZERO,
+        requeue_after: Retry::Immediate,
     }
 }
 

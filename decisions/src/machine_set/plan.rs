@@ -26,6 +26,7 @@ use super::claim::{self, ClaimDecision, Owner};
 use super::expectations::Readiness;
 use super::semantic;
 use crate::selector::SelectorError;
+use crate::vocabulary::{Retry, go_duration};
 
 /// Kind of the MachineSet owner reference.
 pub const KIND: &str = "MachineSet";
@@ -287,7 +288,7 @@ pub struct MachineSetPlan {
     /// The claimed machines as they will be after the in-place updates (input of the status).
     pub claimed: Vec<Arc<Machine>>,
     /// When to reconcile again at the latest.
-    pub requeue_after: SignedDuration,
+    pub requeue_after: Retry,
 }
 
 fn name_of(ms: &MachineSet) -> String {
@@ -819,7 +820,7 @@ pub fn plan(input: MachineSetInput<'_>) -> Result<MachineSetPlan, MachineSetErro
         }
     }
 
-    let mut requeue_after = RESYNC.to_signed_duration();
+    let mut requeue_after = Retry::After(RESYNC);
     if deleting {
         if claimed.is_empty() {
             if has_finalizer(&ms.metadata) {
@@ -837,7 +838,7 @@ pub fn plan(input: MachineSetInput<'_>) -> Result<MachineSetPlan, MachineSetErro
         }
     } else if let Readiness::Pending { retry_in } = input.readiness {
         // Never act twice on a stale cache: wait for the issued operations to show up.
-        requeue_after = requeue_after.min(retry_in);
+        requeue_after = requeue_after.min(Retry::After(go_duration(retry_in)));
     } else {
         actions.extend(manage_replicas(
             ms,

@@ -221,7 +221,7 @@ fn pending_expectations_block_creation_and_deletion() {
     i.readiness = exp.readiness("ns/pool-abcde", t(0));
     let p = plan(i).unwrap();
     assert_eq!(created_count(&p.actions), 0);
-    assert_eq!(p.requeue_after, SignedDuration::from_secs(290));
+    assert_eq!(p.requeue_after.period(), Duration::from_secs(290));
     // Once expired the plan acts again.
     i.readiness = exp.readiness("ns/pool-abcde", t(400));
     assert_eq!(created_count(&plan(i).unwrap().actions), 4);
