@@ -491,4 +491,47 @@ mod tests {
             "a later success forgets the failures"
         );
     }
+
+    #[tokio::test]
+    async fn a_requeued_key_comes_back_when_its_retry_is_due() {
+        let queue = WorkQueue::new("test", None);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let shutdown = CancellationToken::new();
+        queue.add("a");
+        let runner = {
+            let queue = queue.clone();
+            let calls = Arc::clone(&calls);
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                queue
+                    .run(1, shutdown, move |_key| {
+                        let calls = Arc::clone(&calls);
+                        async move {
+                            match calls.fetch_add(1, Ordering::SeqCst) {
+                                0 => Outcome::RequeueAfter(Retry::After(
+                                    mcm_api::duration::Duration::from_millis(20),
+                                )),
+                                // A period already past is due at once, not dropped.
+                                1 => Outcome::RequeueAfter(Retry::After(
+                                    mcm_api::duration::Duration::from_secs(-1),
+                                )),
+                                2 => Outcome::RequeueAfter(Retry::Immediate),
+                                _ => Outcome::Done,
+                            }
+                        }
+                    })
+                    .await;
+            })
+        };
+        for _ in 0..500 {
+            if calls.load(Ordering::SeqCst) >= 4 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        shutdown.cancel();
+        runner.await.unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+        assert_eq!(queue.failures("a"), 0, "a requeue is not a failure");
+    }
 }
