@@ -30,7 +30,7 @@ use mcm_decisions::vocabulary::Retry;
 /// Name of the queue.
 pub const QUEUE: &str = "machineclass";
 /// Upstream re-checks every Secret every 10 minutes.
-const SECRET_RESYNC: std::time::Duration = std::time::Duration::from_secs(600);
+const SECRET_RESYNC: Retry = Retry::After(mcm_api::duration::Duration::from_secs(600));
 
 /// What can go wrong in one pass (logged; the key is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -133,10 +133,6 @@ pub fn run(
     })
 }
 
-fn period(retry: Retry) -> std::time::Duration {
-    retry.period().to_std().unwrap_or_default()
-}
-
 async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outcome, ClassError> {
     let api = shell.namespaced::<MachineClass>();
     let object = format!("MachineClass {}/{name}", shell.namespace);
@@ -154,7 +150,7 @@ async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outc
     let deleting = class.metadata.deletion_timestamp.is_some();
     let current = class.metadata.finalizers.clone().unwrap_or_default();
     let (finalizers, wanted) = match plan_class(deleting, users.len(), &current) {
-        ClassStep::Nothing => return Ok(Outcome::RequeueAfter(period(Retry::Long))),
+        ClassStep::Nothing => return Ok(Outcome::RequeueAfter(Retry::Long)),
         ClassStep::SetFinalizers(finalizers, wanted) => (finalizers, wanted),
         ClassStep::DeletionBlocked => {
             let reason = format!(
@@ -164,7 +160,7 @@ async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outc
             );
             tracing::info!(class = name, reason, "machine class deletion blocked");
             shell.event(&class, true, "DeletionBlocked", "Delete", reason);
-            return Ok(Outcome::RequeueAfter(period(Retry::Short)));
+            return Ok(Outcome::RequeueAfter(Retry::Short));
         }
     };
     let mut updated = class.clone();
@@ -190,7 +186,7 @@ async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outc
             shell.event(&class, false, reason, "Update", note);
         }
         Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
-            return Ok(Outcome::RequeueAfter(period(Retry::Conflict)));
+            return Ok(Outcome::RequeueAfter(Retry::Conflict));
         }
         Err(source) => {
             return Err(ClassError::Api {
@@ -200,7 +196,7 @@ async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outc
             });
         }
     }
-    Ok(Outcome::RequeueAfter(period(Retry::Long)))
+    Ok(Outcome::RequeueAfter(Retry::Long))
 }
 
 async fn reconcile_secret(
@@ -239,7 +235,7 @@ async fn reconcile_secret(
                 );
             }
             Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
-                return Ok(Outcome::RequeueAfter(period(Retry::Conflict)));
+                return Ok(Outcome::RequeueAfter(Retry::Conflict));
             }
             Err(source) => {
                 return Err(ClassError::Api {

@@ -62,10 +62,6 @@ enum NodeEvent {
     Deleted(Arc<Node>),
 }
 
-fn period(retry: Retry) -> std::time::Duration {
-    retry.period().to_std().unwrap_or_default()
-}
-
 fn machines_of(shell: &NodeContext, node: &str) -> Vec<Machine> {
     shell
         .machines
@@ -151,14 +147,14 @@ async fn route_events(
                 NodeRoute::EnqueueNode { delay: None } => queue.add(node_name.clone()),
                 NodeRoute::EnqueueNode { delay: Some(retry) } => {
                     queue.add(node_name.clone());
-                    queue.add_after(node_name.clone(), period(retry));
+                    queue.add_after(node_name.clone(), retry.delay());
                 }
                 // The Machine controller watches nodes itself.
                 NodeRoute::EnqueueMachine(_) => {}
                 NodeRoute::DeleteMachine(machine) => {
                     if let Err(error) = delete_machine(&shell, &node_name, &machine).await {
                         tracing::warn!(node = node_name, machine, %error, "deleting the machine of a deleted node failed");
-                        queue.add_after(node_name.clone(), period(Retry::Short));
+                        queue.add_after(node_name.clone(), Retry::Short.delay());
                     }
                 }
             }
@@ -226,7 +222,7 @@ async fn reconcile(shell: &NodeContext, name: &str) -> Result<Outcome, NodeError
                 }
                 // The cache was stale: try again once it has caught up.
                 Err(kube::Error::Api(status)) if status.code == 409 => {
-                    Ok(Outcome::RequeueAfter(period(Retry::Conflict)))
+                    Ok(Outcome::RequeueAfter(Retry::Conflict))
                 }
                 Err(kube::Error::Api(status)) if status.code == 404 => Ok(Outcome::Done),
                 Err(source) => Err(NodeError::Api {

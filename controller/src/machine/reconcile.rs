@@ -407,8 +407,10 @@ impl MachineController {
 }
 
 fn to_outcome(retry: Retry) -> Outcome {
-    match retry.period().to_std() {
-        Some(delay) => Outcome::RequeueAfter(delay),
-        None => Outcome::Retry,
+    // A negative period takes the queue's rate-limited path rather than coming back at once.
+    if retry.period().is_negative() {
+        Outcome::Retry
+    } else {
+        Outcome::RequeueAfter(retry)
     }
 }

@@ -221,12 +221,7 @@ impl Termination {
                 machine = key,
                 "machine controller frozen; termination waits"
             );
-            return Outcome::RequeueAfter(
-                mcm_decisions::vocabulary::Retry::Short
-                    .period()
-                    .to_std()
-                    .unwrap_or_default(),
-            );
+            return Outcome::RequeueAfter(mcm_decisions::vocabulary::Retry::Short);
         }
         match stages::run_pass(self, key).await {
             Ok(outcome) => outcome,

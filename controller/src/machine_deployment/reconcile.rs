@@ -17,7 +17,6 @@ mod sample;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use jiff::Timestamp;
@@ -25,6 +24,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use mcm_api::duration::Duration;
 use mcm_api::keys::{label, value};
 use mcm_api::v1alpha1::{
     Machine, MachineDeployment, MachineDeploymentStrategyType as Strategy, MachineSet,
@@ -41,11 +41,14 @@ use mcm_decisions::machine_deployment::plan::{self, DeploymentConfig, Deployment
 use mcm_decisions::machine_set::claim::controller_ref;
 use mcm_decisions::machine_set::routing::owners_to_sync;
 use mcm_decisions::selector;
+use mcm_decisions::vocabulary::Retry;
 
 pub use apply::ApplyError;
 
 /// Pause between the steps of a legacy MachineSet migration (the cache catches up meanwhile).
-const LEGACY_STEP_RETRY: Duration = Duration::from_millis(500);
+const LEGACY_STEP_RETRY: Retry = Retry::After(Duration::from_millis(500));
+/// Soonest periodic requeue, whatever the plan asks.
+const MIN_REQUEUE: Duration = Duration::from_millis(100);
 
 /// Name of the work queue (and of the reconcile metrics label).
 pub const QUEUE: &str = "machinedeployment";
@@ -335,8 +338,9 @@ async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileEr
     if meltdown.is_some() || had_condition {
         show_meltdown(context, name, meltdown.as_deref()).await?;
     }
-    let after = planned.requeue_after.unsigned_abs();
-    Ok(Outcome::RequeueAfter(after.max(Duration::from_millis(100))))
+    Ok(Outcome::RequeueAfter(
+        planned.requeue_after.at_least(MIN_REQUEUE),
+    ))
 }
 
 async fn read_deployment(

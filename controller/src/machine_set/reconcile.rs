@@ -13,12 +13,12 @@ mod metrics;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
+use mcm_api::duration::Duration;
 use mcm_api::keys::annotation;
 use mcm_api::v1alpha1::{Machine, MachinePhase, MachineSet};
 use tokio::sync::mpsc;
@@ -32,6 +32,7 @@ use mcm_decisions::machine_set::claim::controller_ref;
 use mcm_decisions::machine_set::expectations::Expectations;
 use mcm_decisions::machine_set::plan::{self, MachineSetAction, MachineSetInput, ReplicaError};
 use mcm_decisions::machine_set::routing;
+use mcm_decisions::vocabulary::{Retry, go_duration};
 
 /// Name of the work queue (and of the reconcile metrics label).
 pub const QUEUE: &str = "machineset";
@@ -368,7 +369,7 @@ impl Controller {
         if plan::status_needs_update(&ms, &status) {
             let last_written = self.status_written().get(name).copied();
             match plan::status_write_delay(&ms, &status, last_written, now) {
-                Some(wait) => requeue_after = requeue_after.min(wait),
+                Some(wait) => requeue_after = requeue_after.min(Retry::After(go_duration(wait))),
                 None => {
                     self.write_status(ms, status).await?;
                     self.status_written().insert(name.to_owned(), now);
@@ -378,9 +379,8 @@ impl Controller {
         if replica_error.is_some() {
             return Ok(Outcome::Retry);
         }
-        let requeue = Duration::try_from(requeue_after).unwrap_or(Duration::from_secs(1));
         Ok(Outcome::RequeueAfter(
-            requeue.max(Duration::from_millis(100)),
+            requeue_after.at_least(Duration::from_millis(100)),
         ))
     }
 

@@ -1,7 +1,7 @@
 //! What the safety shells share: their error type and the period floor. The shells and the
 //! runner ([`super::reconcile`]) import it; it imports none of them.
 
-use std::time::Duration;
+use mcm_api::duration::Duration;
 
 /// Shortest period used, whatever the flags say: a `0s` period must not become a busy loop.
 pub const MIN_PERIOD: Duration = Duration::from_millis(100);
@@ -43,9 +43,9 @@ impl SafetyError {
     }
 }
 
-/// Converts a flag duration to a timer period (negative values are refused by flag validation;
-/// they and zero become [`MIN_PERIOD`]).
+/// A flag duration as a loop period (negative values are refused by flag validation; they and
+/// zero become [`MIN_PERIOD`]).
 #[must_use]
-pub fn period(duration: mcm_api::duration::Duration) -> Duration {
-    duration.to_std().unwrap_or_default().max(MIN_PERIOD)
+pub fn period(duration: Duration) -> Duration {
+    duration.max(MIN_PERIOD)
 }

@@ -12,6 +12,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::shell::metrics::Metrics;
+use mcm_decisions::vocabulary::Retry;
 
 /// First retry delay after a failure (doubles per consecutive failure of the same key).
 pub const RETRY_BASE: Duration = Duration::from_millis(5);
@@ -23,8 +24,8 @@ pub const RETRY_MAX: Duration = Duration::from_secs(1000);
 pub enum Outcome {
     /// Done: forget the failure history; wait for the next event.
     Done,
-    /// Done for now: process the key again after this delay (forgets the failure history).
-    RequeueAfter(Duration),
+    /// Done for now: process the key again when this retry is due (forgets the failure history).
+    RequeueAfter(Retry),
     /// Failed: process it again after an exponential per-key backoff.
     Retry,
 }
@@ -305,9 +306,9 @@ impl WorkQueue {
                     }
                     match outcome {
                         Outcome::Done => queue.forget(&key),
-                        Outcome::RequeueAfter(delay) => {
+                        Outcome::RequeueAfter(retry) => {
                             queue.forget(&key);
-                            queue.add_after(key.clone(), delay);
+                            queue.add_after(key.clone(), retry.delay());
                         }
                         Outcome::Retry => queue.add_rate_limited(key.clone()),
                     }
@@ -489,5 +490,48 @@ mod tests {
             0,
             "a later success forgets the failures"
         );
+    }
+
+    #[tokio::test]
+    async fn a_requeued_key_comes_back_when_its_retry_is_due() {
+        let queue = WorkQueue::new("test", None);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let shutdown = CancellationToken::new();
+        queue.add("a");
+        let runner = {
+            let queue = queue.clone();
+            let calls = Arc::clone(&calls);
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                queue
+                    .run(1, shutdown, move |_key| {
+                        let calls = Arc::clone(&calls);
+                        async move {
+                            match calls.fetch_add(1, Ordering::SeqCst) {
+                                0 => Outcome::RequeueAfter(Retry::After(
+                                    mcm_api::duration::Duration::from_millis(20),
+                                )),
+                                // A period already past is due at once, not dropped.
+                                1 => Outcome::RequeueAfter(Retry::After(
+                                    mcm_api::duration::Duration::from_secs(-1),
+                                )),
+                                2 => Outcome::RequeueAfter(Retry::Immediate),
+                                _ => Outcome::Done,
+                            }
+                        }
+                    })
+                    .await;
+            })
+        };
+        for _ in 0..500 {
+            if calls.load(Ordering::SeqCst) >= 4 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        shutdown.cancel();
+        runner.await.unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+        assert_eq!(queue.failures("a"), 0, "a requeue is not a failure");
     }
 }

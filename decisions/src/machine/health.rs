@@ -75,7 +75,7 @@ pub enum HealthOutcome {
     /// Nothing written: continue with the next reconcile steps; re-check after the period if given.
     Continue {
         /// Re-check due (a Pending/Unknown timer that has not expired).
-        recheck_after: Option<Duration>,
+        recheck_after: Option<Retry>,
     },
     /// Acquire the failure permit for this key and call the plan again.
     NeedsFailurePermit {
@@ -442,7 +442,7 @@ fn timeouts(input: &HealthInput<'_>, plan: &mut HealthPlan) {
         // +1s so the re-check lands after the deadline rather than just before it.
         let until_due = Duration::from_nanos(remaining.as_nanos().saturating_add(1_000_000_000));
         plan.outcome = HealthOutcome::Continue {
-            recheck_after: Some(until_due.min(HEALTH_RECHECK)),
+            recheck_after: Some(Retry::After(until_due.min(HEALTH_RECHECK))),
         };
         return;
     }

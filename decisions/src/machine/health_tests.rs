@@ -232,7 +232,7 @@ fn unknown_fails_after_health_timeout_with_permit_and_meltdown_check() {
     assert_eq!(
         plan.outcome,
         HealthOutcome::Continue {
-            recheck_after: Some(HEALTH_RECHECK)
+            recheck_after: Some(Retry::After(HEALTH_RECHECK))
         }
     );
     // Close to the deadline the re-check is due just after it, not a minute later.
@@ -240,7 +240,7 @@ fn unknown_fails_after_health_timeout_with_permit_and_meltdown_check() {
     assert_eq!(
         plan.outcome,
         HealthOutcome::Continue {
-            recheck_after: Some(Duration::from_secs(11))
+            recheck_after: Some(Retry::After(Duration::from_secs(11)))
         }
     );
 

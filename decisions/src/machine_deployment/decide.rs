@@ -28,7 +28,7 @@ use super::work::Work;
 use crate::machine_set::claim::{self, ClaimDecision, Owner};
 use crate::machine_set::types::MachineRef;
 use crate::selector;
-use crate::vocabulary::Event;
+use crate::vocabulary::{Event, Retry};
 
 /// One reconcile pass of a MachineDeployment (§5.2).
 ///
@@ -47,7 +47,7 @@ pub fn plan(input: DeploymentInput<'_>) -> Result<DeploymentPlan, DeploymentErro
         .flatten()
         .any(|f| f == finalizer::MACHINE_CONTROLLER_MANAGER);
     let mut actions = Vec::new();
-    let requeue_after = RESYNC.to_signed_duration();
+    let requeue_after = Retry::After(RESYNC);
     if !deleting && !has_finalizer {
         actions.push(DeploymentAction::AddFinalizer);
     }

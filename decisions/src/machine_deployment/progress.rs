@@ -5,6 +5,7 @@
 use super::status;
 use super::types::DeploymentAction;
 use super::work::Work;
+use crate::vocabulary::{Retry, go_duration};
 
 impl Work<'_> {
     pub(super) fn previous_status_complete(&self) -> bool {
@@ -28,7 +29,7 @@ impl Work<'_> {
                     rs.status,
                 )));
         } else if let Some(after) = rs.check_deadline_after {
-            self.requeue_after = self.requeue_after.min(after);
+            self.requeue_after = self.requeue_after.min(Retry::After(go_duration(after)));
         }
     }
 }

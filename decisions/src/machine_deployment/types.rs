@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use mcm_api::keys::retry;
@@ -13,7 +13,7 @@ use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineDeploymentStatus, Mac
 use super::fencepost::FencepostError;
 use crate::machine_set::types::MachineRef;
 use crate::selector::SelectorError;
-use crate::vocabulary::Event;
+use crate::vocabulary::{Event, Retry};
 
 /// Periodic requeue after validation (reference §16).
 pub const RESYNC: mcm_api::duration::Duration = retry::LONG;
@@ -215,7 +215,7 @@ pub struct DeploymentPlan {
     /// Actions in execution order.
     pub actions: Vec<DeploymentAction>,
     /// When to reconcile again at the latest.
-    pub requeue_after: SignedDuration,
+    pub requeue_after: Retry,
 }
 
 /// The deployment's name (empty if absent).

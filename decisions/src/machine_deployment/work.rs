@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineDeploymentStatus, MachineSet};
 
 use super::types::{DeploymentAction, DeploymentInput, DeploymentPlan, spec_replicas, status_of};
-use crate::vocabulary::Event;
+use crate::vocabulary::{Event, Retry};
 
 /// One reconcile pass in progress (built by [`super::decide::plan`]).
 pub(super) struct Work<'a> {
@@ -26,7 +26,7 @@ pub(super) struct Work<'a> {
     /// Names of sets written (coalesced at the end).
     pub(super) dirty: BTreeSet<usize>,
     pub(super) machines_by_set: BTreeMap<String, Vec<&'a Machine>>,
-    pub(super) requeue_after: SignedDuration,
+    pub(super) requeue_after: Retry,
 }
 
 impl<'a> Work<'a> {

@@ -23,6 +23,7 @@ use super::types::{
     MachineUpdate, RESYNC, name_of,
 };
 use super::validation::validate;
+use crate::vocabulary::{Retry, go_duration};
 
 fn has_finalizer(meta: &ObjectMeta) -> bool {
     meta.finalizers
@@ -102,7 +103,7 @@ pub fn plan(input: MachineSetInput<'_>) -> Result<MachineSetPlan, MachineSetErro
         }
     }
 
-    let mut requeue_after = RESYNC.to_signed_duration();
+    let mut requeue_after = Retry::After(RESYNC);
     if deleting {
         if claimed.is_empty() {
             if has_finalizer(&ms.metadata) {
@@ -120,7 +121,7 @@ pub fn plan(input: MachineSetInput<'_>) -> Result<MachineSetPlan, MachineSetErro
         }
     } else if let Readiness::Pending { retry_in } = input.readiness {
         // Never act twice on a stale cache: wait for the issued operations to show up.
-        requeue_after = requeue_after.min(retry_in);
+        requeue_after = requeue_after.min(Retry::After(go_duration(retry_in)));
     } else {
         actions.extend(manage_replicas(
             ms,

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use mcm_api::duration::Duration;
 use mcm_api::keys::retry;
@@ -15,6 +15,7 @@ use mcm_api::v1alpha1::{
 
 use super::expectations::Readiness;
 use crate::selector::SelectorError;
+use crate::vocabulary::Retry;
 
 /// Kind of the MachineSet owner reference.
 pub const KIND: &str = "MachineSet";
@@ -179,7 +180,7 @@ pub struct MachineSetPlan {
     /// The claimed machines as they will be after the in-place updates (input of the status).
     pub claimed: Vec<Arc<Machine>>,
     /// When to reconcile again at the latest.
-    pub requeue_after: SignedDuration,
+    pub requeue_after: Retry,
 }
 
 /// Outcome of the replica actions, as the shell saw it (drives the `ReplicaFailure` condition).

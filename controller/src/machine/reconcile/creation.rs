@@ -200,7 +200,7 @@ impl MachineController {
                         } else {
                             "GetMachineStatus"
                         };
-                        let delay = outcome.retry.period().to_std().unwrap_or_default();
+                        let delay = outcome.retry.delay();
                         tracing::warn!(machine = %name, method, attempt = mark.attempt, backoff_seconds = delay.as_secs_f64(), "driver call failed; backing off");
                         self.shell
                             .metrics

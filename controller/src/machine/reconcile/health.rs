@@ -153,9 +153,7 @@ impl MachineController {
             }
         }
         Ok(match plan.outcome {
-            HealthOutcome::Continue { recheck_after } => {
-                Step::Continue(recheck_after.map(Retry::After))
-            }
+            HealthOutcome::Continue { recheck_after } => Step::Continue(recheck_after),
             HealthOutcome::EndPass { retry, reason } => {
                 tracing::debug!(machine = %name, %reason, "health pass ended");
                 Step::End(retry)

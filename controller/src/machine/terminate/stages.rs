@@ -51,10 +51,6 @@ enum Step {
     Finished,
 }
 
-fn requeue(retry: Retry) -> Outcome {
-    Outcome::RequeueAfter(retry.period().to_std().unwrap_or_default())
-}
-
 fn machine_name(machine: &Machine) -> &str {
     machine.metadata.name.as_deref().unwrap_or("")
 }
@@ -87,7 +83,7 @@ pub(super) async fn run_pass(
                 "Delete",
                 format!("Deletion waits for the machine class: {reason}"),
             );
-            return Ok(requeue(retry));
+            return Ok(Outcome::RequeueAfter(retry));
         }
     };
     // Set when stages have progressed without their status written yet (see `apply`).
@@ -174,20 +170,20 @@ pub(super) async fn run_pass(
                 machine = *updated;
                 unpersisted = true;
             }
-            Step::Persisted(retry) => return Ok(requeue(retry)),
+            Step::Persisted(retry) => return Ok(Outcome::RequeueAfter(retry)),
             Step::Stop(retry) => {
                 if unpersisted {
                     flush(termination, &machine).await;
                 }
-                return Ok(requeue(retry));
+                return Ok(Outcome::RequeueAfter(retry));
             }
-            Step::Finished => return Ok(requeue(Retry::Long)),
+            Step::Finished => return Ok(Outcome::RequeueAfter(Retry::Long)),
         }
     }
     if unpersisted {
         flush(termination, &machine).await;
     }
-    Ok(requeue(Retry::Immediate))
+    Ok(Outcome::RequeueAfter(Retry::Immediate))
 }
 
 /// Writes the status of stages that completed in memory. Losing it (a failed write, a crash) is
@@ -632,13 +628,12 @@ async fn delete_vm(
     }
     let backoff = controller_settings(shell).retry_backoff;
     let outcome = plan_delete_vm_result(machine, &result, &backoff, now);
-    if let Retry::After(delay) = outcome.retry
+    if let Retry::After(_) = outcome.retry
         && result.is_err()
     {
-        shell.metrics.driver_retry_backoff(
-            "DeleteMachine",
-            delay.to_std().unwrap_or_default().as_secs_f64(),
-        );
+        shell
+            .metrics
+            .driver_retry_backoff("DeleteMachine", outcome.retry.delay().as_secs_f64());
     }
     apply(termination, machine, outcome, now).await
 }

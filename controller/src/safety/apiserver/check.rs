@@ -22,7 +22,7 @@ use mcm_decisions::safety::apiserver::{
     ApiServerSafetySettings, FreezeState, HEALTH_TIMEOUT_RESET, health_timeout_reset,
     plan_apiserver_check,
 };
-use mcm_decisions::vocabulary::phase_of;
+use mcm_decisions::vocabulary::{Retry, phase_of};
 
 /// A name no object has: the probes only care whether the server answers (200 or 404).
 const PROBE_NAME: &str = "mcm-safety-apiserver-probe";
@@ -42,7 +42,11 @@ pub async fn run_once(shell: &ApiServerContext, checker: &Mutex<ApiServerChecker
         timeout: shell.config.safety.apiserver_statuscheck_timeout,
         period: shell.config.safety.apiserver_statuscheck_period,
     };
-    let deadline = period(settings.timeout).max(MIN_PROBE_DEADLINE);
+    let deadline = settings
+        .timeout
+        .to_std()
+        .unwrap_or_default()
+        .max(MIN_PROBE_DEADLINE);
     let (control_up, target_up) = tokio::join!(
         probe_control(shell, deadline),
         probe_target(shell, deadline)
@@ -60,7 +64,8 @@ pub async fn run_once(shell: &ApiServerContext, checker: &Mutex<ApiServerChecker
     {
         // Stay frozen: the next check retries the reset.
         tracing::warn!(%error, "API servers are back, but resetting machine health timeouts failed; staying frozen");
-        return Outcome::RequeueAfter(period(settings.timeout) / 5);
+        let fifth = period(settings.timeout).as_nanos() / 5;
+        return Outcome::RequeueAfter(Retry::After(mcm_api::duration::Duration::from_nanos(fifth)));
     }
     lock(checker).state = decision.state;
     if decision.state.frozen != shell.machine_controller_frozen() {
@@ -88,7 +93,7 @@ pub async fn run_once(shell: &ApiServerContext, checker: &Mutex<ApiServerChecker
             "machines are reconciled again after the unfreeze"
         );
     }
-    Outcome::RequeueAfter(period(decision.next_check))
+    Outcome::RequeueAfter(Retry::After(period(decision.next_check)))
 }
 
 fn lock(checker: &Mutex<ApiServerChecker>) -> std::sync::MutexGuard<'_, ApiServerChecker> {

@@ -8,7 +8,7 @@
 //! VMs of every other class leaking.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -23,9 +23,10 @@ use crate::shell::queue::Outcome;
 use mcm_decisions::safety::orphans::{
     NOT_MANAGED_VALUE, OrphanNodeAction, OrphanVm, orphan_nodes, orphan_vms,
 };
+use mcm_decisions::vocabulary::Retry;
 
 /// Extra requeue bound after a failed run (upstream's LongRetry).
-const RETRY_AFTER_ERROR: Duration = Duration::from_secs(10 * 60);
+const RETRY_AFTER_ERROR: Retry = Retry::Long;
 
 /// The result of one collection run (for logs and tests).
 #[derive(Debug, Default)]
@@ -39,7 +40,7 @@ pub struct CollectionReport {
 /// One orphan collection run; requeues after `--machine-safety-orphan-vms-period`.
 pub async fn run_once(shell: &OrphanContext) -> Outcome {
     let report = collect(shell).await;
-    let period = period(shell.config.safety.orphan_vms_period);
+    let period = Retry::After(period(shell.config.safety.orphan_vms_period));
     for error in &report.errors {
         tracing::warn!(%error, "orphan collection");
     }

@@ -22,12 +22,12 @@ use mcm_decisions::safety::overshoot::{
     OvershootAction, OvershootConfig, freeze_machine_deployment, freeze_machine_set, plan,
     unfreeze_machine_deployment, unfreeze_machine_set,
 };
-use mcm_decisions::vocabulary::{Event, EventType};
+use mcm_decisions::vocabulary::{Event, EventType, Retry};
 
 /// One overshooting check; requeues after `--machine-safety-overshooting-period`, or retries
 /// (rate limited) after an API error.
 pub async fn run_once(shell: &OvershootContext) -> Outcome {
-    let period = period(shell.config.safety.overshooting_period);
+    let period = Retry::After(period(shell.config.safety.overshooting_period));
     match check(shell).await {
         Ok(()) => Outcome::RequeueAfter(period),
         Err(error) if error.is_conflict() => {

@@ -938,7 +938,7 @@ fn work<'a>(input: DeploymentInput<'a>, new: usize) -> Work<'a> {
         actions: Vec::new(),
         dirty: BTreeSet::new(),
         machines_by_set,
-        requeue_after: SignedDuration::ZERO,
+        requeue_after: crate::vocabulary::Retry::Immediate,
     }
 }
 

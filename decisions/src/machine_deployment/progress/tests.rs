@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::machine_deployment::decide::plan;
 use crate::machine_deployment::status;
 use crate::machine_deployment::test_fixtures::*;
-use jiff::SignedDuration;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mcm_api::keys::{annotation, deployment_reason};
 use mcm_api::v1alpha1::{
@@ -85,5 +85,8 @@ fn progress_deadline_requeue_when_nothing_changes() {
     md2.status = Some(st);
     let p = plan(input(&md2, &sets, &[])).unwrap();
     assert!(status_written(&p.actions).is_none(), "{:?}", p.actions);
-    assert_eq!(p.requeue_after, SignedDuration::from_secs(501));
+    assert_eq!(
+        p.requeue_after.period(),
+        mcm_api::duration::Duration::from_secs(501)
+    );
 }

@@ -8,7 +8,7 @@ use crate::machine_set::decide::plan;
 use crate::machine_set::expectations::Expectations;
 use crate::machine_set::test_fixtures::*;
 use crate::machine_set::types::*;
-use jiff::SignedDuration;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
@@ -23,7 +23,10 @@ fn pending_expectations_block_creation_and_deletion() {
     i.readiness = exp.readiness("ns/pool-abcde", t(0));
     let p = plan(i).unwrap();
     assert_eq!(created_count(&p.actions), 0);
-    assert_eq!(p.requeue_after, SignedDuration::from_secs(290));
+    assert_eq!(
+        p.requeue_after.period(),
+        mcm_api::duration::Duration::from_secs(290)
+    );
     // Once expired the plan acts again.
     i.readiness = exp.readiness("ns/pool-abcde", t(400));
     assert_eq!(created_count(&plan(i).unwrap().actions), 4);

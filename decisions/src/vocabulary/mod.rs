@@ -1,0 +1,36 @@
+//! What every plan shares: when to come back ([`Retry`]), events, status writes and the "similar
+//! status" rule that suppresses redundant ones (§3.3), time arithmetic, Machine field accessors,
+//! controller settings and their per-machine resolution (§3.15), failure classification (§8.4) and
+//! Go-compatible text.
+//!
+//! Low in the module map: the machine, drain, safety, MachineSet and MachineDeployment plans import
+//! it, it imports none of them. This file only declares the modules and re-exports their items, so
+//! `mcm_decisions::vocabulary::X` names each of them; the modules import each other directly.
+
+pub mod event;
+pub mod failures;
+pub mod go_text;
+pub mod machine_fields;
+pub mod requeue;
+pub mod settings;
+pub mod status;
+pub mod timestamps;
+
+pub use event::{Event, EventType};
+pub use failures::{DriverError, WriteFailure, is_transient};
+pub use go_text::{go_time_string, parse_go_bool, render_conditions};
+pub use machine_fields::{
+    current_of, description_of, has_finalizer, label, last_known_state_of, machine_annotation,
+    name_of, node_name_of, operation_type_of, phase_of, preserve_expiry_of, provider_id_of,
+    set_entries,
+};
+pub use requeue::Retry;
+pub use settings::{
+    BackoffSettings, ControllerSettings, DEFAULT_NODE_CONDITIONS, EffectiveSettings,
+    effective_settings,
+};
+pub use status::{
+    SIMILARITY_FRESHNESS, SIMILARITY_RATIO, StatusWrite, byte_levenshtein, current_status,
+    is_status_similar, last_operation, similarity_ratio,
+};
+pub use timestamps::{add, elapsed, go_duration, time};
