@@ -13,3 +13,8 @@ pub mod machine_set;
 pub mod safety;
 pub mod selector;
 pub mod vocabulary;
+
+/// Builders of Machines, Nodes and times for tests of the decisions and of the shells that call
+/// them (`test-support` feature).
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;

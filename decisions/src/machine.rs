@@ -16,9 +16,5 @@ pub mod preservation;
 pub mod routing;
 pub mod waiting;
 
-/// Builders of Machines, Nodes and times for tests of the decisions and of the shells that call
-/// them (`test-support` feature).
-#[cfg(any(test, feature = "test-support"))]
-pub mod test_support;
 #[cfg(test)]
 mod upstream;

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::machine::test_support::*;
+use crate::test_support::*;
 use crate::vocabulary::{ControllerSettings, effective_settings};
 use k8s_openapi::api::core::v1::{
     AttachedVolume, NodeStatus, PersistentVolumeClaimVolumeSource, PodSpec, PodStatus, Volume,

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::machine::backoff::{RetryClass, next_backoff, strip_mark};
-use crate::machine::test_support::*;
+use crate::test_support::*;
 use crate::vocabulary::{description_of, effective_settings, label};
 use mcm_api::duration::Duration;
 use proptest::prelude::*;

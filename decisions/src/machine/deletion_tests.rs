@@ -3,7 +3,7 @@
 use super::*;
 use crate::drain::plan::{DrainInput, DrainLedger, deletion_drain_config, plan_drain};
 use crate::machine::backoff::{parse_mark, strip_mark};
-use crate::machine::test_support::*;
+use crate::test_support::*;
 use crate::vocabulary::{ControllerSettings, effective_settings};
 use k8s_openapi::api::core::v1::{AttachedVolume, NodeStatus};
 use mcm_api::duration::Duration;

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::machine::test_support::*;
+use crate::test_support::*;
 use crate::vocabulary::{ControllerSettings, effective_settings};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mcm_api::v1alpha1::MachinePhase as P;

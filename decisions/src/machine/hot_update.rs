@@ -255,7 +255,7 @@ pub fn plan_hot_update(input: &HotUpdateInput<'_>) -> HotUpdateStep {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::test_support::*;
+    use crate::test_support::*;
     use proptest::prelude::*;
     use serde_json::json;
 

@@ -240,7 +240,7 @@ pub fn plan_in_place_update(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::test_support::*;
+    use crate::test_support::*;
     use crate::vocabulary::{ControllerSettings, effective_settings};
     use mcm_api::duration::Duration;
 

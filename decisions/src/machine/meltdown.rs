@@ -171,7 +171,7 @@ pub fn condition_change(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::test_support::*;
+    use crate::test_support::*;
     use proptest::prelude::*;
 
     fn fleet(phases: &[(MachinePhase, Option<&str>)]) -> Vec<Machine> {

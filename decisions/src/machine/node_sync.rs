@@ -274,7 +274,7 @@ pub fn sync_node_templates(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::test_support::*;
+    use crate::test_support::*;
     use k8s_openapi::api::core::v1::NodeSpec;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

@@ -243,7 +243,7 @@ pub fn has_essential_taint(node: &Node) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::test_support::*;
+    use crate::test_support::*;
     use mcm_api::v1alpha1::{ClassSpec, NodeTemplate};
 
     fn valid(m: Machine) -> Machine {

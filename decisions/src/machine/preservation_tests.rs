@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::machine::health::{FailurePermit, HealthInput, NodeLookup, plan_health};
-use crate::machine::test_support::*;
+use crate::test_support::*;
 use crate::vocabulary::{ControllerSettings, effective_settings};
 use mcm_api::duration::Duration;
 use mcm_api::v1alpha1::MachinePhase as P;

@@ -326,7 +326,7 @@ pub fn plan_node_controller(node: Option<&Node>, machines: &[Machine]) -> NodeCo
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::test_support::*;
+    use crate::test_support::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn with_generation(m: Machine, generation: i64) -> Machine {

@@ -3,7 +3,7 @@
 use super::*;
 use crate::drain::plan::PodProgress;
 use crate::machine::backoff::{RetryMark, with_mark};
-use crate::machine::test_support::*;
+use crate::test_support::*;
 use crate::vocabulary::effective_settings;
 use proptest::prelude::*;
 

@@ -135,7 +135,7 @@ pub fn health_timeout_reset(machine: &Machine, now: Timestamp) -> Option<StatusW
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::machine::test_support::*;
+    use crate::test_support::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use proptest::prelude::*;
 

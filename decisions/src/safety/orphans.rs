@@ -156,7 +156,7 @@ pub const NOT_MANAGED_VALUE: &str = value::NOT_MANAGED_BY_MCM;
 mod tests {
     use super::*;
     use crate::machine::creation::CREATE_INTENT_DESCRIPTION;
-    use crate::machine::test_support::*;
+    use crate::test_support::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use mcm_api::v1alpha1::{MachineOperationType, MachineState};
     use proptest::prelude::*;

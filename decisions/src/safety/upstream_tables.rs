@@ -8,7 +8,7 @@ use jiff::Timestamp;
 use mcm_api::v1alpha1::{LastOperation, Machine, MachineStatus};
 
 use crate::machine::routing::triggers_orphan_collection;
-use crate::machine::test_support::{at, machine};
+use crate::test_support::{at, machine};
 use crate::safety::apiserver::{ApiServerSafetySettings, FreezeState, plan_apiserver_check};
 
 /// How long the API servers have been seen unreachable before the check (upstream's
@@ -186,7 +186,7 @@ const ORPHAN_VMS: &[(&str, Option<(&str, Option<&str>)>, bool)] = &[
 
 #[test]
 fn reconcile_cluster_machine_safety_orphan_vms_table() {
-    use crate::machine::test_support::MachineExt;
+    use crate::test_support::MachineExt;
     use crate::safety::orphans::{OrphanVm, orphan_vms};
     let listed = std::collections::BTreeMap::from([(
         "testmachine-ip1".to_owned(),
@@ -289,7 +289,7 @@ fn annotate_nodes_unmanaged_by_mcm_table() {
     let now = at(10_000);
     for row in rows {
         let entry = row.entry;
-        let mut node0 = crate::machine::test_support::node("test-node-0", Vec::new(), Vec::new());
+        let mut node0 = crate::test_support::node("test-node-0", Vec::new(), Vec::new());
         node0.metadata.creation_timestamp = row.created_minutes_ago.map(|minutes| {
             k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(10_000 - minutes * 60))
         });
@@ -300,10 +300,10 @@ fn annotate_nodes_unmanaged_by_mcm_table() {
         if row.mcm_finalizer {
             node0.metadata.finalizers = Some(vec![finalizer::NODE.to_owned()]);
         }
-        let node1 = crate::machine::test_support::node("test-node-1", Vec::new(), Vec::new());
-        let node2 = crate::machine::test_support::node("test-node-2", Vec::new(), Vec::new());
+        let node1 = crate::test_support::node("test-node-1", Vec::new(), Vec::new());
+        let node2 = crate::test_support::node("test-node-2", Vec::new(), Vec::new());
         let owner = |name: &str, node: &str| {
-            use crate::machine::test_support::MachineExt;
+            use crate::test_support::MachineExt;
             machine(name).with_label(label::NODE, node)
         };
         let mut machines = vec![

@@ -312,7 +312,7 @@ impl MachineController {
 mod tests {
     use super::*;
     use mcm_api::v1alpha1::{MachineOperationType, MachineState};
-    use mcm_decisions::machine::test_support::{MachineExt, at, machine};
+    use mcm_decisions::test_support::{MachineExt, at, machine};
     use mcm_decisions::vocabulary::EventType;
 
     fn in_phase(phase: MachinePhase, description: &str) -> Machine {

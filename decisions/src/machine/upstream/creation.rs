@@ -34,7 +34,7 @@ use crate::machine::creation::{
     CreationContext, CreationOutcome, CreationPass, CreationStep, StatusCallError,
     next_creation_step,
 };
-use crate::machine::test_support::*;
+use crate::test_support::*;
 use crate::vocabulary::{
     ControllerSettings, DriverError, Retry, effective_settings, phase_of, provider_id_of,
 };

@@ -23,7 +23,7 @@ use crate::machine::deletion::{
     plan_delete_vm_result, plan_drain_stage, plan_finalizer_removal_result, plan_get_vm_status,
     plan_node_deletion, plan_node_deletion_result, plan_set_termination,
 };
-use crate::machine::test_support::*;
+use crate::test_support::*;
 use crate::vocabulary::{ControllerSettings, Retry, effective_settings};
 
 const NOW: i64 = 20_000;

@@ -14,7 +14,7 @@ use mcm_api::v1alpha1::{Machine, MachinePhase as P};
 use crate::machine::health::{
     FailurePermit, HealthInput, HealthOutcome, NodeLookup, is_healthy, node_has_taint, plan_health,
 };
-use crate::machine::test_support::*;
+use crate::test_support::*;
 use crate::vocabulary::{ControllerSettings, Retry, effective_settings};
 
 /// Upstream's `nodeConditions(kubeletReady, readOnlyFileSystem, networkUnavailable, diskPressure,

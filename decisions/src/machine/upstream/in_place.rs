@@ -13,7 +13,7 @@ use mcm_api::v1alpha1::{Machine, MachinePhase};
 use crate::drain::plan::DrainOutcome;
 use crate::machine::in_place::{InPlaceStep, plan_in_place_node_condition, plan_in_place_update};
 use crate::machine::routing::{NodeRoute, route_node_update};
-use crate::machine::test_support::*;
+use crate::test_support::*;
 use crate::vocabulary::{ControllerSettings, Retry, effective_settings};
 
 const NOW: i64 = 10_000;

@@ -13,7 +13,7 @@ use mcm_api::keys::annotation;
 use mcm_api::v1alpha1::NodeTemplateSpec;
 
 use crate::machine::node_sync::{sync_node_templates, sync_node_templates_if_present};
-use crate::machine::test_support::{machine, node};
+use crate::test_support::{machine, node};
 
 type Pairs = &'static [(&'static str, &'static str)];
 

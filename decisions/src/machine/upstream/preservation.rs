@@ -14,7 +14,7 @@ use crate::drain::plan::DrainOutcome;
 use crate::machine::preservation::{
     PreservationAction, PreservationInput, PreservationOutcome, PreservationPlan, plan_preservation,
 };
-use crate::machine::test_support::*;
+use crate::test_support::*;
 use crate::vocabulary::{ControllerSettings, Retry, effective_settings, set_entries};
 
 const NOW: i64 = 50_000;

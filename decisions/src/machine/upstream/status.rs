@@ -4,7 +4,7 @@
 
 use mcm_api::v1alpha1::{LastOperation, MachineStatus};
 
-use crate::machine::test_support::at;
+use crate::test_support::at;
 use crate::vocabulary::{is_status_similar, time};
 
 const AWS_401: &str = "Error occurred with decoding machine error status while getting VM status, aborting without retry. gRPC code: AuthFailure: AWS was not able to validate the provided access credentials\n\tstatus code: 401, request id: fbc513f0-ca27-4a42-a203-42048d5773a2 Set machine status to termination. Now, getting VM Status";

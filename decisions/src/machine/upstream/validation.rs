@@ -4,7 +4,7 @@
 use mcm_api::v1alpha1::{ClassSpec, MachineClass};
 
 use crate::machine::order::{validate_machine, validate_machine_class};
-use crate::machine::test_support::machine;
+use crate::test_support::machine;
 use crate::vocabulary::Retry;
 
 /// `(table, entry, class kind, class name, expected errors)`. Upstream's `field.Error`
