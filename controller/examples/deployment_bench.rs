@@ -784,6 +784,21 @@ async fn restart_phase(
         let pause = if reconciled_after.is_none() { 20 } else { 1000 };
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
+    if reconciled_after.is_none()
+        && let Some(text) = scrape(bench.admin_port).await
+    {
+        for (queue, objects) in queues {
+            eprintln!(
+                "  [restart] {queue}: {objects} objects, {:?} reconciles, depth {:?}",
+                sample(
+                    &text,
+                    "mcm_reconcile_duration_seconds_count",
+                    &format!("controller=\"{queue}\"")
+                ),
+                sample(&text, "mcm_workqueue_depth", &format!("name=\"{queue}\""))
+            );
+        }
+    }
     let (control, control_lease) = manager_requests(&bench.control_sb);
     let (target, target_lease) = manager_requests(&bench.target_sb);
     Restart {

@@ -33,12 +33,18 @@ pub struct SecretReadError {
 /// A Secret (or its absence) and when it was read.
 type SecretRead = (Instant, Option<Arc<Secret>>);
 
+/// One lock per Secret being read: concurrent misses of the same Secret wait for one read.
+type ReadLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
+
 /// The shared reuse cache; clones share it.
 #[derive(Clone)]
 pub struct ClassSecrets {
     client: Client,
     namespace: String,
     reads: Arc<Mutex<HashMap<(String, String), SecretRead>>>,
+    /// A manager started beside N machines of one class reconciles them at once: without this,
+    /// each of those passes read the class's Secrets itself (N GETs instead of one).
+    in_flight: Arc<Mutex<ReadLocks>>,
 }
 
 impl ClassSecrets {
@@ -48,6 +54,7 @@ impl ClassSecrets {
             client,
             namespace: namespace.into(),
             reads: Arc::default(),
+            in_flight: Arc::default(),
         }
     }
 
@@ -89,25 +96,143 @@ impl ClassSecrets {
         name: &str,
     ) -> Result<Option<Arc<Secret>>, SecretReadError> {
         let key = (namespace.to_owned(), name.to_owned());
-        let now = Instant::now();
-        if let Some((read_at, secret)) = self.lock().get(&key)
-            && now.duration_since(*read_at) < SECRET_REUSE
-        {
-            return Ok(secret.clone());
+        if let Some(secret) = self.reusable(&key) {
+            return Ok(secret);
         }
+        let read_lock = Arc::clone(
+            self.in_flight
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .entry(key.clone())
+                .or_default(),
+        );
+        let result = {
+            let _reading = read_lock.lock().await;
+            // Another pass may have read it while this one waited.
+            match self.reusable(&key) {
+                Some(secret) => Ok(secret),
+                None => self.read(&key).await,
+            }
+        };
+        self.forget_unused_lock(&key, read_lock);
+        result
+    }
+
+    /// GETs the Secret and keeps it for [`SECRET_REUSE`].
+    async fn read(&self, key: &(String, String)) -> Result<Option<Arc<Secret>>, SecretReadError> {
+        let (namespace, name) = key;
+        let now = Instant::now();
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         let secret = api
             .get_opt(name)
             .await
             .map_err(|source| SecretReadError {
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
+                namespace: namespace.clone(),
+                name: name.clone(),
                 source,
             })?
             .map(Arc::new);
         let mut reads = self.lock();
         reads.retain(|_, (read_at, _)| now.duration_since(*read_at) < SECRET_REUSE);
-        reads.insert(key, (now, secret.clone()));
+        reads.insert(key.clone(), (now, secret.clone()));
         Ok(secret)
+    }
+
+    /// Drops the key's read lock from the map once no other pass holds it (the map and
+    /// `read_lock` are its last two owners).
+    fn forget_unused_lock(&self, key: &(String, String), read_lock: Arc<tokio::sync::Mutex<()>>) {
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let ours = in_flight
+            .get(key)
+            .is_some_and(|lock| Arc::ptr_eq(lock, &read_lock));
+        if ours && Arc::strong_count(&read_lock) <= 2 {
+            in_flight.remove(key);
+        }
+    }
+
+    /// The Secret read less than [`SECRET_REUSE`] ago, if any (`Some(None)`: it did not exist).
+    fn reusable(&self, key: &(String, String)) -> Option<Option<Arc<Secret>>> {
+        let reads = self.lock();
+        let (read_at, secret) = reads.get(key)?;
+        (Instant::now().duration_since(*read_at) < SECRET_REUSE).then(|| secret.clone())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use kube::api::PostParams;
+    use mcm_sandbox::{Sandbox, SandboxConfig};
+
+    fn class(secret: &str, credentials: &str) -> MachineClass {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1",
+            "kind": "MachineClass",
+            "metadata": {"name": "c", "namespace": "default"},
+            "providerSpec": {},
+            "secretRef": {"name": secret, "namespace": "default"},
+            "credentialsSecretRef": {"name": credentials},
+        }))
+        .unwrap()
+    }
+
+    fn secret_gets(sandbox: &Sandbox) -> u64 {
+        sandbox
+            .faults()
+            .requesters
+            .snapshot()
+            .iter()
+            .filter(|r| r.resource == "secrets" && r.verb == mcm_sandbox::Verb::Get)
+            .map(|r| r.count)
+            .sum()
+    }
+
+    /// A manager started beside many machines of one class reconciles them at once: they share
+    /// one read of each Secret (a missing one included) instead of one read each.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_passes_share_one_read_of_each_secret() {
+        let sandbox = Sandbox::start(SandboxConfig::default()).await.unwrap();
+        let client = sandbox.client();
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "cloud", "namespace": "default"},
+            "stringData": {"userData": "#!/bin/sh"}
+        }))
+        .unwrap();
+        Api::<Secret>::namespaced(client.clone(), "default")
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        sandbox.faults().requesters.reset();
+        // Slow answers: every pass misses the reuse cache while the first read is under way.
+        sandbox
+            .faults()
+            .set_latency(std::time::Duration::from_millis(200));
+        let secrets = ClassSecrets::new(client, "default");
+        let class = class("cloud", "missing");
+        let passes: Vec<_> = (0..40)
+            .map(|_| {
+                let secrets = secrets.clone();
+                let class = class.clone();
+                tokio::spawn(async move { secrets.class_secret_data(&class).await })
+            })
+            .collect();
+        for pass in passes {
+            let data = pass.await.unwrap().unwrap();
+            assert_eq!(
+                data.get("userData").map(Vec::as_slice),
+                Some(&b"#!/bin/sh"[..])
+            );
+        }
+        assert_eq!(
+            secret_gets(&sandbox),
+            2,
+            "one GET per Secret, the missing one included"
+        );
+        assert!(secrets.in_flight.lock().unwrap().is_empty(), "no lock kept");
     }
 }

@@ -8,8 +8,8 @@ use jiff::Timestamp;
 use mcm_api::v1alpha1::{LastOperation, Machine, MachineStatus};
 
 use crate::machine::routing::triggers_orphan_collection;
-use crate::test_support::{at, machine};
 use crate::safety::apiserver::{ApiServerSafetySettings, FreezeState, plan_apiserver_check};
+use crate::test_support::{at, machine};
 
 /// How long the API servers have been seen unreachable before the check (upstream's
 /// `apiServerInactiveDuration`: zero, five seconds, five minutes against the 30s timeout).
@@ -186,8 +186,8 @@ const ORPHAN_VMS: &[(&str, Option<(&str, Option<&str>)>, bool)] = &[
 
 #[test]
 fn reconcile_cluster_machine_safety_orphan_vms_table() {
-    use crate::test_support::MachineExt;
     use crate::safety::orphans::{OrphanVm, orphan_vms};
+    use crate::test_support::MachineExt;
     let listed = std::collections::BTreeMap::from([(
         "testmachine-ip1".to_owned(),
         "testmachine_1".to_owned(),
