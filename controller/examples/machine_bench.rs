@@ -28,7 +28,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachinePhase};
 use mcm_controller::manager::compose::{ControllerSet, registry};
-use mcm_controller::manager::config::{Args, validate};
+use mcm_controller::platform::config::{Args, validate};
 use mcm_controller::manager::{self, Controller, RunOptions};
 use mcm_provider_proto::{BoundServer, DriverClient, Endpoint};
 use mcm_provider_virtual::driver::{Fleet, VirtualDriver};

@@ -10,4 +10,4 @@ pub mod machine_deployment;
 pub mod machine_set;
 pub mod manager;
 pub mod safety;
-pub mod shell;
+pub mod platform;

@@ -5,6 +5,7 @@
 pub mod autoscaler;
 pub mod fencepost;
 pub mod legacy;
+pub mod ownership;
 pub mod plan;
 pub mod revision;
 pub mod status;

@@ -41,7 +41,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{LeaderElectionConfig, whole_seconds_up};
+use crate::platform::config::{LeaderElectionConfig, whole_seconds_up};
 use super::gate::WriteGate;
 
 /// Longest pause between two failed acquisition attempts (the API server was unreachable).

@@ -20,7 +20,7 @@ use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt as _};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
 use mcm_controller::manager::compose::{ControllerSet, ControllerSpec};
-use mcm_controller::manager::config::{Args, Config, validate};
+use mcm_controller::platform::config::{Args, Config, validate};
 use mcm_controller::manager::{self, Controller, ManagerError, RunOptions};
 use mcm_provider_proto::{DriverClient, Endpoint};
 use mcm_provider_virtual::driver::{Fleet, VirtualDriver};
