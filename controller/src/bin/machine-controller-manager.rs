@@ -9,10 +9,10 @@
 
 use anyhow::Context as _;
 use clap::Parser as _;
+use mcm_controller::manager::{self, RunOptions, compose, leader};
 use mcm_controller::platform::config::{self, Args};
 use mcm_controller::platform::logging;
 use mcm_controller::platform::selection::Share;
-use mcm_controller::manager::{self, RunOptions, compose, leader};
 use tokio_util::sync::CancellationToken;
 
 /// mimalloc returns freed memory to the system; with glibc's allocator the RSS stayed at the

@@ -102,7 +102,7 @@ pub fn controller_settings(platform: &Platform) -> ControllerSettings {
         },
         meltdown_threshold: machine.meltdown_threshold,
         bootstrap_token_auth_extra_groups: machine.bootstrap_token_auth_extra_groups.clone(),
-        target_cluster: context.target.is_some(),
+        target_cluster: platform.target.is_some(),
     }
 }
 
@@ -124,14 +124,17 @@ pub fn run(
         });
         controller.subscribe();
         let machines = controller.context.machines.clone();
-        controller.context.metrics.on_scrape(Box::new(move |metrics| {
-            let samples: Vec<MachineSample> = machines
-                .list()
-                .iter()
-                .map(|machine| MachineSample::from_machine(machine))
-                .collect();
-            metrics.replace_machines(&samples);
-        }));
+        controller
+            .context
+            .metrics
+            .on_scrape(Box::new(move |metrics| {
+                let samples: Vec<MachineSample> = machines
+                    .list()
+                    .iter()
+                    .map(|machine| MachineSample::from_machine(machine))
+                    .collect();
+                metrics.replace_machines(&samples);
+            }));
         let workers = controller.context.config.concurrent_syncs.max(1);
         let worker = Arc::clone(&controller);
         controller

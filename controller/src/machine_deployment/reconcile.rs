@@ -14,6 +14,7 @@
 mod apply;
 mod deployment_metrics;
 mod recent_writes;
+mod reconciler;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,7 +23,6 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use mcm_api::keys::{label, value};
@@ -32,6 +32,7 @@ use mcm_api::v1alpha1::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use self::reconciler::Reconciler;
 use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::platform::BoxError;
 use crate::platform::informer::Change;
@@ -39,7 +40,6 @@ use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine_deployment::legacy::{self, LegacyStep};
 use mcm_decisions::machine_deployment::ownership::deployment_for_machine;
 use mcm_decisions::machine_deployment::plan::{self, DeploymentConfig, DeploymentInput, NodeView};
-use mcm_decisions::machine_set::claim::controller_ref;
 use mcm_decisions::machine_set::routing::owners_to_sync;
 use mcm_decisions::selector;
 
@@ -67,14 +67,6 @@ pub enum ReconcileError {
     /// Executing an action failed.
     #[error(transparent)]
     Apply(#[from] ApplyError),
-}
-
-/// State shared by the workers.
-pub(crate) struct Reconciler {
-    /// The controller's context (platform and informers).
-    pub(crate) context: Arc<MachineDeploymentContext>,
-    /// The MachineSets written recently, until the informer shows them.
-    pub(crate) recent: recent_writes::RecentWrites,
 }
 
 /// Runs the MachineDeployment controller until `shutdown`.
@@ -394,7 +386,11 @@ async fn show_meltdown(
 }
 
 /// Executes one step of a legacy MachineSet migration (§5.3 step 1).
-async fn migrate_legacy(reconciler: &Reconciler, md: &str, step: LegacyStep) -> Result<(), ApplyError> {
+async fn migrate_legacy(
+    reconciler: &Reconciler,
+    md: &str,
+    step: LegacyStep,
+) -> Result<(), ApplyError> {
     let fail =
         |what: &'static str, kind: &'static str, name: &str, source: kube::Error| ApplyError::Api {
             deployment: md.to_owned(),

@@ -25,9 +25,9 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio_util::sync::CancellationToken;
 
-use crate::platform::config::{ClientSettings, KubeconfigSource};
 use super::gate::WriteGate;
 use super::throttle::Throttle;
+use crate::platform::config::{ClientSettings, KubeconfigSource};
 
 /// API version whose `machines` resource must be served by the control cluster.
 pub const MACHINE_API_VERSION: &str = "machine.sapcloud.io/v1alpha1";

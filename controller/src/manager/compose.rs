@@ -22,7 +22,6 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
 use mcm_provider_proto::DriverClient;
 use tokio_util::sync::CancellationToken;
 
-use crate::platform::selection::CONTROLLERS;
 use super::{BoxError, Controller, ControllerContext};
 use crate::machine::class_secrets::ClassSecrets;
 use crate::machine::context::{
@@ -31,10 +30,11 @@ use crate::machine::context::{
 use crate::machine::creation_flows::CreationFlows;
 use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::machine_set::context::MachineSetContext;
+use crate::platform::informer::Informer;
+use crate::platform::selection::CONTROLLERS;
+use crate::platform::{COMPONENT, Platform};
 use crate::safety::apiserver::freeze::FreezeSwitch;
 use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
-use crate::platform::informer::Informer;
-use crate::platform::{COMPONENT, Platform};
 
 /// A wired controller: each call runs it (one leadership term) until the token is cancelled.
 pub type Runner =

@@ -43,9 +43,9 @@ use tokio_util::sync::CancellationToken;
 
 use self::admin::Health;
 use self::clients::ClientError;
+use self::leader::{LeaderElector, LeaderError, LeaderSettings};
 use crate::platform::BoxError;
 use crate::platform::config::Config;
-use self::leader::{LeaderElector, LeaderError, LeaderSettings};
 use crate::platform::metrics::{Metrics, MetricsPort};
 
 /// What a controller gets to work with.
@@ -216,7 +216,9 @@ pub async fn run(
     // Upstream serves the two binaries' series on two ports; with `--machine-metrics-port=0`
     // the machine series join --port; without machine controllers --port has only its own.
     let main_view = if machine_listener.is_none()
-        && config.controllers.runs(selection::Share::MachineController)
+        && config
+            .controllers
+            .runs(crate::platform::selection::Share::MachineController)
     {
         MetricsPort::Both
     } else {

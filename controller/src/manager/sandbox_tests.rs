@@ -611,7 +611,7 @@ async fn a_lost_lease_stops_the_controllers_gates_writes_and_is_won_back_in_proc
         events: events_tx,
         writes: Some(writes_tx),
     };
-    let mut manager = Manager::start(&sandbox, "term-replica", &[], vec![Box::new(controller)]).await;
+    let manager = Manager::start(&sandbox, "term-replica", &[], vec![Box::new(controller)]).await;
     let address = manager.address;
     assert_eq!(
         guarded("first term", events.recv()).await,
@@ -652,7 +652,10 @@ async fn a_lost_lease_stops_the_controllers_gates_writes_and_is_won_back_in_proc
     }
     let (_, metrics) = http_get(address, "/metrics").await;
     assert_eq!(leader_gauge(&metrics), Some("0"), "{metrics}");
-    assert!(!manager.task.is_finished(), "the manager exited on a lost Lease");
+    assert!(
+        !manager.task.is_finished(),
+        "the manager exited on a lost Lease"
+    );
 
     // The intruder never renews: once its Lease expires the manager leads again, in-process.
     assert_eq!(

@@ -9,9 +9,9 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
 use mcm_provider_proto::DriverClient;
 
 use crate::machine::class_secrets::ClassSecrets;
-use crate::safety::apiserver::freeze::FreezeSwitch;
 use crate::platform::Platform;
 use crate::platform::informer::Informer;
+use crate::safety::apiserver::freeze::FreezeSwitch;
 
 /// The overshooting check's context.
 pub struct OvershootContext {

@@ -19,13 +19,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use crate::platform::BoxError;
+use crate::platform::informer::Change;
+use crate::platform::queue::WorkQueue;
 use crate::safety::apiserver::check::{self as apiserver_check, ApiServerChecker};
 use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
 use crate::safety::orphans::collect as orphan_collect;
 use crate::safety::overshoot::apply as overshoot_apply;
-use crate::platform::BoxError;
-use crate::platform::informer::Change;
-use crate::platform::queue::WorkQueue;
 use mcm_decisions::machine::routing::triggers_orphan_collection;
 
 /// The single key of every safety queue (upstream uses `""` too).

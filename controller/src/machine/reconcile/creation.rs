@@ -127,7 +127,9 @@ impl MachineController {
                                 plan::creation::seconds_since_creation(machine, Timestamp::now())
                         {
                             #[allow(clippy::cast_precision_loss)]
-                            self.context.metrics.machine_created(&labels, seconds as f64);
+                            self.context
+                                .metrics
+                                .machine_created(&labels, seconds as f64);
                         }
                     }
                     pass.create = Some(result.map_err(DriverError::Coded));

@@ -201,7 +201,8 @@ impl MachineController {
             PreservationAction::RemoveNodeTaint { key, effect } => {
                 if let Some(current) = node.as_ref() {
                     let remove = [(key.clone(), effect.clone())];
-                    *node = Some(writes::remove_node_taints(&self.context, current, &remove).await?);
+                    *node =
+                        Some(writes::remove_node_taints(&self.context, current, &remove).await?);
                 }
             }
         }

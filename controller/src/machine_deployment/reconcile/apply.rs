@@ -14,7 +14,7 @@ use mcm_api::keys::{annotation, finalizer, label, taint, value};
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
 use serde_json::{Value, json};
 
-use super::Reconciler;
+use super::reconciler::Reconciler;
 use mcm_decisions::machine_deployment::plan::{self, CreateConflict, DeploymentAction};
 use mcm_decisions::machine_set::plan::{Event, EventType, MachineRef};
 

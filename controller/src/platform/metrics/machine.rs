@@ -271,7 +271,9 @@ impl MachineFamilies {
 
     /// See `Metrics::machine_joined`.
     pub(super) fn joined(&self, labels: &MachineDurationLabels, seconds: f64) {
-        self.join_duration.get_or_create(labels).set(seconds.round());
+        self.join_duration
+            .get_or_create(labels)
+            .set(seconds.round());
     }
 
     /// See `Metrics::machine_drained`.

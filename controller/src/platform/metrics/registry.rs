@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use prometheus_client::registry::Registry;
 
-use super::driver::{DriverCallFamilies, DriverRequestFamilies};
 use super::drain::VolumeReattachFamily;
+use super::driver::{DriverCallFamilies, DriverRequestFamilies};
 use super::exposition::{MetricsPort, merge_expositions};
 use super::leader_election::LeaderElectionFamily;
 use super::machine::{DrainLabels, MachineDurationLabels, MachineFamilies, MachineSample};

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used)]
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcm_api::v1alpha1::Machine;

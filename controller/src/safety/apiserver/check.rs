@@ -15,10 +15,10 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
+use crate::platform::queue::Outcome;
+use crate::safety::context::ApiServerContext;
 use crate::safety::error::SafetyError;
 use crate::safety::period::period;
-use crate::safety::context::ApiServerContext;
-use crate::platform::queue::Outcome;
 use mcm_decisions::safety::apiserver::{
     ApiServerSafetySettings, FreezeState, HEALTH_TIMEOUT_RESET, health_timeout_reset,
     plan_apiserver_check,

@@ -17,10 +17,10 @@ use mcm_api::keys::annotation;
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineSpec};
 use mcm_provider_proto::{MachineError, SecretData};
 
+use crate::platform::queue::Outcome;
+use crate::safety::context::OrphanContext;
 use crate::safety::error::SafetyError;
 use crate::safety::period::period;
-use crate::safety::context::OrphanContext;
-use crate::platform::queue::Outcome;
 use mcm_decisions::safety::orphans::{
     NOT_MANAGED_VALUE, OrphanNodeAction, OrphanVm, orphan_nodes, orphan_vms,
 };
@@ -71,7 +71,11 @@ pub async fn collect(context: &OrphanContext) -> CollectionReport {
     report
 }
 
-async fn collect_class(context: &OrphanContext, class: &MachineClass, report: &mut CollectionReport) {
+async fn collect_class(
+    context: &OrphanContext,
+    class: &MachineClass,
+    report: &mut CollectionReport,
+) {
     let class_name = class.metadata.name.clone().unwrap_or_default();
     let secret = match secret_data(context, class).await {
         Ok(secret) => secret,
@@ -199,7 +203,12 @@ async fn mark_orphan_nodes(
     target: &kube::Client,
     report: &mut CollectionReport,
 ) {
-    let nodes: Vec<Node> = context.nodes.list().iter().map(|n| Node::clone(n)).collect();
+    let nodes: Vec<Node> = context
+        .nodes
+        .list()
+        .iter()
+        .map(|n| Node::clone(n))
+        .collect();
     let machines: Vec<Machine> = context
         .machines
         .list()

@@ -15,10 +15,10 @@ use mcm_api::v1alpha1::{
     Machine, MachineDeployment, MachineDeploymentConditionType, MachineSet, MachineSetConditionType,
 };
 
+use crate::platform::queue::Outcome;
+use crate::safety::context::OvershootContext;
 use crate::safety::error::SafetyError;
 use crate::safety::period::period;
-use crate::safety::context::OvershootContext;
-use crate::platform::queue::Outcome;
 use mcm_decisions::machine_set::plan::{Event, EventType};
 use mcm_decisions::safety::overshoot::{
     OvershootAction, OvershootConfig, freeze_machine_deployment, freeze_machine_set, plan,
