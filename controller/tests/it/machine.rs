@@ -671,7 +671,7 @@ async fn creation_timeout_fails_a_pending_machine() {
     assert_eq!(
         world.fleet.vms().len(),
         1,
-        "the VM exists; deletion is not this context's job"
+        "the VM exists; deletion is not this shell's job"
     );
     world.stop_manager().await.unwrap();
 }
