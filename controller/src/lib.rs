@@ -9,5 +9,5 @@ pub mod machine;
 pub mod machine_deployment;
 pub mod machine_set;
 pub mod manager;
+pub mod platform;
 pub mod safety;
-pub mod shell;

@@ -14,6 +14,7 @@ pub mod hash_label_migration;
 mod in_place;
 pub mod new_machine_set;
 mod node_marks;
+pub mod ownership;
 pub mod plan;
 mod progress;
 mod recreate;

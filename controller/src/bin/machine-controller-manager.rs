@@ -9,9 +9,10 @@
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use mcm_controller::manager::config::{self, Args};
-use mcm_controller::manager::selection::Share;
 use mcm_controller::manager::{self, RunOptions, compose, leader};
+use mcm_controller::platform::config::{self, Args};
+use mcm_controller::platform::logging;
+use mcm_controller::platform::selection::Share;
 use tokio_util::sync::CancellationToken;
 
 /// mimalloc returns freed memory to the system; with glibc's allocator the RSS stayed at the
@@ -23,7 +24,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     // Go's pflag normalises `_` to `-` in flag names; Kubernetes components accept both.
-    let args = Args::parse_from(manager::logging::normalize_flag_names(std::env::args_os()));
+    let args = Args::parse_from(logging::normalize_flag_names(std::env::args_os()));
     let config = match config::validate(&args) {
         Ok(config) => config,
         Err(errors) => {
@@ -34,7 +35,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    manager::logging::init(config.log_format, config.verbosity, &config.vmodule);
+    logging::init(config.log_format, config.verbosity, &config.vmodule);
     if rustls::crypto::ring::default_provider()
         .install_default()
         .is_err()

@@ -18,7 +18,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Preconditions};
 use mcm_provider_proto::DriverClient;
 
-use crate::shell::metrics::Metrics;
+use crate::platform::metrics::Metrics;
 use mcm_decisions::drain::pdb;
 use mcm_decisions::drain::plan::{
     DrainAction, DrainConfig, DrainInput, DrainLedger, DrainOutcome, EvictionFailure,

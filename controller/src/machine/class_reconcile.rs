@@ -20,9 +20,9 @@ use mcm_api::v1alpha1::{Machine, MachineClass};
 use tokio_util::sync::CancellationToken;
 
 use crate::machine::context::MachineClassContext;
-use crate::shell::BoxError;
-use crate::shell::informer::Change;
-use crate::shell::queue::{Outcome, WorkQueue};
+use crate::platform::BoxError;
+use crate::platform::informer::Change;
+use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine::class::{ClassStep, plan_class, plan_secret, secret_is_referenced};
 use mcm_decisions::machine::routing::class_key_for_machine;
 use mcm_decisions::vocabulary::Retry;
@@ -66,14 +66,14 @@ fn secret_keys(class: &MachineClass, default_namespace: &str) -> Vec<String> {
 
 /// Runs the MachineClass/Secret controller until `shutdown`.
 pub fn run(
-    shell: Arc<MachineClassContext>,
+    context: Arc<MachineClassContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
-        let queue = WorkQueue::new(QUEUE, Some(shell.metrics.clone()));
+        let queue = WorkQueue::new(QUEUE, Some(context.metrics.clone()));
         let classes_queue = queue.clone();
-        let namespace = shell.namespace.clone();
-        shell
+        let namespace = context.namespace.clone();
+        context
             .machine_classes
             .subscribe(move |change: &Change<MachineClass>| {
                 let class = change.object();
@@ -90,7 +90,7 @@ pub fn run(
                 }
             });
         let machines_queue = queue.clone();
-        shell.machines.subscribe(move |change: &Change<Machine>| {
+        context.machines.subscribe(move |change: &Change<Machine>| {
             let keys = match change {
                 Change::Added(machine) | Change::Deleted(machine) => {
                     vec![class_key_for_machine(machine)]
@@ -108,17 +108,17 @@ pub fn run(
                 machines_queue.add(class_key(&name));
             }
         });
-        let workers = shell.config.concurrent_syncs.max(1);
-        let worker_shell = Arc::clone(&shell);
+        let workers = context.config.concurrent_syncs.max(1);
+        let worker_context = Arc::clone(&context);
         queue
             .run(workers, shutdown, move |key| {
-                let shell = Arc::clone(&worker_shell);
+                let context = Arc::clone(&worker_context);
                 async move {
                     let result = if let Some(name) = key.strip_prefix("class/") {
-                        reconcile_class(&shell, name).await
+                        reconcile_class(&context, name).await
                     } else if let Some(rest) = key.strip_prefix("secret/") {
                         let (namespace, name) = rest.split_once('/').unwrap_or(("", rest));
-                        reconcile_secret(&shell, namespace, name).await
+                        reconcile_secret(&context, namespace, name).await
                     } else {
                         Ok(Outcome::Done)
                     };
@@ -133,9 +133,9 @@ pub fn run(
     })
 }
 
-async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outcome, ClassError> {
-    let api = shell.namespaced::<MachineClass>();
-    let object = format!("MachineClass {}/{name}", shell.namespace);
+async fn reconcile_class(context: &MachineClassContext, name: &str) -> Result<Outcome, ClassError> {
+    let api = context.namespaced::<MachineClass>();
+    let object = format!("MachineClass {}/{name}", context.namespace);
     let Some(class) = api.get_opt(name).await.map_err(|source| ClassError::Api {
         what: "GET",
         object: object.clone(),
@@ -144,7 +144,7 @@ async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outc
     else {
         return Ok(Outcome::Done);
     };
-    let users = shell
+    let users = context
         .machines
         .filter(|machine| class_key_for_machine(machine).as_deref() == Some(name));
     let deleting = class.metadata.deletion_timestamp.is_some();
@@ -159,7 +159,7 @@ async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outc
                 users[0].metadata.name.as_deref().unwrap_or("")
             );
             tracing::info!(class = name, reason, "machine class deletion blocked");
-            shell.event(&class, true, "DeletionBlocked", "Delete", reason);
+            context.event(&class, true, "DeletionBlocked", "Delete", reason);
             return Ok(Outcome::RequeueAfter(Retry::Short));
         }
     };
@@ -183,7 +183,7 @@ async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outc
                     "No machine uses this class any more".to_owned(),
                 )
             };
-            shell.event(&class, false, reason, "Update", note);
+            context.event(&class, false, reason, "Update", note);
         }
         Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
             return Ok(Outcome::RequeueAfter(Retry::Conflict));
@@ -200,14 +200,14 @@ async fn reconcile_class(shell: &MachineClassContext, name: &str) -> Result<Outc
 }
 
 async fn reconcile_secret(
-    shell: &MachineClassContext,
+    context: &MachineClassContext,
     namespace: &str,
     name: &str,
 ) -> Result<Outcome, ClassError> {
-    if namespace != shell.namespace {
+    if namespace != context.namespace {
         return Ok(Outcome::Done);
     }
-    let api: Api<Secret> = Api::namespaced(shell.control.clone(), namespace);
+    let api: Api<Secret> = Api::namespaced(context.control.clone(), namespace);
     let object = format!("Secret {namespace}/{name}");
     let Some(secret) = api.get_opt(name).await.map_err(|source| ClassError::Api {
         what: "GET",
@@ -217,7 +217,7 @@ async fn reconcile_secret(
     else {
         return Ok(Outcome::Done);
     };
-    let referenced = secret_is_referenced(name, &shell.machine_classes.list());
+    let referenced = secret_is_referenced(name, &context.machine_classes.list());
     let current = secret.metadata.finalizers.clone().unwrap_or_default();
     let deleting = secret.metadata.deletion_timestamp.is_some();
     if let Some(finalizers) = plan_secret(referenced, deleting, &current) {

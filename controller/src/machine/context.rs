@@ -1,7 +1,7 @@
-//! What each machine-side controller is handed: a [`Shell`] plus only the informers, driver and
+//! What each machine-side controller is handed: a [`Platform`] plus only the informers, driver and
 //! handles it uses. The manager builds them (`manager::compose`); tests may build them directly.
 //!
-//! Each context dereferences to its [`Shell`], so reconcile code reads `context.config`,
+//! Each context dereferences to its [`Platform`], so reconcile code reads `context.config`,
 //! `context.event(..)` whatever context it works with.
 
 use std::collections::BTreeMap;
@@ -13,14 +13,14 @@ use mcm_provider_proto::DriverClient;
 
 use crate::machine::class_secrets::{ClassSecrets, SecretReadError};
 use crate::machine::creation_flows::{CreationFlowReader, CreationFlows};
+use crate::platform::Platform;
+use crate::platform::informer::Informer;
 use crate::safety::apiserver::freeze::FreezeReader;
-use crate::shell::Shell;
-use crate::shell::informer::Informer;
 
 /// The Machine controller's context. It owns the creation-flow registry (it writes it).
 pub struct MachineContext {
     /// Clients, configuration, metrics, events.
-    pub shell: Arc<Shell>,
+    pub platform: Arc<Platform>,
     /// Machines of the control namespace.
     pub machines: Informer<Machine>,
     /// MachineClasses of the control namespace.
@@ -40,7 +40,7 @@ pub struct MachineContext {
 /// The termination controller's context (drain, VM and node deletion).
 pub struct TerminationContext {
     /// Clients, configuration, metrics, events.
-    pub shell: Arc<Shell>,
+    pub platform: Arc<Platform>,
     /// Machines of the control namespace.
     pub machines: Informer<Machine>,
     /// MachineClasses of the control namespace.
@@ -60,7 +60,7 @@ pub struct TerminationContext {
 /// The Node controller's context.
 pub struct NodeContext {
     /// Clients, configuration, metrics, events.
-    pub shell: Arc<Shell>,
+    pub platform: Arc<Platform>,
     /// Machines of the control namespace.
     pub machines: Informer<Machine>,
     /// Nodes of the target cluster.
@@ -70,17 +70,17 @@ pub struct NodeContext {
 /// The MachineClass (and class Secret finalizer) controller's context.
 pub struct MachineClassContext {
     /// Clients, configuration, metrics, events.
-    pub shell: Arc<Shell>,
+    pub platform: Arc<Platform>,
     /// Machines of the control namespace.
     pub machines: Informer<Machine>,
     /// MachineClasses of the control namespace.
     pub machine_classes: Informer<MachineClass>,
 }
 
-crate::deref_to_shell!(MachineContext);
-crate::deref_to_shell!(TerminationContext);
-crate::deref_to_shell!(NodeContext);
-crate::deref_to_shell!(MachineClassContext);
+crate::deref_to_platform!(MachineContext);
+crate::deref_to_platform!(TerminationContext);
+crate::deref_to_platform!(NodeContext);
+crate::deref_to_platform!(MachineClassContext);
 
 impl MachineContext {
     /// True while the API-server safety check keeps the Machine controller frozen.

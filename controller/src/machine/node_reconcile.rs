@@ -20,9 +20,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::machine::context::NodeContext;
-use crate::shell::BoxError;
-use crate::shell::informer::Change;
-use crate::shell::queue::{Outcome, WorkQueue};
+use crate::platform::BoxError;
+use crate::platform::informer::Change;
+use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine::routing::{
     NodeControllerAction, NodeRoute, plan_node_controller, route_node_add, route_node_delete,
     route_node_update,
@@ -62,8 +62,8 @@ enum NodeEvent {
     Deleted(Arc<Node>),
 }
 
-fn machines_of(shell: &NodeContext, node: &str) -> Vec<Machine> {
-    shell
+fn machines_of(context: &NodeContext, node: &str) -> Vec<Machine> {
+    context
         .machines
         .filter(|machine| machine.node_name() == Some(node))
         .into_iter()
@@ -73,17 +73,17 @@ fn machines_of(shell: &NodeContext, node: &str) -> Vec<Machine> {
 
 /// Runs the Node controller until `shutdown`.
 pub fn run(
-    shell: Arc<NodeContext>,
+    context: Arc<NodeContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
-        let queue = WorkQueue::new(QUEUE, Some(shell.metrics.clone()));
-        if shell.target.is_none() {
+        let queue = WorkQueue::new(QUEUE, Some(context.metrics.clone()));
+        if context.target.is_none() {
             shutdown.cancelled().await;
             return Ok(());
         }
         let (sender, receiver) = mpsc::unbounded_channel();
-        shell.nodes.subscribe(move |change: &Change<Node>| {
+        context.nodes.subscribe(move |change: &Change<Node>| {
             let event = match change {
                 Change::Added(node) => NodeEvent::Added(Arc::clone(node)),
                 Change::Updated { old, new } => {
@@ -94,18 +94,18 @@ pub fn run(
             let _ = sender.send(event);
         });
         tokio::spawn(route_events(
-            Arc::clone(&shell),
+            Arc::clone(&context),
             queue.clone(),
             receiver,
             shutdown.clone(),
         ));
-        let workers = shell.config.concurrent_syncs.max(1);
-        let worker_shell = Arc::clone(&shell);
+        let workers = context.config.concurrent_syncs.max(1);
+        let worker_context = Arc::clone(&context);
         queue
             .run(workers, shutdown, move |key| {
-                let shell = Arc::clone(&worker_shell);
+                let context = Arc::clone(&worker_context);
                 async move {
-                    reconcile(&shell, &key).await.unwrap_or_else(|error| {
+                    reconcile(&context, &key).await.unwrap_or_else(|error| {
                         tracing::warn!(node = key, %error, "node reconcile failed");
                         Outcome::Retry
                     })
@@ -117,7 +117,7 @@ pub fn run(
 }
 
 async fn route_events(
-    shell: Arc<NodeContext>,
+    context: Arc<NodeContext>,
     queue: WorkQueue,
     mut receiver: mpsc::UnboundedReceiver<NodeEvent>,
     shutdown: CancellationToken,
@@ -133,11 +133,11 @@ async fn route_events(
         let (node, routes) = match &event {
             NodeEvent::Added(node) => (node, route_node_add(node)),
             NodeEvent::Updated(old, new) => {
-                let machines = machines_of(&shell, new.metadata.name.as_deref().unwrap_or(""));
+                let machines = machines_of(&context, new.metadata.name.as_deref().unwrap_or(""));
                 (new, route_node_update(old, new, &machines))
             }
             NodeEvent::Deleted(node) => {
-                let machines = machines_of(&shell, node.metadata.name.as_deref().unwrap_or(""));
+                let machines = machines_of(&context, node.metadata.name.as_deref().unwrap_or(""));
                 (node, route_node_delete(node, &machines))
             }
         };
@@ -152,7 +152,7 @@ async fn route_events(
                 // The Machine controller watches nodes itself.
                 NodeRoute::EnqueueMachine(_) => {}
                 NodeRoute::DeleteMachine(machine) => {
-                    if let Err(error) = delete_machine(&shell, &node_name, &machine).await {
+                    if let Err(error) = delete_machine(&context, &node_name, &machine).await {
                         tracing::warn!(node = node_name, machine, %error, "deleting the machine of a deleted node failed");
                         queue.add_after(node_name.clone(), Retry::Short.delay());
                     }
@@ -162,13 +162,13 @@ async fn route_events(
     }
 }
 
-async fn delete_machine(shell: &NodeContext, node: &str, machine: &str) -> Result<(), NodeError> {
-    let api = shell.namespaced::<Machine>();
+async fn delete_machine(context: &NodeContext, node: &str, machine: &str) -> Result<(), NodeError> {
+    let api = context.namespaced::<Machine>();
     match api.delete(machine, &DeleteParams::default()).await {
         Ok(_) => {
             tracing::info!(node, machine, "node deleted: deleting its machine");
-            if let Some(object) = shell.machines.get(machine) {
-                shell.event(
+            if let Some(object) = context.machines.get(machine) {
+                context.event(
                     &*object,
                     false,
                     "NodeDeleted",
@@ -187,12 +187,12 @@ async fn delete_machine(shell: &NodeContext, node: &str, machine: &str) -> Resul
     }
 }
 
-async fn reconcile(shell: &NodeContext, name: &str) -> Result<Outcome, NodeError> {
-    let Some(target) = shell.target.clone() else {
+async fn reconcile(context: &NodeContext, name: &str) -> Result<Outcome, NodeError> {
+    let Some(target) = context.target.clone() else {
         return Ok(Outcome::Done);
     };
-    let node = shell.nodes.get(name);
-    let machines = machines_of(shell, name);
+    let node = context.nodes.get(name);
+    let machines = machines_of(context, name);
     match plan_node_controller(node.as_deref(), &machines) {
         NodeControllerAction::Nothing => Ok(Outcome::Done),
         NodeControllerAction::Error(reason) => Err(NodeError::Ambiguous {
@@ -200,7 +200,7 @@ async fn reconcile(shell: &NodeContext, name: &str) -> Result<Outcome, NodeError
             reason,
         }),
         NodeControllerAction::DeleteMachine(machine) => {
-            delete_machine(shell, name, &machine).await?;
+            delete_machine(context, name, &machine).await?;
             Ok(Outcome::Done)
         }
         NodeControllerAction::SetFinalizers(finalizers) => {

@@ -36,11 +36,11 @@ use self::error::ReconcileError;
 use self::permits::Permits;
 use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::MachineContext;
-use crate::shell::BoxError;
-use crate::shell::Shell;
-use crate::shell::informer::Change;
-use crate::shell::metrics::MachineSample;
-use crate::shell::queue::{Outcome, WorkQueue};
+use crate::platform::BoxError;
+use crate::platform::Platform;
+use crate::platform::informer::Change;
+use crate::platform::metrics::MachineSample;
+use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::creation::SecretData;
 use mcm_decisions::machine::order::{EntryDecision, ReconcileOrder, ReconcileStep};
@@ -53,7 +53,7 @@ pub const QUEUE_NAME: &str = "machine";
 
 /// The state of one running Machine controller.
 pub struct MachineController {
-    pub(crate) shell: Arc<MachineContext>,
+    pub(crate) context: Arc<MachineContext>,
     pub(crate) queue: WorkQueue,
     pub(crate) settings: ControllerSettings,
     pub(crate) permits: Permits,
@@ -82,8 +82,8 @@ pub(crate) enum Step {
 }
 
 /// The controller settings of the plans from the validated flags.
-pub fn controller_settings(shell: &Shell) -> ControllerSettings {
-    let machine = &shell.config.machine;
+pub fn controller_settings(platform: &Platform) -> ControllerSettings {
+    let machine = &platform.config.machine;
     ControllerSettings {
         creation_timeout: machine.creation_timeout,
         health_timeout: machine.health_timeout,
@@ -102,37 +102,40 @@ pub fn controller_settings(shell: &Shell) -> ControllerSettings {
         },
         meltdown_threshold: machine.meltdown_threshold,
         bootstrap_token_auth_extra_groups: machine.bootstrap_token_auth_extra_groups.clone(),
-        target_cluster: shell.target.is_some(),
+        target_cluster: platform.target.is_some(),
     }
 }
 
 /// Runs the Machine controller until `shutdown`.
 pub fn run(
-    shell: Arc<MachineContext>,
+    context: Arc<MachineContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
         let controller = Arc::new(MachineController {
-            settings: controller_settings(&shell),
-            queue: WorkQueue::new(QUEUE_NAME, Some(shell.metrics.clone())),
+            settings: controller_settings(&context),
+            queue: WorkQueue::new(QUEUE_NAME, Some(context.metrics.clone())),
             permits: Permits::default(),
             hot_paths: tokio::sync::OnceCell::new(),
             cold_change_warned: Mutex::new(HashSet::new()),
             drain_states: Mutex::new(HashMap::new()),
             in_place_drains: Mutex::new(HashMap::new()),
-            shell,
+            context,
         });
         controller.subscribe();
-        let machines = controller.shell.machines.clone();
-        controller.shell.metrics.on_scrape(Box::new(move |metrics| {
-            let samples: Vec<MachineSample> = machines
-                .list()
-                .iter()
-                .map(|machine| MachineSample::from_machine(machine))
-                .collect();
-            metrics.replace_machines(&samples);
-        }));
-        let workers = controller.shell.config.concurrent_syncs.max(1);
+        let machines = controller.context.machines.clone();
+        controller
+            .context
+            .metrics
+            .on_scrape(Box::new(move |metrics| {
+                let samples: Vec<MachineSample> = machines
+                    .list()
+                    .iter()
+                    .map(|machine| MachineSample::from_machine(machine))
+                    .collect();
+                metrics.replace_machines(&samples);
+            }));
+        let workers = controller.context.config.concurrent_syncs.max(1);
         let worker = Arc::clone(&controller);
         controller
             .queue
@@ -149,12 +152,12 @@ impl MachineController {
     fn subscribe(self: &Arc<Self>) {
         let queue = self.queue.clone();
         // Weak: the informer (owned by the shell) keeps this handler.
-        let shell = Arc::downgrade(&self.shell);
-        self.shell.machines.subscribe(move |change| {
+        let context = Arc::downgrade(&self.context);
+        self.context.machines.subscribe(move |change| {
             let creating = |name: &str| {
-                shell
+                context
                     .upgrade()
-                    .is_some_and(|shell| shell.in_creation_flow(name))
+                    .is_some_and(|context| context.in_creation_flow(name))
             };
             let route = match change {
                 Change::Added(machine) => Some(routing::route_machine_add(
@@ -172,8 +175,8 @@ impl MachineController {
         });
 
         let queue = self.queue.clone();
-        let machines = self.shell.machines.clone();
-        self.shell.nodes.subscribe(move |change| {
+        let machines = self.context.machines.clone();
+        self.context.nodes.subscribe(move |change| {
             let node = change.object();
             let Some(node_name) = node.metadata.name.as_deref() else {
                 return;
@@ -204,8 +207,8 @@ impl MachineController {
         });
 
         let queue = self.queue.clone();
-        let machines = self.shell.machines.clone();
-        self.shell.machine_classes.subscribe(move |change| {
+        let machines = self.context.machines.clone();
+        self.context.machine_classes.subscribe(move |change| {
             if let Change::Deleted(_) = change {
                 return;
             }
@@ -228,11 +231,11 @@ impl MachineController {
 
     /// One pass over machine `key`.
     async fn process(&self, key: &str) -> Outcome {
-        let Some(machine) = self.shell.machines.get(key) else {
+        let Some(machine) = self.context.machines.get(key) else {
             return Outcome::Done;
         };
         let machine = Machine::clone(&machine);
-        let decision = plan::order::plan_entry(Some(&machine), self.shell.in_creation_flow(key));
+        let decision = plan::order::plan_entry(Some(&machine), self.context.in_creation_flow(key));
         let machine = match decision {
             EntryDecision::Gone | EntryDecision::RouteToTermination => return Outcome::Done,
             EntryDecision::AddFinalizer => match self.add_finalizer(&machine).await {
@@ -255,7 +258,7 @@ impl MachineController {
             .finalizers
             .get_or_insert_with(Vec::new)
             .push(finalizer::MACHINE_CONTROLLER_MANAGER.to_owned());
-        let updated = writes::replace_machine(&self.shell, &updated).await?;
+        let updated = writes::replace_machine(&self.context, &updated).await?;
         tracing::info!(machine = name_of(machine), "machine finalizer added");
         Ok(updated)
     }
@@ -275,7 +278,7 @@ impl MachineController {
             return;
         }
         if let Err(error) = self
-            .shell
+            .context
             .namespaced::<Machine>()
             .replace_status(
                 name_of(machine),
@@ -291,7 +294,7 @@ impl MachineController {
     /// `reconcileClusterMachine`: runs the planned steps in order; returns the next requeue.
     async fn reconcile(&self, machine: Machine) -> Retry {
         let name = name_of(&machine).to_owned();
-        let frozen = self.shell.machine_controller_frozen();
+        let frozen = self.context.machine_controller_frozen();
         let steps = match plan::order::plan_reconcile_order(&machine, frozen) {
             ReconcileOrder::Blocked { retry, reason } => {
                 tracing::info!(machine = %name, %reason, "machine not reconciled");
@@ -335,7 +338,7 @@ impl MachineController {
                 ReconcileStep::Creation => match class.as_ref() {
                     Some(class) => {
                         // Leaves the creation flow however the pass ends (upstream's deferred unmark).
-                        let _flow = self.shell.creation_flows.enter(&name);
+                        let _flow = self.context.creation_flows.enter(&name);
                         self.creation(&mut machine, class).await
                     }
                     None => Ok(Step::End(Retry::Long)),
@@ -368,7 +371,7 @@ impl MachineController {
             .as_ref()
             .and_then(|class| class.name.clone())
             .unwrap_or_default();
-        let Some(class) = self.shell.machine_classes.get(&class_name) else {
+        let Some(class) = self.context.machine_classes.get(&class_name) else {
             let (retry, event) = plan::order::machine_class_not_found(machine, &class_name);
             tracing::warn!(machine = name, class = %class_name, "machine class not found");
             self.event(machine, &event);
@@ -378,7 +381,7 @@ impl MachineController {
             tracing::info!(machine = name, class = %class_name, %message, "machine class not usable yet");
             return Err(retry);
         }
-        match writes::class_secret_data(&self.shell, &class).await {
+        match writes::class_secret_data(&self.context, &class).await {
             Ok(secret) => Ok(ClassContext { class, secret }),
             Err(error) => {
                 tracing::warn!(machine = name, class = %class_name, %error, "cannot read the class secrets");
@@ -389,7 +392,7 @@ impl MachineController {
 
     /// Records `event` on the machine.
     pub(crate) fn event(&self, machine: &Machine, event: &Event) {
-        self.shell.event(
+        self.context.event(
             machine,
             event.type_ == vocabulary::EventType::Warning,
             &event.reason,

@@ -35,9 +35,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::TerminationContext;
-use crate::shell::BoxError;
-use crate::shell::informer::Change;
-use crate::shell::queue::{Outcome, WorkQueue};
+use crate::platform::BoxError;
+use crate::platform::informer::Change;
+use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine::deletion::{self, DeletionStage};
 use mcm_decisions::machine::routing::{self, MachineQueue};
 
@@ -62,7 +62,7 @@ pub enum TerminationError {
 
 /// State shared by the termination workers.
 pub(crate) struct Termination {
-    shell: Arc<TerminationContext>,
+    context: Arc<TerminationContext>,
     /// Drain memory per node name.
     drains: Mutex<HashMap<String, NodeDrainState>>,
 }
@@ -92,17 +92,17 @@ impl Termination {
 
 /// Runs the termination workers until `shutdown`.
 pub fn run(
-    shell: Arc<TerminationContext>,
+    context: Arc<TerminationContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
-        let queue = WorkQueue::new(QUEUE, Some(shell.metrics.clone()));
+        let queue = WorkQueue::new(QUEUE, Some(context.metrics.clone()));
         let termination = Arc::new(Termination {
-            shell: Arc::clone(&shell),
+            context: Arc::clone(&context),
             drains: Mutex::new(HashMap::new()),
         });
-        subscribe(&shell, &queue, &shutdown);
-        let workers = shell.config.concurrent_syncs.max(1);
+        subscribe(&context, &queue, &shutdown);
+        let workers = context.config.concurrent_syncs.max(1);
         let worker = Arc::clone(&termination);
         queue
             .run(workers, shutdown, move |key| {
@@ -114,9 +114,9 @@ pub fn run(
     })
 }
 
-fn subscribe(shell: &Arc<TerminationContext>, queue: &WorkQueue, shutdown: &CancellationToken) {
+fn subscribe(context: &Arc<TerminationContext>, queue: &WorkQueue, shutdown: &CancellationToken) {
     let machines_queue = queue.clone();
-    shell.machines.subscribe(move |change: &Change<Machine>| {
+    context.machines.subscribe(move |change: &Change<Machine>| {
         // Routed as if no creation were running: a deleting machine whose CreateMachine is still
         // in flight must come back here once it ends, and the pass itself waits for that
         // (`TerminationContext::in_creation_flow`, ShortRetry). Handing it to the Machine queue instead would
@@ -146,8 +146,8 @@ fn subscribe(shell: &Arc<TerminationContext>, queue: &WorkQueue, shutdown: &Canc
     // makes a deletion wait LongRetry = 10 min) at once, as upstream requeues every machine of a
     // changed class. Live machines of the class are the Machine shell's business.
     let class_queue = queue.clone();
-    let class_machines = shell.machines.clone();
-    shell
+    let class_machines = context.machines.clone();
+    context
         .machine_classes
         .subscribe(move |change: &Change<MachineClass>| {
             if let Change::Deleted(_) = change {
@@ -173,7 +173,7 @@ fn subscribe(shell: &Arc<TerminationContext>, queue: &WorkQueue, shutdown: &Canc
     // DeleteMachine). The handler only forwards the node name: looking machines up under the
     // node informer's lock could deadlock against a machine handler reading nodes.
     let (sender, mut receiver) = mpsc::unbounded_channel::<String>();
-    shell.nodes.subscribe(move |change: &Change<Node>| {
+    context.nodes.subscribe(move |change: &Change<Node>| {
         let relevant = match change {
             Change::Added(_) => false,
             Change::Deleted(_) => true,
@@ -183,7 +183,7 @@ fn subscribe(shell: &Arc<TerminationContext>, queue: &WorkQueue, shutdown: &Canc
             let _ = sender.send(name.to_owned());
         }
     });
-    let shell = Arc::clone(shell);
+    let context = Arc::clone(context);
     let queue = queue.clone();
     let shutdown = shutdown.clone();
     tokio::spawn(async move {
@@ -195,7 +195,7 @@ fn subscribe(shell: &Arc<TerminationContext>, queue: &WorkQueue, shutdown: &Canc
                     None => return,
                 },
             };
-            for machine in shell.machines.filter(|machine| {
+            for machine in context.machines.filter(|machine| {
                 machine.metadata.deletion_timestamp.is_some()
                     && machine.node_name() == Some(node.as_str())
                     && deletion::deletion_stage(machine, false) == DeletionStage::Drain
@@ -216,7 +216,7 @@ fn volumes_attached(node: &Node) -> Option<&Vec<k8s_openapi::api::core::v1::Atta
 
 impl Termination {
     async fn reconcile(&self, key: &str) -> Outcome {
-        if self.shell.machine_controller_frozen() {
+        if self.context.machine_controller_frozen() {
             tracing::debug!(
                 machine = key,
                 "machine controller frozen; termination waits"

@@ -1,17 +1,17 @@
-//! What the MachineDeployment controller is handed: a [`Shell`] plus its informers. No driver.
+//! What the MachineDeployment controller is handed: a [`Platform`] plus its informers. No driver.
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
 
-use crate::shell::Shell;
-use crate::shell::informer::Informer;
+use crate::platform::Platform;
+use crate::platform::informer::Informer;
 
-/// The MachineDeployment controller's context; dereferences to its [`Shell`].
+/// The MachineDeployment controller's context; dereferences to its [`Platform`].
 pub struct MachineDeploymentContext {
     /// Clients, configuration, metrics, events.
-    pub shell: Arc<Shell>,
+    pub platform: Arc<Platform>,
     /// Machines of the control namespace.
     pub machines: Informer<Machine>,
     /// MachineSets of the control namespace.
@@ -22,4 +22,4 @@ pub struct MachineDeploymentContext {
     pub nodes: Informer<Node>,
 }
 
-crate::deref_to_shell!(MachineDeploymentContext);
+crate::deref_to_platform!(MachineDeploymentContext);

@@ -5,15 +5,16 @@
 //!   controlling deployment (orphans: every deployment whose selector matches); machine changes
 //!   enqueue the deployment owning the machine's MachineSet (availability feeds the status).
 //! - Cache lag: the MachineSets this shell wrote are remembered until the informer has caught up
-//!   ([`recent::Recent`]), so the next pass plans on what the API server returned, not on an
-//!   older cached copy (a rolling update never decides twice on the same stale sizes).
+//!   ([`recent_writes::RecentWrites`]), so the next pass plans on what the API server returned,
+//!   not on an older cached copy (a rolling update never decides twice on the same stale sizes).
 //! - Writes use optimistic concurrency (resourceVersion); a 409 ends the pass with a
 //!   rate-limited retry. Status goes through `/status`.
 //! - Metrics: a scrape hook fills `mcm_machine_deployment_*` from the deployment cache.
 
 mod apply;
-mod recent;
-mod sample;
+mod deployment_metrics;
+mod recent_writes;
+mod reconciler;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +22,6 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use mcm_api::duration::Duration;
@@ -32,13 +32,14 @@ use mcm_api::v1alpha1::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use self::reconciler::Reconciler;
 use crate::machine_deployment::context::MachineDeploymentContext;
-use crate::shell::BoxError;
-use crate::shell::informer::Change;
-use crate::shell::queue::{Outcome, WorkQueue};
+use crate::platform::BoxError;
+use crate::platform::informer::Change;
+use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine_deployment::hash_label_migration::{self, LegacyStep};
+use mcm_decisions::machine_deployment::ownership::deployment_for_machine;
 use mcm_decisions::machine_deployment::plan::{self, DeploymentConfig, DeploymentInput, NodeView};
-use mcm_decisions::machine_set::claim::controller_ref;
 use mcm_decisions::machine_set::routing::owners_to_sync;
 use mcm_decisions::selector;
 use mcm_decisions::vocabulary::Retry;
@@ -71,30 +72,24 @@ pub enum ReconcileError {
     Apply(#[from] ApplyError),
 }
 
-/// State shared by the workers.
-pub(crate) struct Context {
-    pub(crate) shell: Arc<MachineDeploymentContext>,
-    pub(crate) recent: recent::Recent,
-}
-
 /// Runs the MachineDeployment controller until `shutdown`.
 pub fn run(
-    shell: Arc<MachineDeploymentContext>,
+    context: Arc<MachineDeploymentContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
-        let queue = WorkQueue::new(QUEUE, Some(shell.metrics.clone()));
-        subscribe(&shell, &queue, &shutdown);
-        sample::register(&shell);
-        let context = Arc::new(Context {
-            shell: Arc::clone(&shell),
-            recent: recent::Recent::default(),
+        let queue = WorkQueue::new(QUEUE, Some(context.metrics.clone()));
+        subscribe(&context, &queue, &shutdown);
+        deployment_metrics::register(&context);
+        let reconciler = Arc::new(Reconciler {
+            context: Arc::clone(&context),
+            recent: recent_writes::RecentWrites::default(),
         });
-        let workers = shell.config.concurrent_syncs;
+        let workers = context.config.concurrent_syncs;
         queue
             .run(workers, shutdown.clone(), move |key| {
-                let context = Arc::clone(&context);
-                async move { reconcile_key(&context, &key).await }
+                let reconciler = Arc::clone(&reconciler);
+                async move { reconcile_key(&reconciler, &key).await }
             })
             .await;
         shutdown.cancelled().await;
@@ -117,12 +112,12 @@ enum Routed {
 /// the MachineSet and machine handlers only pass the change on; [`route`] resolves owners
 /// outside any informer lock (no lock-order cycles with other shells' handlers).
 fn subscribe(
-    shell: &Arc<MachineDeploymentContext>,
+    context: &Arc<MachineDeploymentContext>,
     queue: &WorkQueue,
     shutdown: &CancellationToken,
 ) {
     let q = queue.clone();
-    shell
+    context
         .machine_deployments
         .subscribe(move |change: &Change<MachineDeployment>| {
             if let Change::Updated { old, new } = change
@@ -136,7 +131,7 @@ fn subscribe(
         });
     let (changes, routed) = mpsc::unbounded_channel();
     let sets_tx = changes.clone();
-    shell
+    context
         .machine_sets
         .subscribe(move |change: &Change<MachineSet>| {
             let routed = match change {
@@ -152,7 +147,7 @@ fn subscribe(
             // A closed channel means the controller is stopping.
             let _ = sets_tx.send(routed);
         });
-    shell.machines.subscribe(move |change: &Change<Machine>| {
+    context.machines.subscribe(move |change: &Change<Machine>| {
         if let Change::Updated { old, new } = change
             && old.metadata.resource_version == new.metadata.resource_version
         {
@@ -161,7 +156,7 @@ fn subscribe(
         let _ = changes.send(Routed::Machine(Arc::clone(change.object())));
     });
     tokio::spawn(route(
-        Arc::clone(shell),
+        Arc::clone(context),
         queue.clone(),
         routed,
         shutdown.clone(),
@@ -170,7 +165,7 @@ fn subscribe(
 
 /// Enqueues the deployments concerned by MachineSet and machine changes until `shutdown`.
 async fn route(
-    shell: Arc<MachineDeploymentContext>,
+    context: Arc<MachineDeploymentContext>,
     queue: WorkQueue,
     mut routed: mpsc::UnboundedReceiver<Routed>,
     shutdown: CancellationToken,
@@ -185,7 +180,7 @@ async fn route(
         };
         match change {
             Routed::Set { old, new } => {
-                let owners: Vec<MachineDeployment> = shell
+                let owners: Vec<MachineDeployment> = context
                     .machine_deployments
                     .list()
                     .iter()
@@ -199,8 +194,8 @@ async fn route(
             Routed::Machine(machine) => {
                 if let Some(name) = deployment_for_machine(
                     &machine.metadata,
-                    |set| shell.machine_sets.get(set),
-                    |md| shell.machine_deployments.get(md),
+                    |set| context.machine_sets.get(set),
+                    |md| context.machine_deployments.get(md),
                 ) {
                     queue.add(name);
                 }
@@ -209,28 +204,8 @@ async fn route(
     }
 }
 
-/// The deployment managing a machine (upstream `getMachineDeploymentForMachine`): the machine's
-/// controlling MachineSet, then that set's controlling MachineDeployment, each looked up by name
-/// and accepted only when its UID is the one the reference names (a reference to a deleted and
-/// recreated object of the same name resolves to nothing).
-fn deployment_for_machine(
-    machine: &ObjectMeta,
-    set_named: impl FnOnce(&str) -> Option<Arc<MachineSet>>,
-    deployment_named: impl FnOnce(&str) -> Option<Arc<MachineDeployment>>,
-) -> Option<String> {
-    let set_ref = controller_ref(machine).filter(|r| r.kind == "MachineSet")?;
-    let set = set_named(&set_ref.name)?;
-    if set.metadata.uid.as_deref() != Some(set_ref.uid.as_str()) {
-        return None;
-    }
-    let md_ref = controller_ref(&set.metadata)
-        .filter(|r| r.kind == mcm_decisions::machine_deployment::revision::KIND)?;
-    let md = deployment_named(&md_ref.name)?;
-    (md.metadata.uid.as_deref() == Some(md_ref.uid.as_str())).then(|| md_ref.name.clone())
-}
-
-async fn reconcile_key(context: &Context, name: &str) -> Outcome {
-    match reconcile(context, name).await {
+async fn reconcile_key(reconciler: &Reconciler, name: &str) -> Outcome {
+    match reconcile(reconciler, name).await {
         Ok(outcome) => outcome,
         Err(error) => {
             if error.is_conflict() {
@@ -255,11 +230,11 @@ impl ReconcileError {
 }
 
 /// One pass for deployment `name` (§5.2).
-async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileError> {
-    let shell = &context.shell;
-    let api: Api<MachineDeployment> = shell.namespaced();
-    let Some(md) = read_deployment(context, &api, name).await? else {
-        context.recent.forget_deployment(name);
+async fn reconcile(reconciler: &Reconciler, name: &str) -> Result<Outcome, ReconcileError> {
+    let context = &reconciler.context;
+    let api: Api<MachineDeployment> = context.namespaced();
+    let Some(md) = read_deployment(reconciler, &api, name).await? else {
+        reconciler.recent.forget_deployment(name);
         return Ok(Outcome::Done);
     };
     if md.metadata.deletion_timestamp.is_none()
@@ -276,20 +251,20 @@ async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileEr
         );
     }
 
-    let machine_sets = context.recent.merge(
-        shell
+    let machine_sets = reconciler.recent.merge(
+        context
             .machine_sets
-            .filter(|s| s.metadata.namespace.as_deref() == Some(shell.namespace.as_str())),
+            .filter(|s| s.metadata.namespace.as_deref() == Some(context.namespace.as_str())),
     );
     let sel = md.spec.selector.clone();
     // Shared with the cache, never copied (see the MachineSet shell).
-    let machines: Vec<Arc<Machine>> = shell
+    let machines: Vec<Arc<Machine>> = context
         .machines
         .filter(|m| selector::matches(sel.as_ref(), m.metadata.labels.as_ref()).unwrap_or(false));
     let in_place =
         md.spec.strategy.as_ref().and_then(|s| s.type_.as_ref()) == Some(&Strategy::InPlaceUpdate);
     let nodes = if in_place {
-        node_views(shell, &machines)
+        node_views(context, &machines)
     } else {
         BTreeMap::new()
     };
@@ -298,17 +273,17 @@ async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileEr
         machine_sets: &machine_sets,
         machines: &machines,
         config: DeploymentConfig {
-            autoscaler_annotations_during_rollout: shell
+            autoscaler_annotations_during_rollout: context
                 .config
                 .autoscaler_scaledown_annotation_during_rollout,
-            target_cluster: shell.target.is_some(),
+            target_cluster: context.target.is_some(),
         },
         nodes: &nodes,
         now: Timestamp::now(),
     };
     for ms in &machine_sets {
         if let Some(step) = hash_label_migration::next_step(&md, ms, &machines) {
-            migrate_legacy(context, name, step).await?;
+            migrate_legacy(reconciler, name, step).await?;
             // One step per pass; the next pass sees its result.
             return Ok(Outcome::RequeueAfter(LEGACY_STEP_RETRY));
         }
@@ -328,15 +303,15 @@ async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileEr
     );
     let meltdown = mcm_decisions::machine::meltdown::assess(
         machines.iter().map(|m| &**m),
-        shell.config.machine.meltdown_threshold,
+        context.config.machine.meltdown_threshold,
     );
     let had_condition = meltdown_condition_present(&md);
-    let mut executor = apply::Executor::new(context, md, &machine_sets, &machines);
+    let mut executor = apply::Executor::new(reconciler, md, &machine_sets, &machines);
     for action in planned.actions {
         executor.execute(action).await?;
     }
     if meltdown.is_some() || had_condition {
-        show_meltdown(context, name, meltdown.as_deref()).await?;
+        show_meltdown(reconciler, name, meltdown.as_deref()).await?;
     }
     Ok(Outcome::RequeueAfter(
         planned.requeue_after.at_least(MIN_REQUEUE),
@@ -344,14 +319,14 @@ async fn reconcile(context: &Context, name: &str) -> Result<Outcome, ReconcileEr
 }
 
 async fn read_deployment(
-    context: &Context,
+    reconciler: &Reconciler,
     api: &Api<MachineDeployment>,
     name: &str,
 ) -> Result<Option<MachineDeployment>, ReconcileError> {
     api.get_opt(name)
         .await
         .map_err(|source| ReconcileError::Read {
-            namespace: context.shell.namespace.clone(),
+            namespace: reconciler.context.namespace.clone(),
             name: name.to_owned(),
             source,
         })
@@ -372,13 +347,13 @@ fn meltdown_condition_present(md: &MachineDeployment) -> bool {
 /// replaced; the deployment says so in its `MeltdownProtection` condition and an event, written
 /// only when the verdict changes. Read afresh because the plan's actions may have written status.
 async fn show_meltdown(
-    context: &Context,
+    reconciler: &Reconciler,
     name: &str,
     verdict: Option<&str>,
 ) -> Result<(), ReconcileError> {
-    let shell = &context.shell;
-    let api: Api<MachineDeployment> = shell.namespaced();
-    let Some(mut md) = read_deployment(context, &api, name).await? else {
+    let context = &reconciler.context;
+    let api: Api<MachineDeployment> = context.namespaced();
+    let Some(mut md) = read_deployment(reconciler, &api, name).await? else {
         return Ok(());
     };
     let Some(change) =
@@ -398,7 +373,7 @@ async fn show_meltdown(
             } else {
                 tracing::info!(machine_deployment = name, "meltdown guard lifted");
             }
-            shell.event(
+            context.event(
                 &stored,
                 change.warning,
                 change.reason,
@@ -415,7 +390,11 @@ async fn show_meltdown(
 }
 
 /// Executes one step of a legacy MachineSet migration (§5.3 step 1).
-async fn migrate_legacy(context: &Context, md: &str, step: LegacyStep) -> Result<(), ApplyError> {
+async fn migrate_legacy(
+    reconciler: &Reconciler,
+    md: &str,
+    step: LegacyStep,
+) -> Result<(), ApplyError> {
     let fail =
         |what: &'static str, kind: &'static str, name: &str, source: kube::Error| ApplyError::Api {
             deployment: md.to_owned(),
@@ -428,15 +407,15 @@ async fn migrate_legacy(context: &Context, md: &str, step: LegacyStep) -> Result
         LegacyStep::UpdateSet(ms) => {
             let name = ms.metadata.name.clone().unwrap_or_default();
             tracing::info!(machine_deployment = md, machine_set = %name, "adding the template hash to a legacy MachineSet");
-            let api: Api<MachineSet> = context.shell.namespaced();
+            let api: Api<MachineSet> = reconciler.context.namespaced();
             let written = api
                 .replace(&name, &PostParams::default(), &ms)
                 .await
                 .map_err(|e| fail("update", "MachineSet", &name, e))?;
-            context.recent.written(written);
+            reconciler.recent.written(written);
         }
         LegacyStep::LabelMachines { machines, value } => {
-            let api: Api<Machine> = context.shell.namespaced();
+            let api: Api<Machine> = reconciler.context.namespaced();
             for m in machines {
                 let patch = serde_json::json!({"metadata": {
                     "uid": m.uid,
@@ -458,13 +437,13 @@ async fn migrate_legacy(context: &Context, md: &str, step: LegacyStep) -> Result
 
 /// What the in-place strategy needs to know about the nodes of `machines`.
 fn node_views(
-    shell: &MachineDeploymentContext,
+    context: &MachineDeploymentContext,
     machines: &[Arc<Machine>],
 ) -> BTreeMap<String, NodeView> {
     machines
         .iter()
         .filter_map(|m| m.node_name())
-        .filter_map(|n| shell.nodes.get(n).map(|node| (n.to_owned(), view(&node))))
+        .filter_map(|n| context.nodes.get(n).map(|node| (n.to_owned(), view(&node))))
         .collect()
 }
 
@@ -480,105 +459,5 @@ fn view(node: &Node) -> NodeView {
                     .find(|c| c.type_ == mcm_api::keys::condition::IN_PLACE_UPDATE)
             })
             .and_then(|c| c.reason.clone()),
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-
-    fn owner(kind: &str, name: &str, uid: &str) -> OwnerReference {
-        OwnerReference {
-            api_version: "machine.sapcloud.io/v1alpha1".to_owned(),
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-            uid: uid.to_owned(),
-            controller: Some(true),
-            block_owner_deletion: None,
-        }
-    }
-
-    /// Upstream `deployment_test.go` `#getMachineDeploymentForMachine` ("MachineDeployment
-    /// should"), row by row: the fixture's deployment, set and machine (every UID `1234567`),
-    /// each row's change applied, then the deployment the machine routes to (`None` = nil).
-    #[test]
-    fn upstream_get_machine_deployment_for_machine() {
-        type Preset = fn(&mut Machine, &mut MachineSet);
-        let rows: [(&str, Preset, Option<&str>); 4] = [
-            (
-                "return the expected machine deployment",
-                |_, _| {},
-                Some("MachineDeployment-test"),
-            ),
-            (
-                "return nil as machine's controller-ref is buggy",
-                |m, _| {
-                    m.metadata.owner_references.as_mut().unwrap()[0].kind =
-                        "MachineSetDummy".to_owned()
-                },
-                None,
-            ),
-            (
-                "return nil as machine's controller-ref has different UID",
-                |m, _| {
-                    m.metadata.owner_references.as_mut().unwrap()[0].uid = "000-dummy".to_owned()
-                },
-                None,
-            ),
-            (
-                "return nil as machine-set's controller-ref is nil",
-                |_, s| s.metadata.owner_references = None,
-                None,
-            ),
-        ];
-        for (row, preset, expected) in rows {
-            let mut md = MachineDeployment::default();
-            md.metadata.name = Some("MachineDeployment-test".to_owned());
-            md.metadata.uid = Some("1234567".to_owned());
-            let mut set = MachineSet::default();
-            set.metadata.name = Some("MachineSet-test".to_owned());
-            set.metadata.uid = Some("1234567".to_owned());
-            set.metadata.owner_references = Some(vec![owner(
-                "MachineDeployment",
-                "MachineDeployment-test",
-                "1234567",
-            )]);
-            let mut machine = Machine::default();
-            machine.metadata.name = Some("Machine-test".to_owned());
-            machine.metadata.owner_references =
-                Some(vec![owner("MachineSet", "MachineSet-test", "1234567")]);
-            preset(&mut machine, &mut set);
-            let (set, md) = (Arc::new(set), Arc::new(md));
-            let got = deployment_for_machine(
-                &machine.metadata,
-                |n| (set.metadata.name.as_deref() == Some(n)).then(|| Arc::clone(&set)),
-                |n| (md.metadata.name.as_deref() == Some(n)).then(|| Arc::clone(&md)),
-            );
-            assert_eq!(got.as_deref(), expected, "{row}");
-        }
-    }
-
-    #[test]
-    fn a_set_reference_to_a_recreated_deployment_routes_nowhere() {
-        // Upstream `resolveDeploymentControllerRef`: name found, UID differs => nil.
-        let mut md = MachineDeployment::default();
-        md.metadata.name = Some("d".to_owned());
-        md.metadata.uid = Some("new".to_owned());
-        let mut set = MachineSet::default();
-        set.metadata.name = Some("s".to_owned());
-        set.metadata.uid = Some("s-uid".to_owned());
-        set.metadata.owner_references = Some(vec![owner("MachineDeployment", "d", "old")]);
-        let mut machine = Machine::default();
-        machine.metadata.owner_references = Some(vec![owner("MachineSet", "s", "s-uid")]);
-        let (set, md) = (Arc::new(set), Arc::new(md));
-        let route = |md: Arc<MachineDeployment>| {
-            deployment_for_machine(&machine.metadata, |_| Some(Arc::clone(&set)), |_| Some(md))
-        };
-        assert_eq!(route(Arc::clone(&md)), None);
-        let mut same = (*md).clone();
-        same.metadata.uid = Some("old".to_owned());
-        assert_eq!(route(Arc::new(same)), Some("d".to_owned()));
     }
 }

@@ -1,4 +1,4 @@
-//! What the MachineSet controller is handed: a [`Shell`] plus its informers. No driver: the
+//! What the MachineSet controller is handed: a [`Platform`] plus its informers. No driver: the
 //! MachineSet controller only writes Machine objects.
 
 use std::sync::Arc;
@@ -6,13 +6,13 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use mcm_api::v1alpha1::{Machine, MachineSet};
 
-use crate::shell::Shell;
-use crate::shell::informer::Informer;
+use crate::platform::Platform;
+use crate::platform::informer::Informer;
 
-/// The MachineSet controller's context; dereferences to its [`Shell`].
+/// The MachineSet controller's context; dereferences to its [`Platform`].
 pub struct MachineSetContext {
     /// Clients, configuration, metrics, events.
-    pub shell: Arc<Shell>,
+    pub platform: Arc<Platform>,
     /// Machines of the control namespace.
     pub machines: Informer<Machine>,
     /// MachineSets of the control namespace.
@@ -21,4 +21,4 @@ pub struct MachineSetContext {
     pub nodes: Informer<Node>,
 }
 
-crate::deref_to_shell!(MachineSetContext);
+crate::deref_to_platform!(MachineSetContext);

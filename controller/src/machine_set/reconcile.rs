@@ -25,9 +25,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::machine_set::context::MachineSetContext;
-use crate::shell::BoxError;
-use crate::shell::informer::Change;
-use crate::shell::queue::{Outcome, WorkQueue};
+use crate::platform::BoxError;
+use crate::platform::informer::Change;
+use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine_set::claim::controller_ref;
 use mcm_decisions::machine_set::expectations::Expectations;
 use mcm_decisions::machine_set::plan::{self, MachineSetAction, MachineSetInput, ReplicaError};
@@ -87,7 +87,7 @@ enum MachineChange {
 
 /// The controller's state shared by the informer handlers, the routing task and the workers.
 pub(crate) struct Controller {
-    shell: Arc<MachineSetContext>,
+    context: Arc<MachineSetContext>,
     queue: WorkQueue,
     expectations: Mutex<Expectations>,
     /// When each set's status was last written ([`plan::status_write_delay`]).
@@ -96,21 +96,21 @@ pub(crate) struct Controller {
 
 /// Runs the MachineSet controller until `shutdown`.
 pub fn run(
-    shell: Arc<MachineSetContext>,
+    context: Arc<MachineSetContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
         let controller = Arc::new(Controller {
-            queue: WorkQueue::new(QUEUE, Some(shell.metrics.clone())),
-            shell,
+            queue: WorkQueue::new(QUEUE, Some(context.metrics.clone())),
+            context,
             expectations: Mutex::new(Expectations::default()),
             status_written: Mutex::new(HashMap::new()),
         });
-        metrics::register(&controller.shell);
+        metrics::register(&controller.context);
 
         let (changes, routed) = mpsc::unbounded_channel();
         // Handlers run under the informer lock: they only hand the change on.
-        controller.shell.machines.subscribe(move |change| {
+        controller.context.machines.subscribe(move |change| {
             let owned = match change {
                 Change::Added(m) => MachineChange::Added(Arc::clone(m)),
                 Change::Updated { old, new } => {
@@ -122,7 +122,7 @@ pub fn run(
             let _ = changes.send(owned);
         });
         let queue = controller.queue.clone();
-        controller.shell.machine_sets.subscribe(move |change| {
+        controller.context.machine_sets.subscribe(move |change| {
             if let Change::Updated { old, new } = change
                 && old.metadata.resource_version.is_some()
                 && old.metadata.resource_version == new.metadata.resource_version
@@ -135,7 +135,7 @@ pub fn run(
         });
 
         let router = tokio::spawn(Arc::clone(&controller).route(routed, shutdown.clone()));
-        let workers = controller.shell.config.concurrent_syncs.max(1);
+        let workers = controller.context.config.concurrent_syncs.max(1);
         let worker = Arc::clone(&controller);
         controller
             .queue
@@ -243,7 +243,7 @@ impl Controller {
             // Controlled and unchanged: only the controller can be concerned.
             Some(r) if same_controller => {
                 let owners: Vec<MachineSet> = self
-                    .shell
+                    .context
                     .machine_sets
                     .get(&r.name)
                     .map(|ms| (*ms).clone())
@@ -253,7 +253,7 @@ impl Controller {
             }
             _ => {
                 let owners = all_sets.get_or_insert_with(|| {
-                    self.shell
+                    self.context
                         .machine_sets
                         .list()
                         .iter()
@@ -269,7 +269,7 @@ impl Controller {
         match self.reconcile(&name).await {
             Ok(outcome) => outcome,
             Err(error) => {
-                tracing::warn!(machine_set = %name, namespace = %self.shell.namespace, %error, "MachineSet reconcile failed");
+                tracing::warn!(machine_set = %name, namespace = %self.context.namespace, %error, "MachineSet reconcile failed");
                 Outcome::Retry
             }
         }
@@ -277,7 +277,7 @@ impl Controller {
 
     /// One pass of §4.3.
     async fn reconcile(&self, name: &str) -> Result<Outcome, SyncError> {
-        let api = self.shell.namespaced::<MachineSet>();
+        let api = self.context.namespaced::<MachineSet>();
         // Step 1: a live read, never the cache.
         let Some(ms) = api
             .get_opt(name)
@@ -296,7 +296,7 @@ impl Controller {
             // Shared with the cache, never copied: at 1,000 machines two deep copies per pass
             // were most of the manager's memory while a fleet was scaling.
             let machines: Vec<Arc<Machine>> = self
-                .shell
+                .context
                 .machines
                 .filter(|m| controller_ref(&m.metadata).is_none_or(|r| r.uid == uid));
             let owned: Vec<&Machine> = machines
@@ -319,7 +319,7 @@ impl Controller {
             Err(error) => {
                 // Upstream skips invalid objects until they change.
                 tracing::warn!(machine_set = %name, %error, "invalid MachineSet, not reconciled");
-                self.shell.event(
+                self.context.event(
                     &ms,
                     true,
                     "InvalidMachineSet",
@@ -391,7 +391,7 @@ impl Controller {
             .filter(|m| m.phase() == Some(&MachinePhase::Failed))
             .filter_map(|m| m.node_name().filter(|n| !n.is_empty()))
             .filter_map(|node| {
-                let found = self.shell.nodes.get(node)?;
+                let found = self.context.nodes.get(node)?;
                 let value = found
                     .metadata
                     .annotations
@@ -409,7 +409,7 @@ impl Controller {
         ms: MachineSet,
         status: mcm_api::v1alpha1::MachineSetStatus,
     ) -> Result<(), SyncError> {
-        let api = self.shell.namespaced::<MachineSet>();
+        let api = self.context.namespaced::<MachineSet>();
         let name = ms.metadata.name.clone().unwrap_or_default();
         let mut current = ms;
         for attempt in 0..2 {

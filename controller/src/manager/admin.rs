@@ -24,7 +24,7 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::metrics::{CONTENT_TYPE, Metrics, MetricsPort};
+use crate::platform::metrics::{CONTENT_TYPE, Metrics, MetricsPort};
 
 #[derive(Debug, Default)]
 struct HealthState {

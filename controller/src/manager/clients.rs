@@ -2,7 +2,7 @@
 //!
 //! Kubeconfig handling follows upstream (reference §3.1 step 1): `inClusterConfig` selects the pod's
 //! service account, an empty `--control-kubeconfig` means the same as the target's (resolved by
-//! [`super::config::validate`]), and `--target-kubeconfig=none` means no target client. An empty
+//! [`crate::platform::config::validate`]), and `--target-kubeconfig=none` means no target client. An empty
 //! value uses `kube::Config::infer` (`KUBECONFIG`, `~/.kube/config`, then in-cluster), where
 //! client-go tries in-cluster first: the same result inside a pod, more useful outside one.
 //!
@@ -25,9 +25,9 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio_util::sync::CancellationToken;
 
-use super::config::{ClientSettings, KubeconfigSource};
 use super::gate::WriteGate;
 use super::throttle::Throttle;
+use crate::platform::config::{ClientSettings, KubeconfigSource};
 
 /// API version whose `machines` resource must be served by the control cluster.
 pub const MACHINE_API_VERSION: &str = "machine.sapcloud.io/v1alpha1";
@@ -287,7 +287,7 @@ pub async fn kube_config(
 
 /// The User-Agent of the manager's API requests (client-go's form, see [`mcm_api::user_agent`]).
 pub fn user_agent() -> String {
-    mcm_api::user_agent::user_agent(crate::shell::COMPONENT, env!("CARGO_PKG_VERSION"))
+    mcm_api::user_agent::user_agent(crate::platform::COMPONENT, env!("CARGO_PKG_VERSION"))
 }
 
 async fn client(

@@ -22,7 +22,6 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
 use mcm_provider_proto::DriverClient;
 use tokio_util::sync::CancellationToken;
 
-use super::selection::CONTROLLERS;
 use super::{BoxError, Controller, ControllerContext};
 use crate::machine::class_secrets::ClassSecrets;
 use crate::machine::context::{
@@ -31,10 +30,11 @@ use crate::machine::context::{
 use crate::machine::creation_flows::CreationFlows;
 use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::machine_set::context::MachineSetContext;
+use crate::platform::informer::Informer;
+use crate::platform::selection::CONTROLLERS;
+use crate::platform::{COMPONENT, Platform};
 use crate::safety::apiserver::freeze::FreezeSwitch;
 use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
-use crate::shell::informer::Informer;
-use crate::shell::{COMPONENT, Shell};
 
 /// A wired controller: each call runs it (one leadership term) until the token is cancelled.
 pub type Runner =
@@ -43,7 +43,7 @@ pub type Runner =
 /// Builds one controller's context from the shared [`Wiring`] and returns its runner.
 pub type WireFn = fn(&mut Wiring) -> Result<Runner, BoxError>;
 
-pub use super::selection::Share;
+pub use crate::platform::selection::Share;
 
 /// One controller of the registry.
 #[derive(Clone, Copy)]
@@ -108,10 +108,10 @@ pub fn named(names: &[&str]) -> Vec<ControllerSpec> {
         .collect()
 }
 
-/// What the wire functions draw from: the common [`Shell`], the shared informers (created on
+/// What the wire functions draw from: the common [`Platform`], the shared informers (created on
 /// first use), the driver (when connected) and the shared handles.
 pub struct Wiring {
-    shell: Arc<Shell>,
+    platform: Arc<Platform>,
     driver: Option<DriverClient>,
     freeze: FreezeSwitch,
     creation_flows: CreationFlows,
@@ -125,12 +125,12 @@ pub struct Wiring {
 
 impl Wiring {
     /// Wiring over `shell`; `driver` is needed only by controllers that call it.
-    pub fn new(shell: Arc<Shell>, driver: Option<DriverClient>) -> Self {
+    pub fn new(platform: Arc<Platform>, driver: Option<DriverClient>) -> Self {
         Self {
-            freeze: FreezeSwitch::new(shell.metrics.clone()),
+            freeze: FreezeSwitch::new(platform.metrics.clone()),
             creation_flows: CreationFlows::default(),
-            secrets: ClassSecrets::new(shell.control.clone(), shell.namespace.clone()),
-            shell,
+            secrets: ClassSecrets::new(platform.control.clone(), platform.namespace.clone()),
+            platform,
             driver,
             machines: None,
             machine_sets: None,
@@ -140,8 +140,8 @@ impl Wiring {
         }
     }
 
-    fn shell(&self) -> Arc<Shell> {
-        Arc::clone(&self.shell)
+    fn platform(&self) -> Arc<Platform> {
+        Arc::clone(&self.platform)
     }
 
     fn driver(&self, controller: &str) -> Result<DriverClient, BoxError> {
@@ -213,38 +213,38 @@ impl Wiring {
     /// Starts one watch per kind a controller asked for (tasks end on `shutdown`) and waits
     /// until their caches are synced. Without a target cluster the Node cache is empty.
     pub async fn start_informers(&self, shutdown: &CancellationToken) {
-        let shell = &self.shell;
+        let platform = &self.platform;
         let every = watcher::Config::default;
         if let Some(informer) = &self.machines {
             tokio::spawn(
                 informer
                     .clone()
-                    .run(shell.namespaced(), every(), shutdown.clone()),
+                    .run(platform.namespaced(), every(), shutdown.clone()),
             );
         }
         if let Some(informer) = &self.machine_sets {
             tokio::spawn(
                 informer
                     .clone()
-                    .run(shell.namespaced(), every(), shutdown.clone()),
+                    .run(platform.namespaced(), every(), shutdown.clone()),
             );
         }
         if let Some(informer) = &self.machine_deployments {
             tokio::spawn(
                 informer
                     .clone()
-                    .run(shell.namespaced(), every(), shutdown.clone()),
+                    .run(platform.namespaced(), every(), shutdown.clone()),
             );
         }
         if let Some(informer) = &self.machine_classes {
             tokio::spawn(
                 informer
                     .clone()
-                    .run(shell.namespaced(), every(), shutdown.clone()),
+                    .run(platform.namespaced(), every(), shutdown.clone()),
             );
         }
         if let Some(informer) = &self.nodes {
-            match &shell.target {
+            match &platform.target {
                 Some(target) => {
                     tokio::spawn(informer.clone().run(
                         Api::all(target.clone()),
@@ -290,7 +290,7 @@ fn runner<C: Send + Sync + 'static>(
 
 fn wire_machine(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = MachineContext {
-        shell: wiring.shell(),
+        platform: wiring.platform(),
         machines: wiring.machines(),
         machine_classes: wiring.machine_classes(),
         nodes: wiring.nodes(),
@@ -304,7 +304,7 @@ fn wire_machine(wiring: &mut Wiring) -> Result<Runner, BoxError> {
 
 fn wire_termination(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = TerminationContext {
-        shell: wiring.shell(),
+        platform: wiring.platform(),
         machines: wiring.machines(),
         machine_classes: wiring.machine_classes(),
         nodes: wiring.nodes(),
@@ -318,7 +318,7 @@ fn wire_termination(wiring: &mut Wiring) -> Result<Runner, BoxError> {
 
 fn wire_node(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = NodeContext {
-        shell: wiring.shell(),
+        platform: wiring.platform(),
         machines: wiring.machines(),
         nodes: wiring.nodes(),
     };
@@ -327,7 +327,7 @@ fn wire_node(wiring: &mut Wiring) -> Result<Runner, BoxError> {
 
 fn wire_machine_class(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = MachineClassContext {
-        shell: wiring.shell(),
+        platform: wiring.platform(),
         machines: wiring.machines(),
         machine_classes: wiring.machine_classes(),
     };
@@ -336,7 +336,7 @@ fn wire_machine_class(wiring: &mut Wiring) -> Result<Runner, BoxError> {
 
 fn wire_machine_set(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = MachineSetContext {
-        shell: wiring.shell(),
+        platform: wiring.platform(),
         machines: wiring.machines(),
         machine_sets: wiring.machine_sets(),
         nodes: wiring.nodes(),
@@ -346,7 +346,7 @@ fn wire_machine_set(wiring: &mut Wiring) -> Result<Runner, BoxError> {
 
 fn wire_machine_deployment(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = MachineDeploymentContext {
-        shell: wiring.shell(),
+        platform: wiring.platform(),
         machines: wiring.machines(),
         machine_sets: wiring.machine_sets(),
         machine_deployments: wiring.machine_deployments(),
@@ -357,7 +357,7 @@ fn wire_machine_deployment(wiring: &mut Wiring) -> Result<Runner, BoxError> {
 
 fn wire_overshoot(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = OvershootContext {
-        shell: wiring.shell(),
+        platform: wiring.platform(),
         machines: wiring.machines(),
         machine_sets: wiring.machine_sets(),
         machine_deployments: wiring.machine_deployments(),
@@ -367,7 +367,7 @@ fn wire_overshoot(wiring: &mut Wiring) -> Result<Runner, BoxError> {
 
 fn wire_orphans(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = OrphanContext {
-        shell: wiring.shell(),
+        platform: wiring.platform(),
         machines: wiring.machines(),
         machine_classes: wiring.machine_classes(),
         nodes: wiring.nodes(),
@@ -379,7 +379,7 @@ fn wire_orphans(wiring: &mut Wiring) -> Result<Runner, BoxError> {
 
 fn wire_apiserver(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = ApiServerContext {
-        shell: wiring.shell(),
+        platform: wiring.platform(),
         machines: wiring.machines(),
         freeze: wiring.freeze.clone(),
     };
@@ -459,13 +459,13 @@ impl Controller for ControllerSet {
                     )
                 }
             };
-            let shell = Arc::new(Shell::new(
+            let platform = Arc::new(Platform::new(
                 Arc::clone(&context.config),
                 context.control.clone(),
                 context.target.clone(),
                 context.metrics.clone(),
             ));
-            let mut wiring = Wiring::new(shell, driver);
+            let mut wiring = Wiring::new(platform, driver);
             let mut runners = Vec::with_capacity(self.specs.len());
             for spec in &self.specs {
                 runners.push((spec.name, (spec.wire)(&mut wiring)?));

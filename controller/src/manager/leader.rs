@@ -41,8 +41,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{LeaderElectionConfig, whole_seconds_up};
 use super::gate::WriteGate;
+use crate::platform::config::{LeaderElectionConfig, whole_seconds_up};
 
 /// Longest pause between two failed acquisition attempts (the API server was unreachable).
 pub const FAILED_ATTEMPT_RETRY_CAP: Duration = Duration::from_secs(1);

@@ -30,11 +30,6 @@ pub mod gate;
 pub mod leader;
 pub mod throttle;
 
-// Flags, logging, metrics and controller names live in `shell`, which the controllers import; the
-// manager only composes. These keep the old paths working for the binaries and other crates.
-pub use crate::shell::BoxError;
-pub use crate::shell::{config, logging, metrics, process_metrics, selection};
-
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,9 +43,10 @@ use tokio_util::sync::CancellationToken;
 
 use self::admin::Health;
 use self::clients::ClientError;
-use self::config::Config;
 use self::leader::{LeaderElector, LeaderError, LeaderSettings};
-use self::metrics::{Metrics, MetricsPort};
+use crate::platform::BoxError;
+use crate::platform::config::Config;
+use crate::platform::metrics::{Metrics, MetricsPort};
 
 /// What a controller gets to work with.
 #[derive(Clone)]
@@ -220,7 +216,9 @@ pub async fn run(
     // Upstream serves the two binaries' series on two ports; with `--machine-metrics-port=0`
     // the machine series join --port; without machine controllers --port has only its own.
     let main_view = if machine_listener.is_none()
-        && config.controllers.runs(selection::Share::MachineController)
+        && config
+            .controllers
+            .runs(crate::platform::selection::Share::MachineController)
     {
         MetricsPort::Both
     } else {

@@ -22,9 +22,10 @@ use mcm_sandbox::{Sandbox, SandboxConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-use super::config::{Args, validate};
 use super::leader::{LeaderElector, LeaderError, LeaderSettings, LeaderState};
 use super::*;
+use crate::platform::BoxError;
+use crate::platform::config::{Args, validate};
 
 /// Upper bound for any wait; only reached when something hangs.
 const GUARD: Duration = Duration::from_secs(60);
@@ -335,12 +336,79 @@ async fn http_get(address: std::net::SocketAddr, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// A sandbox serving the Machine CRD, as every manager run needs.
+async fn sandbox_with_machine_crd() -> Sandbox {
+    let sandbox = sandbox().await;
+    install_machine_crd(&sandbox.client()).await;
+    sandbox
+}
+
+/// A manager running in a task, with what the tests look at.
+struct Manager {
+    /// Its admin server's address.
+    address: std::net::SocketAddr,
+    /// Cancels the run.
+    shutdown: CancellationToken,
+    /// The run.
+    task: tokio::task::JoinHandle<Result<(), ManagerError>>,
+}
+
+impl Manager {
+    /// Runs `controllers` with `config` and `options` (admin server on `address`) in a task.
+    fn spawn(
+        config: Config,
+        controllers: Vec<Box<dyn Controller>>,
+        options: RunOptions,
+        address: std::net::SocketAddr,
+    ) -> Self {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(run(config, controllers, options, shutdown.clone()));
+        Self {
+            address,
+            shutdown,
+            task,
+        }
+    }
+
+    /// A manager of identity `identity` against `sandbox` (flags of [`config_for`] plus `extra`).
+    async fn start(
+        sandbox: &Sandbox,
+        identity: &str,
+        extra: &[&str],
+        controllers: Vec<Box<dyn Controller>>,
+    ) -> Self {
+        let config = config_for(sandbox, extra);
+        let (options, address) = options(identity).await;
+        Self::spawn(config, controllers, options, address)
+    }
+
+    /// Cancels the run and waits until it ended without an error.
+    async fn stop(self) {
+        self.shutdown.cancel();
+        guarded("manager stop", self.task).await.unwrap().unwrap();
+    }
+}
+
 /// A controller that reports when it warmed up and started, and runs until shutdown.
 struct Probe {
     warmed: Option<oneshot::Sender<()>>,
     started: Option<oneshot::Sender<()>>,
     stopped: Option<oneshot::Sender<()>>,
     fail_after_start: bool,
+}
+
+impl Probe {
+    /// A probe that only reports its start, and the receiver of that report.
+    fn reporting_start() -> (Self, oneshot::Receiver<()>) {
+        let (started_tx, started_rx) = oneshot::channel();
+        let probe = Probe {
+            warmed: None,
+            started: Some(started_tx),
+            stopped: None,
+            fail_after_start: false,
+        };
+        (probe, started_rx)
+    }
 }
 
 impl Controller for Probe {
@@ -380,8 +448,7 @@ impl Controller for Probe {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_becomes_leader_serves_health_and_stops_cleanly() {
-    let sandbox = sandbox().await;
-    install_machine_crd(&sandbox.client()).await;
+    let sandbox = sandbox_with_machine_crd().await;
     let config = config_for(&sandbox, &[]);
     let (options, address) = options("smoke-replica").await;
     let health = options.health.clone();
@@ -394,13 +461,7 @@ async fn run_becomes_leader_serves_health_and_stops_cleanly() {
         stopped: Some(stopped_tx),
         fail_after_start: false,
     };
-    let shutdown = CancellationToken::new();
-    let manager = tokio::spawn(run(
-        config,
-        vec![Box::new(probe)],
-        options,
-        shutdown.clone(),
-    ));
+    let manager = Manager::spawn(config, vec![Box::new(probe)], options, address);
 
     guarded("warm-up", warmed_rx).await.unwrap();
     guarded("controller start", started_rx).await.unwrap();
@@ -417,8 +478,7 @@ async fn run_becomes_leader_serves_health_and_stops_cleanly() {
     assert!(metrics.contains("mcm_machine_set_items_total"), "{metrics}");
     assert!(!metrics.contains("mcm_machine_items_total"), "{metrics}");
 
-    shutdown.cancel();
-    guarded("manager stop", manager).await.unwrap().unwrap();
+    manager.stop().await;
     guarded("controller stop", stopped_rx).await.unwrap();
     assert_eq!(holder(&sandbox.client()).await, None, "lease released");
     // The admin server stopped with the manager.
@@ -428,8 +488,7 @@ async fn run_becomes_leader_serves_health_and_stops_cleanly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_that_stops_is_fatal_and_fails_healthz() {
-    let sandbox = sandbox().await;
-    install_machine_crd(&sandbox.client()).await;
+    let sandbox = sandbox_with_machine_crd().await;
     let config = config_for(&sandbox, &["--leader-elect=false"]);
     let (options, _address) = options("fatal-replica").await;
     let health = options.health.clone();
@@ -544,10 +603,7 @@ fn leader_gauge(metrics: &str) -> Option<&str> {
 /// and runs its controllers again once it holds the Lease, without exiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_stops_the_controllers_gates_writes_and_is_won_back_in_process() {
-    let sandbox = sandbox().await;
-    install_machine_crd(&sandbox.client()).await;
-    let config = config_for(&sandbox, &[]);
-    let (options, address) = options("term-replica").await;
+    let sandbox = sandbox_with_machine_crd().await;
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let (writes_tx, mut writes) = tokio::sync::mpsc::unbounded_channel();
     let controller = Terms {
@@ -555,13 +611,8 @@ async fn a_lost_lease_stops_the_controllers_gates_writes_and_is_won_back_in_proc
         events: events_tx,
         writes: Some(writes_tx),
     };
-    let shutdown = CancellationToken::new();
-    let mut manager = tokio::spawn(run(
-        config,
-        vec![Box::new(controller)],
-        options,
-        shutdown.clone(),
-    ));
+    let manager = Manager::start(&sandbox, "term-replica", &[], vec![Box::new(controller)]).await;
+    let address = manager.address;
     assert_eq!(
         guarded("first term", events.recv()).await,
         Some(TermEvent::Started(1))
@@ -601,7 +652,10 @@ async fn a_lost_lease_stops_the_controllers_gates_writes_and_is_won_back_in_proc
     }
     let (_, metrics) = http_get(address, "/metrics").await;
     assert_eq!(leader_gauge(&metrics), Some("0"), "{metrics}");
-    assert!(!manager.is_finished(), "the manager exited on a lost Lease");
+    assert!(
+        !manager.task.is_finished(),
+        "the manager exited on a lost Lease"
+    );
 
     // The intruder never renews: once its Lease expires the manager leads again, in-process.
     assert_eq!(
@@ -616,13 +670,9 @@ async fn a_lost_lease_stops_the_controllers_gates_writes_and_is_won_back_in_proc
         while writes.recv().await.unwrap().is_err() {}
     })
     .await;
-    assert!(!manager.is_finished());
+    assert!(!manager.task.is_finished());
 
-    shutdown.cancel();
-    guarded("manager stop", &mut manager)
-        .await
-        .unwrap()
-        .unwrap();
+    manager.stop().await;
     assert_eq!(
         guarded("the second term stops", events.recv()).await,
         Some(TermEvent::Stopped(2))
@@ -634,8 +684,7 @@ async fn a_lost_lease_stops_the_controllers_gates_writes_and_is_won_back_in_proc
 /// `/readyz`, no exit, however long), and the manager leads as soon as it is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_api_at_start_up_is_waited_for_while_not_ready() {
-    let sandbox = sandbox().await;
-    install_machine_crd(&sandbox.client()).await;
+    let sandbox = sandbox_with_machine_crd().await;
     sandbox.faults().set_unavailable(
         Duration::from_secs(600),
         mcm_sandbox::UnavailableMode::ServiceUnavailable,
@@ -644,20 +693,8 @@ async fn an_unreachable_api_at_start_up_is_waited_for_while_not_ready() {
     let (mut options, address) = options("patient-replica").await;
     // Upstream gives up after 10 s; this wait only bounds 404s of a missing machine API.
     options.api_wait = Duration::from_millis(300);
-    let (started_tx, started_rx) = oneshot::channel();
-    let probe = Probe {
-        warmed: None,
-        started: Some(started_tx),
-        stopped: None,
-        fail_after_start: false,
-    };
-    let shutdown = CancellationToken::new();
-    let mut manager = tokio::spawn(run(
-        config,
-        vec![Box::new(probe)],
-        options,
-        shutdown.clone(),
-    ));
+    let (probe, started_rx) = Probe::reporting_start();
+    let mut manager = Manager::spawn(config, vec![Box::new(probe)], options, address);
     guarded("readyz answers", async {
         loop {
             if tokio::net::TcpStream::connect(address).await.is_ok() {
@@ -670,9 +707,9 @@ async fn an_unreachable_api_at_start_up_is_waited_for_while_not_ready() {
     // Several retries later (the old wait gave up after `api_wait`), still waiting, not ready.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
-        !manager.is_finished(),
+        !manager.task.is_finished(),
         "the manager gave up: {:?}",
-        (&mut manager).await
+        (&mut manager.task).await
     );
     let (status, body) = http_get(address, "/readyz").await;
     assert_eq!(status, 503, "{body}");
@@ -687,8 +724,7 @@ async fn an_unreachable_api_at_start_up_is_waited_for_while_not_ready() {
         .await
         .unwrap();
     assert_eq!(http_get(address, "/readyz").await.0, 200);
-    shutdown.cancel();
-    guarded("manager stop", manager).await.unwrap().unwrap();
+    manager.stop().await;
     sandbox.shutdown().await;
 }
 
@@ -696,8 +732,7 @@ async fn an_unreachable_api_at_start_up_is_waited_for_while_not_ready() {
 /// takes it at once: here the Lease promises an hour, so waiting for it to expire would never end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_manager_takes_its_own_lease_at_once() {
-    let sandbox = sandbox().await;
-    install_machine_crd(&sandbox.client()).await;
+    let sandbox = sandbox_with_machine_crd().await;
     let now = jiff::Timestamp::now();
     let lease: Lease = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "machine-controller-manager", "namespace": "default"},
@@ -714,27 +749,12 @@ async fn a_restarted_manager_takes_its_own_lease_at_once() {
         .create(&PostParams::default(), &lease)
         .await
         .unwrap();
-    let config = config_for(&sandbox, &[]);
-    let (options, _address) = options("restarted-replica").await;
-    let (started_tx, started_rx) = oneshot::channel();
-    let probe = Probe {
-        warmed: None,
-        started: Some(started_tx),
-        stopped: None,
-        fail_after_start: false,
-    };
-    let shutdown = CancellationToken::new();
-    let manager = tokio::spawn(run(
-        config,
-        vec![Box::new(probe)],
-        options,
-        shutdown.clone(),
-    ));
+    let (probe, started_rx) = Probe::reporting_start();
+    let manager = Manager::start(&sandbox, "restarted-replica", &[], vec![Box::new(probe)]).await;
     guarded("leading on its own Lease", started_rx)
         .await
         .unwrap();
-    shutdown.cancel();
-    guarded("manager stop", manager).await.unwrap().unwrap();
+    manager.stop().await;
     sandbox.shutdown().await;
 }
 
@@ -742,35 +762,23 @@ async fn a_restarted_manager_takes_its_own_lease_at_once() {
 /// the label values known at start), so rates and alerts work from the first scrape.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_manager_exports_every_counter_family() {
-    let sandbox = sandbox().await;
-    install_machine_crd(&sandbox.client()).await;
+    let sandbox = sandbox_with_machine_crd().await;
+    let (probe, started_rx) = Probe::reporting_start();
     // Both shares' controllers and their series on --port (no machine metrics port).
-    let config = config_for(
+    let manager = Manager::start(
         &sandbox,
+        "counting-replica",
         &[
             "--leader-elect=false",
             "--machine-metrics-port=0",
             // Selects the machine controllers (the Probe runs in their place; nothing connects).
             "--driver-endpoint=unix:///nonexistent/driver.sock",
         ],
-    );
-    let (options, address) = options("counting-replica").await;
-    let (started_tx, started_rx) = oneshot::channel();
-    let probe = Probe {
-        warmed: None,
-        started: Some(started_tx),
-        stopped: None,
-        fail_after_start: false,
-    };
-    let shutdown = CancellationToken::new();
-    let manager = tokio::spawn(run(
-        config,
         vec![Box::new(probe)],
-        options,
-        shutdown.clone(),
-    ));
+    )
+    .await;
     guarded("controller start", started_rx).await.unwrap();
-    let (status, metrics) = http_get(address, "/metrics").await;
+    let (status, metrics) = http_get(manager.address, "/metrics").await;
     assert_eq!(status, 200);
     let counters: Vec<&str> = metrics
         .lines()
@@ -805,8 +813,7 @@ async fn a_fresh_manager_exports_every_counter_family() {
         let series = format!("mcm_workqueue_retries_total{{name=\"{queue}\",queue=\"{queue}\"}} 0");
         assert!(metrics.contains(&series), "no {series}\n{metrics}");
     }
-    shutdown.cancel();
-    guarded("manager stop", manager).await.unwrap().unwrap();
+    manager.stop().await;
     sandbox.shutdown().await;
 }
 
@@ -814,28 +821,12 @@ async fn a_fresh_manager_exports_every_counter_family() {
 /// sandbox's request record shows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_managers_requests_carry_its_user_agent() {
-    let sandbox = sandbox().await;
-    install_machine_crd(&sandbox.client()).await;
+    let sandbox = sandbox_with_machine_crd().await;
     sandbox.faults().requesters.reset();
-    let config = config_for(&sandbox, &[]);
-    let (options, _address) = options("agent-replica").await;
-    let (started_tx, started_rx) = oneshot::channel();
-    let probe = Probe {
-        warmed: None,
-        started: Some(started_tx),
-        stopped: None,
-        fail_after_start: false,
-    };
-    let shutdown = CancellationToken::new();
-    let manager = tokio::spawn(run(
-        config,
-        vec![Box::new(probe)],
-        options,
-        shutdown.clone(),
-    ));
+    let (probe, started_rx) = Probe::reporting_start();
+    let manager = Manager::start(&sandbox, "agent-replica", &[], vec![Box::new(probe)]).await;
     guarded("controller start", started_rx).await.unwrap();
-    shutdown.cancel();
-    guarded("manager stop", manager).await.unwrap().unwrap();
+    manager.stop().await;
     let records = sandbox.faults().requesters.snapshot();
     let leases: Vec<_> = records
         .iter()

@@ -1,4 +1,4 @@
-//! What each safety controller is handed: a [`Shell`] plus only what it uses. The overshooting
+//! What each safety controller is handed: a [`Platform`] plus only what it uses. The overshooting
 //! check (upstream's `machine-controller-manager` share) needs no driver; the orphan collection
 //! and the API-server check belong to the machine share.
 
@@ -9,14 +9,14 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
 use mcm_provider_proto::DriverClient;
 
 use crate::machine::class_secrets::ClassSecrets;
+use crate::platform::Platform;
+use crate::platform::informer::Informer;
 use crate::safety::apiserver::freeze::FreezeSwitch;
-use crate::shell::Shell;
-use crate::shell::informer::Informer;
 
 /// The overshooting check's context.
 pub struct OvershootContext {
     /// Clients, configuration, metrics, events.
-    pub shell: Arc<Shell>,
+    pub platform: Arc<Platform>,
     /// Machines of the control namespace.
     pub machines: Informer<Machine>,
     /// MachineSets of the control namespace.
@@ -28,7 +28,7 @@ pub struct OvershootContext {
 /// The orphan VM and orphan Node collection's context.
 pub struct OrphanContext {
     /// Clients, configuration, metrics, events.
-    pub shell: Arc<Shell>,
+    pub platform: Arc<Platform>,
     /// Machines of the control namespace.
     pub machines: Informer<Machine>,
     /// MachineClasses of the control namespace.
@@ -44,16 +44,16 @@ pub struct OrphanContext {
 /// The API-server check's context. It owns the freeze switch.
 pub struct ApiServerContext {
     /// Clients, configuration, metrics, events.
-    pub shell: Arc<Shell>,
+    pub platform: Arc<Platform>,
     /// Machines of the control namespace (reset to Running after an outage).
     pub machines: Informer<Machine>,
     /// The Machine controller's freeze switch (written here).
     pub freeze: FreezeSwitch,
 }
 
-crate::deref_to_shell!(OvershootContext);
-crate::deref_to_shell!(OrphanContext);
-crate::deref_to_shell!(ApiServerContext);
+crate::deref_to_platform!(OvershootContext);
+crate::deref_to_platform!(OrphanContext);
+crate::deref_to_platform!(ApiServerContext);
 
 impl OrphanContext {
     /// The merged Secret data of `class`.

@@ -2,8 +2,9 @@
 //! overshooting freeze of MachineSets and MachineDeployments.
 
 pub mod apiserver;
-pub mod common;
 pub mod context;
+pub mod error;
 pub mod orphans;
 pub mod overshoot;
+pub mod period;
 pub mod reconcile;

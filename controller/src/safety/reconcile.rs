@@ -19,13 +19,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use crate::platform::BoxError;
+use crate::platform::informer::Change;
+use crate::platform::queue::WorkQueue;
 use crate::safety::apiserver::check::{self as apiserver_check, ApiServerChecker};
 use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
 use crate::safety::orphans::collect as orphan_collect;
 use crate::safety::overshoot::apply as overshoot_apply;
-use crate::shell::BoxError;
-use crate::shell::informer::Change;
-use crate::shell::queue::WorkQueue;
 use mcm_decisions::machine::routing::triggers_orphan_collection;
 
 /// The single key of every safety queue (upstream uses `""` too).
@@ -45,18 +45,19 @@ const OVERSHOOT_DEBOUNCE: Duration = Duration::from_millis(200);
 /// suffices.
 const ORPHAN_DEBOUNCE: Duration = Duration::from_secs(1);
 
-pub use crate::safety::common::{SafetyError, period};
+pub use crate::safety::error::SafetyError;
+pub use crate::safety::period::period;
 
 /// Runs the orphan VM and orphan Node collection (`machinesafetyorphanvms`) until `shutdown`.
 pub fn run_orphans(
-    shell: Arc<OrphanContext>,
+    context: Arc<OrphanContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
-        let orphans = WorkQueue::new(ORPHAN_QUEUE, Some(shell.metrics.clone()));
+        let orphans = WorkQueue::new(ORPHAN_QUEUE, Some(context.metrics.clone()));
         {
             let orphans = orphans.clone();
-            shell.machines.subscribe(move |change| match change {
+            context.machines.subscribe(move |change| match change {
                 Change::Added(_) => {}
                 Change::Updated { old, new } => {
                     if triggers_orphan_collection(old, new) {
@@ -69,8 +70,8 @@ pub fn run_orphans(
         orphans.add(KEY);
         orphans
             .run(1, shutdown, move |_key| {
-                let shell = Arc::clone(&shell);
-                async move { orphan_collect::run_once(&shell).await }
+                let context = Arc::clone(&context);
+                async move { orphan_collect::run_once(&context).await }
             })
             .await;
         Ok(())
@@ -79,14 +80,14 @@ pub fn run_orphans(
 
 /// Runs the overshooting check (`machinesafetyovershooting`) until `shutdown`.
 pub fn run_overshoot(
-    shell: Arc<OvershootContext>,
+    context: Arc<OvershootContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
-        let overshoot = WorkQueue::new(OVERSHOOT_QUEUE, Some(shell.metrics.clone()));
+        let overshoot = WorkQueue::new(OVERSHOOT_QUEUE, Some(context.metrics.clone()));
         {
             let overshoot = overshoot.clone();
-            shell.machines.subscribe(move |change| {
+            context.machines.subscribe(move |change| {
                 if let Change::Added(_) = change {
                     overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE);
                 }
@@ -94,22 +95,22 @@ pub fn run_overshoot(
         }
         {
             let overshoot = overshoot.clone();
-            shell
+            context
                 .machine_sets
                 .subscribe(move |_change| overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE));
         }
         {
             // The unfreeze annotation on a MachineDeployment is acted on without waiting a period.
             let overshoot = overshoot.clone();
-            shell
+            context
                 .machine_deployments
                 .subscribe(move |_change| overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE));
         }
         overshoot.add(KEY);
         overshoot
             .run(1, shutdown, move |_key| {
-                let shell = Arc::clone(&shell);
-                async move { overshoot_apply::run_once(&shell).await }
+                let context = Arc::clone(&context);
+                async move { overshoot_apply::run_once(&context).await }
             })
             .await;
         Ok(())
@@ -119,31 +120,31 @@ pub fn run_overshoot(
 /// Runs the API-server check (`machinesafetyapiserver`) until `shutdown`; idle without a target
 /// cluster, as upstream (Q25).
 pub fn run_apiserver(
-    shell: Arc<ApiServerContext>,
+    context: Arc<ApiServerContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
-        if shell.target.is_none() {
+        if context.target.is_none() {
             tracing::info!("no target cluster: the API-server safety check is not run");
             shutdown.cancelled().await;
             return Ok(());
         }
-        let queue = WorkQueue::new(APISERVER_QUEUE, Some(shell.metrics.clone()));
+        let queue = WorkQueue::new(APISERVER_QUEUE, Some(context.metrics.clone()));
         queue.add(KEY);
         // A new leadership term (the Lease was lost, often in the very outage that froze the
         // controller) starts from the freeze it inherits, so the recovery still resets the
         // health timeouts of Unknown machines before unfreezing.
         let checker = Arc::new(Mutex::new(ApiServerChecker {
             state: mcm_decisions::safety::apiserver::FreezeState {
-                frozen: shell.machine_controller_frozen(),
+                frozen: context.machine_controller_frozen(),
                 down_since: None,
             },
         }));
         queue
             .run(1, shutdown, move |_key| {
-                let shell = Arc::clone(&shell);
+                let context = Arc::clone(&context);
                 let checker = Arc::clone(&checker);
-                async move { apiserver_check::run_once(&shell, &checker).await }
+                async move { apiserver_check::run_once(&context, &checker).await }
             })
             .await;
         Ok(())

@@ -8,7 +8,7 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use mcm_api::keys::finalizer;
 use mcm_api::v1alpha1::MachineDeployment;
 use mcm_controller::manager::compose::{ControllerSet, named};
-use mcm_controller::manager::selection::default_set;
+use mcm_controller::platform::selection::default_set;
 use mcm_sandbox::Verb;
 use serde_json::json;
 

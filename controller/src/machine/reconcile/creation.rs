@@ -15,7 +15,7 @@ use mcm_api::v1alpha1::Machine;
 use super::driver::{provider_of, timed};
 use super::error::ReconcileError;
 use super::{ClassContext, MachineController, Step, writes};
-use crate::shell::metrics::MachineDurationLabels;
+use crate::platform::metrics::MachineDurationLabels;
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::creation::{
     BOOTSTRAP_TOKEN_ALPHABET, BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_SECRET_LENGTH,
@@ -82,7 +82,7 @@ impl MachineController {
             let now = Timestamp::now();
             // The context holds a non-Send closure: compute the step before any await.
             let step = {
-                let nodes = &self.shell.nodes;
+                let nodes = &self.context.nodes;
                 let node_exists = |node: &str| nodes.get(node).is_some();
                 let ctx = CreationContext {
                     machine,
@@ -96,10 +96,10 @@ impl MachineController {
             match step {
                 CreationStep::CallGetMachineStatus => {
                     let result = timed(
-                        &self.shell,
+                        &self.context,
                         &provider,
                         "GetMachineStatus",
-                        self.shell
+                        self.context
                             .driver
                             .get_machine_status(machine, &class.class, &secret),
                     )
@@ -112,10 +112,10 @@ impl MachineController {
                 CreationStep::CallCreateMachine => {
                     tracing::info!(machine = %name, "calling CreateMachine");
                     let result = timed(
-                        &self.shell,
+                        &self.context,
                         &provider,
                         "CreateMachine",
-                        self.shell
+                        self.context
                             .driver
                             .create_machine(machine, &class.class, &secret),
                     )
@@ -127,7 +127,9 @@ impl MachineController {
                                 plan::creation::seconds_since_creation(machine, Timestamp::now())
                         {
                             #[allow(clippy::cast_precision_loss)]
-                            self.shell.metrics.machine_created(&labels, seconds as f64);
+                            self.context
+                                .metrics
+                                .machine_created(&labels, seconds as f64);
                         }
                     }
                     pass.create = Some(result.map_err(DriverError::Coded));
@@ -136,10 +138,10 @@ impl MachineController {
                     let mut synthetic = machine.clone();
                     synthetic.spec.provider_id = Some(provider_id.clone());
                     let result = timed(
-                        &self.shell,
+                        &self.context,
                         &provider,
                         "DeleteMachine",
-                        self.shell
+                        self.context
                             .driver
                             .delete_machine(&synthetic, &class.class, &secret),
                     )
@@ -164,10 +166,10 @@ impl MachineController {
                 }
                 CreationStep::CallInitializeMachine => {
                     let result = timed(
-                        &self.shell,
+                        &self.context,
                         &provider,
                         "InitializeMachine",
-                        self.shell
+                        self.context
                             .driver
                             .initialize_machine(machine, &class.class, &secret),
                     )
@@ -178,7 +180,7 @@ impl MachineController {
                             plan::creation::seconds_since_creation(machine, Timestamp::now())
                     {
                         #[allow(clippy::cast_precision_loss)]
-                        self.shell
+                        self.context
                             .metrics
                             .machine_initialized(&labels, seconds as f64);
                     }
@@ -202,7 +204,7 @@ impl MachineController {
                         };
                         let delay = outcome.retry.delay();
                         tracing::warn!(machine = %name, method, attempt = mark.attempt, backoff_seconds = delay.as_secs_f64(), "driver call failed; backing off");
-                        self.shell
+                        self.context
                             .metrics
                             .driver_retry_backoff(method, delay.as_secs_f64());
                     }
@@ -210,7 +212,7 @@ impl MachineController {
                     if let Some(write) = &outcome.status
                         && !write.is_redundant(machine, now)
                     {
-                        match writes::write_status(&self.shell, machine, write).await {
+                        match writes::write_status(&self.context, machine, write).await {
                             Ok(stored) => *machine = stored,
                             Err(error) => return Ok(Step::End(error.retry())),
                         }
@@ -255,7 +257,7 @@ impl MachineController {
                 .or_insert_with(|| spec.to_string());
         }
         updated.spec.provider_id = Some(update.provider_id.clone());
-        writes::replace_machine(&self.shell, &updated).await
+        writes::replace_machine(&self.context, &updated).await
     }
 
     /// The bootstrap token `<id>.<secret>` of `machine`: the existing Secret in the target
@@ -265,7 +267,7 @@ impl MachineController {
         machine: &str,
         creation_timeout: mcm_api::duration::Duration,
     ) -> Result<String, String> {
-        let Some(target) = self.shell.target.clone() else {
+        let Some(target) = self.context.target.clone() else {
             return Err("no target cluster".to_owned());
         };
         let token_id = plan::creation::bootstrap_token_id(machine).map_err(|e| e.to_string())?;

@@ -34,7 +34,7 @@ pub(crate) fn provider_of(class: &MachineClass) -> &str {
 
 /// Runs one driver call and records its latency by method and result code.
 pub(crate) async fn timed<T, E: HasCode>(
-    shell: &MachineContext,
+    context: &MachineContext,
     provider: &str,
     method: &str,
     call: impl Future<Output = Result<T, E>>,
@@ -45,7 +45,7 @@ pub(crate) async fn timed<T, E: HasCode>(
         Ok(_) => "OK",
         Err(error) => error.code().name(),
     };
-    shell
+    context
         .metrics
         .driver_call(provider, method, code, started.elapsed());
     if result.is_err() {

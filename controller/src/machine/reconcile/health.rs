@@ -16,8 +16,8 @@ use super::error::ReconcileError;
 use super::in_place::in_place_phase_event;
 use super::permits::PERMIT_WAIT;
 use super::{MachineController, Step, writes};
-use crate::shell::informer::Informer;
-use crate::shell::metrics::MachineDurationLabels;
+use crate::platform::informer::Informer;
+use crate::platform::metrics::MachineDurationLabels;
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::creation::BOOTSTRAP_TOKEN_NAMESPACE;
 use mcm_decisions::machine::health::{FailurePermit, HealthInput, HealthOutcome, NodeLookup};
@@ -38,14 +38,14 @@ impl MachineController {
     ) -> Result<Step, ReconcileError> {
         let name = name_of(machine).to_owned();
         let settings = effective_settings(machine, &self.settings);
-        let node = node_name_of(machine).and_then(|node| self.shell.nodes.get(node));
+        let node = node_name_of(machine).and_then(|node| self.context.nodes.get(node));
         let deployment = machine_label(machine, label::NAME).map(str::to_owned);
         // Shared with the cache: copying every sibling on every pass cost O(machines²) memory
         // under load (the largest heap consumer of a 300-machine rollout).
         let read_siblings = || -> Vec<Arc<Machine>> {
             match deployment.as_deref() {
                 Some(deployment) => self
-                    .shell
+                    .context
                     .machines
                     .filter(|m| machine_label(m, label::NAME) == Some(deployment)),
                 None => Vec::new(),
@@ -92,7 +92,7 @@ impl MachineController {
             self.show_held(machine, held).await;
         }
         if let Some(write) = &plan.status {
-            match writes::write_status(&self.shell, machine, write).await {
+            match writes::write_status(&self.context, machine, write).await {
                 Ok(stored) => {
                     // The in-place result (§3.9) or its timeout: tell the user.
                     if let Some(event) = in_place_phase_event(machine.phase(), &stored) {
@@ -103,7 +103,7 @@ impl MachineController {
                 Err(error) => return Ok(Step::End(error.retry())),
             }
             if let Some(permit) = permit.take() {
-                hold_until_cached(self.shell.machines.clone(), name.clone(), permit).await;
+                hold_until_cached(self.context.machines.clone(), name.clone(), permit).await;
             }
         }
         drop(permit);
@@ -113,7 +113,7 @@ impl MachineController {
             .class
             .as_ref()
             .and_then(|class| class.name.as_deref())
-            .and_then(|class| self.shell.machine_classes.get(class))
+            .and_then(|class| self.context.machine_classes.get(class))
             .and_then(|class| {
                 class
                     .node_template
@@ -123,12 +123,12 @@ impl MachineController {
         let labels = MachineDurationLabels::for_machine(machine, instance_type.as_deref());
         if let (Some(duration), Some(labels)) = (plan.join_duration, &labels) {
             #[allow(clippy::cast_precision_loss)]
-            self.shell
+            self.context
                 .metrics
                 .machine_joined(labels, duration.as_secs() as f64);
         }
         if let (true, Some(labels)) = (plan.failed_join, &labels) {
-            self.shell.metrics.machine_failed_join(labels);
+            self.context.metrics.machine_failed_join(labels);
         }
         if !plan.remove_node_taints.is_empty()
             && let Some(node) = &node
@@ -138,14 +138,14 @@ impl MachineController {
                 .iter()
                 .map(|taint| (taint.key.clone(), taint.effect.clone()))
                 .collect();
-            match writes::remove_node_taints(&self.shell, node, &remove).await {
+            match writes::remove_node_taints(&self.context, node, &remove).await {
                 Ok(_) => tracing::info!(machine = %name, taints = ?remove, "startup taint removed"),
                 // The plan asks again on every healthy pass.
                 Err(error) => return Ok(Step::End(error.retry())),
             }
         }
         if let Some(secret) = &plan.delete_bootstrap_token
-            && let Some(target) = self.shell.target.clone()
+            && let Some(target) = self.context.target.clone()
         {
             let api: Api<Secret> = Api::namespaced(target, BOOTSTRAP_TOKEN_NAMESPACE);
             if let Err(error) = api.delete(secret, &DeleteParams::default()).await {
@@ -182,7 +182,7 @@ impl MachineController {
         }
         let name = name_of(machine).to_owned();
         match self
-            .shell
+            .context
             .namespaced::<Machine>()
             .replace_status(&name, &kube::api::PostParams::default(), &updated)
             .await

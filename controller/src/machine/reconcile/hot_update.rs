@@ -25,10 +25,10 @@ impl MachineController {
             return Some(paths.clone());
         }
         match timed(
-            &self.shell,
+            &self.context,
             "",
             "GetCapabilities",
-            self.shell.driver.get_capabilities(),
+            self.context.driver.get_capabilities(),
         )
         .await
         {
@@ -73,7 +73,7 @@ impl MachineController {
                         self.event(machine, &event);
                     }
                     *machine = writes::set_machine_annotations(
-                        &self.shell,
+                        &self.context,
                         machine,
                         &BTreeMap::from([(
                             LAST_APPLIED_PROVIDER_SPEC.to_owned(),
@@ -102,17 +102,17 @@ impl MachineController {
                     return Ok(Step::Continue(None));
                 }
                 HotUpdateStep::RecordIntent(write) => {
-                    *machine = writes::write_status(&self.shell, machine, &write).await?;
+                    *machine = writes::write_status(&self.context, machine, &write).await?;
                     intent_recorded = true;
                 }
                 HotUpdateStep::CallUpdateMachine { last_applied } => {
                     let provider_id = machine.spec.provider_id.clone().unwrap_or_default();
                     tracing::info!(machine = %name, %provider_id, "calling UpdateMachine");
                     let result = timed(
-                        &self.shell,
+                        &self.context,
                         provider_of(&class.class),
                         "UpdateMachine",
-                        self.shell.driver.update_machine(
+                        self.context.driver.update_machine(
                             &provider_id,
                             &last_applied,
                             &class.class,
@@ -132,7 +132,7 @@ impl MachineController {
                     self.events(machine, &events);
                     if let Some(annotation) = annotation {
                         *machine = writes::set_machine_annotations(
-                            &self.shell,
+                            &self.context,
                             machine,
                             &BTreeMap::from([(
                                 LAST_APPLIED_PROVIDER_SPEC.to_owned(),
@@ -141,7 +141,7 @@ impl MachineController {
                         )
                         .await?;
                     }
-                    *machine = writes::write_status(&self.shell, machine, &status).await?;
+                    *machine = writes::write_status(&self.context, machine, &status).await?;
                     return Ok(Step::End(retry));
                 }
             }

@@ -15,7 +15,7 @@ use mcm_api::v1alpha1::{Machine, MachinePhase};
 use super::error::ReconcileError;
 use super::{MachineController, Step, writes};
 use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
-use crate::shell::metrics::DrainLabels;
+use crate::platform::metrics::DrainLabels;
 use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::in_place::{InPlaceFinish, InPlaceStep, in_place_condition};
@@ -71,13 +71,13 @@ impl MachineController {
         machine: &Machine,
         now: Timestamp,
     ) -> Result<Step, ReconcileError> {
-        let Some(node) = node_name_of(machine).and_then(|node| self.shell.nodes.get(node)) else {
+        let Some(node) = node_name_of(machine).and_then(|node| self.context.nodes.get(node)) else {
             return Ok(Step::Continue(None));
         };
         let Some(wanted) = plan::in_place::plan_in_place_node_condition(&node, now) else {
             return Ok(Step::Continue(None));
         };
-        let stored = writes::set_node_condition(&self.shell, &node, &wanted).await?;
+        let stored = writes::set_node_condition(&self.context, &node, &wanted).await?;
         let node_name = stored.metadata.name.as_deref().unwrap_or_default();
         tracing::info!(
             machine = name_of(machine),
@@ -101,7 +101,7 @@ impl MachineController {
         // The cache only tells whether there is anything to do (a condition, or a candidate
         // label whose condition the previous step may have just written); the decision reads
         // the live condition.
-        let involved = self.shell.nodes.get(&node_name).is_some_and(|node| {
+        let involved = self.context.nodes.get(&node_name).is_some_and(|node| {
             in_place_condition(&node).is_some()
                 || node
                     .metadata
@@ -117,7 +117,7 @@ impl MachineController {
         if !involved && !draining {
             return Ok(Step::Continue(None));
         }
-        let Some(mut node) = writes::nodes_api(&self.shell)?
+        let Some(mut node) = writes::nodes_api(&self.context)?
             .get_opt(&node_name)
             .await
             .map_err(|source| ReconcileError::Api {
@@ -175,7 +175,7 @@ impl MachineController {
         let name = name_of(machine).to_owned();
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
         if let Some(write) = &finish.status {
-            match writes::write_status(&self.shell, machine, write).await {
+            match writes::write_status(&self.context, machine, write).await {
                 Ok(stored) => {
                     if let Some(event) = in_place_phase_event(machine.phase(), &stored) {
                         self.event(&stored, &event);
@@ -189,7 +189,7 @@ impl MachineController {
             }
         }
         if let Some(wanted) = &finish.node_condition {
-            match writes::set_node_condition(&self.shell, node, wanted).await {
+            match writes::set_node_condition(&self.context, node, wanted).await {
                 Ok(_) => self.event(machine, &condition_event(node_name, wanted)),
                 Err(error) => {
                     tracing::info!(machine = %name, node = node_name, %error, "cannot write the in-place node condition");
@@ -213,12 +213,12 @@ impl MachineController {
         let name = name_of(machine);
         let node_name = node.metadata.name.clone().unwrap_or_default();
         let node_name = node_name.as_str();
-        let Some(client) = self.shell.target.as_ref() else {
+        let Some(client) = self.context.target.as_ref() else {
             return DrainOutcome::Failed {
                 reason: "no target cluster to drain".to_owned(),
             };
         };
-        match writes::cordon_node(&self.shell, node).await {
+        match writes::cordon_node(&self.context, node).await {
             Ok(Some(stored)) => {
                 *node = stored;
                 tracing::info!(
@@ -254,15 +254,15 @@ impl MachineController {
             .class
             .as_ref()
             .and_then(|class| class.name.as_deref())
-            .and_then(|class| self.shell.machine_classes.get(class))
+            .and_then(|class| self.context.machine_classes.get(class))
             .and_then(|class| class.provider.clone())
             .unwrap_or_default();
         let target = DrainTarget {
             client,
-            driver: &self.shell.driver,
-            metrics: &self.shell.metrics,
+            driver: &self.context.driver,
+            metrics: &self.context.metrics,
             provider: &provider,
-            pv_reattach_timeout: self.shell.config.machine.pv_reattach_timeout,
+            pv_reattach_timeout: self.context.config.machine.pv_reattach_timeout,
         };
         let outcome = drain_pass(&target, node_name, Some(&*node), config, &mut state, now).await;
         match &outcome {
@@ -275,7 +275,7 @@ impl MachineController {
             DrainOutcome::Complete => {
                 if let Some(labels) = DrainLabels::for_machine(machine) {
                     let seconds = now.duration_since(state.started).as_secs_f64();
-                    self.shell.metrics.machine_drained(&labels, seconds);
+                    self.context.metrics.machine_drained(&labels, seconds);
                 }
                 tracing::info!(
                     machine = name,

@@ -14,11 +14,11 @@ impl MachineController {
         &self,
         machine: &Machine,
     ) -> Result<Step, ReconcileError> {
-        let Some(node) = node_name_of(machine).and_then(|node| self.shell.nodes.get(node)) else {
+        let Some(node) = node_name_of(machine).and_then(|node| self.context.nodes.get(node)) else {
             return Ok(Step::Continue(None));
         };
         if let Some(updated) = plan::node_sync::sync_machine_name_label(machine, &node) {
-            writes::replace_node(&self.shell, &updated).await?;
+            writes::replace_node(&self.context, &updated).await?;
             tracing::info!(
                 machine = name_of(machine),
                 "machine-name label set on the node"
@@ -35,7 +35,7 @@ impl MachineController {
         machine: &Machine,
         class: Option<&ClassContext>,
     ) -> Result<Step, ReconcileError> {
-        let node = node_name_of(machine).and_then(|node| self.shell.nodes.get(node));
+        let node = node_name_of(machine).and_then(|node| self.context.nodes.get(node));
         let update = match plan::node_sync::sync_node_templates_if_present(
             machine,
             class.map(|class| class.class.as_ref()),
@@ -53,11 +53,11 @@ impl MachineController {
         };
         let mut desired = update.node;
         if update.status_changed {
-            let stored = writes::replace_node_status(&self.shell, &desired).await?;
+            let stored = writes::replace_node_status(&self.context, &desired).await?;
             desired.metadata.resource_version = stored.metadata.resource_version;
         }
         if update.object_changed {
-            writes::replace_node(&self.shell, &desired).await?;
+            writes::replace_node(&self.context, &desired).await?;
         }
         tracing::info!(
             machine = name_of(machine),

@@ -14,7 +14,7 @@ use mcm_api::v1alpha1::Machine;
 use super::error::ReconcileError;
 use super::{MachineController, Step, writes};
 use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
-use crate::shell::metrics::DrainLabels;
+use crate::platform::metrics::DrainLabels;
 use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::preservation::{
@@ -33,7 +33,7 @@ impl MachineController {
     ) -> Result<Step, ReconcileError> {
         let settings = effective_settings(machine, &self.settings);
         let mut node: Option<Node> = node_name_of(machine)
-            .and_then(|node| self.shell.nodes.get(node))
+            .and_then(|node| self.context.nodes.get(node))
             .map(|node| Node::clone(&node));
         let plan = plan::preservation::plan_preservation(&PreservationInput {
             machine,
@@ -115,7 +115,7 @@ impl MachineController {
         config: &DrainConfig,
         now: Timestamp,
     ) -> DrainOutcome {
-        let (Some(node_name), Some(client)) = (node_name_of(machine), self.shell.target.as_ref())
+        let (Some(node_name), Some(client)) = (node_name_of(machine), self.context.target.as_ref())
         else {
             return DrainOutcome::Failed {
                 reason: "no node or no target cluster to drain".to_owned(),
@@ -132,15 +132,15 @@ impl MachineController {
             .class
             .as_ref()
             .and_then(|class| class.name.as_deref())
-            .and_then(|class| self.shell.machine_classes.get(class))
+            .and_then(|class| self.context.machine_classes.get(class))
             .and_then(|class| class.provider.clone())
             .unwrap_or_default();
         let target = DrainTarget {
             client,
-            driver: &self.shell.driver,
-            metrics: &self.shell.metrics,
+            driver: &self.context.driver,
+            metrics: &self.context.metrics,
             provider: &provider,
-            pv_reattach_timeout: self.shell.config.machine.pv_reattach_timeout,
+            pv_reattach_timeout: self.context.config.machine.pv_reattach_timeout,
         };
         let outcome = drain_pass(&target, node_name, node, config, &mut state, now).await;
         match &outcome {
@@ -153,7 +153,7 @@ impl MachineController {
             DrainOutcome::Complete => {
                 if let Some(labels) = DrainLabels::for_machine(machine) {
                     let seconds = now.duration_since(state.started).as_secs_f64();
-                    self.shell.metrics.machine_drained(&labels, seconds);
+                    self.context.metrics.machine_drained(&labels, seconds);
                 }
                 tracing::info!(
                     machine = name_of(machine),
@@ -176,32 +176,33 @@ impl MachineController {
     ) -> Result<(), ReconcileError> {
         match action {
             PreservationAction::Status(write) => {
-                *machine = writes::write_status(&self.shell, machine, write).await?;
+                *machine = writes::write_status(&self.context, machine, write).await?;
             }
             PreservationAction::MachineAnnotations(changes) => {
-                *machine = writes::set_machine_annotations(&self.shell, machine, changes).await?;
+                *machine = writes::set_machine_annotations(&self.context, machine, changes).await?;
             }
             PreservationAction::NodeAnnotations(changes) => {
                 if let Some(current) = node.as_ref() {
                     *node =
-                        Some(writes::set_node_annotations(&self.shell, current, changes).await?);
+                        Some(writes::set_node_annotations(&self.context, current, changes).await?);
                 }
             }
             PreservationAction::NodeCondition(condition) => {
                 if let Some(current) = node.as_ref() {
                     *node =
-                        Some(writes::set_node_condition(&self.shell, current, condition).await?);
+                        Some(writes::set_node_condition(&self.context, current, condition).await?);
                 }
             }
             PreservationAction::AddNodeTaint(taint) => {
                 if let Some(current) = node.as_ref() {
-                    *node = Some(writes::add_node_taint(&self.shell, current, taint).await?);
+                    *node = Some(writes::add_node_taint(&self.context, current, taint).await?);
                 }
             }
             PreservationAction::RemoveNodeTaint { key, effect } => {
                 if let Some(current) = node.as_ref() {
                     let remove = [(key.clone(), effect.clone())];
-                    *node = Some(writes::remove_node_taints(&self.shell, current, &remove).await?);
+                    *node =
+                        Some(writes::remove_node_taints(&self.context, current, &remove).await?);
                 }
             }
         }

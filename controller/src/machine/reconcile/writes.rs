@@ -31,11 +31,11 @@ fn api_error(
 
 /// `Update` of a Machine (metadata and spec) with its resourceVersion; returns the stored object.
 pub(crate) async fn replace_machine(
-    shell: &MachineContext,
+    context: &MachineContext,
     machine: &Machine,
 ) -> Result<Machine, ReconcileError> {
     let name = name_of(machine);
-    shell
+    context
         .namespaced::<Machine>()
         .replace(name, &PostParams::default(), machine)
         .await
@@ -44,7 +44,7 @@ pub(crate) async fn replace_machine(
 
 /// `UpdateStatus` of a Machine with `write` applied to its status; returns the stored object.
 pub(crate) async fn write_status(
-    shell: &MachineContext,
+    context: &MachineContext,
     machine: &Machine,
     write: &StatusWrite,
 ) -> Result<Machine, ReconcileError> {
@@ -54,12 +54,12 @@ pub(crate) async fn write_status(
     // The "why is it stuck" condition rides along with every status write (issue 14).
     let _ = refresh_waiting_condition(
         &mut updated,
-        &super::controller_settings(shell),
-        shell.machine_controller_frozen().then_some(FROZEN_REASON),
+        &super::controller_settings(context),
+        context.machine_controller_frozen().then_some(FROZEN_REASON),
         None,
         jiff::Timestamp::now(),
     );
-    let stored = shell
+    let stored = context
         .namespaced::<Machine>()
         .replace_status(name, &PostParams::default(), &updated)
         .await
@@ -76,7 +76,7 @@ pub(crate) async fn write_status(
 /// Sets or removes (`None`) Machine annotations; returns the machine unchanged when nothing
 /// changes.
 pub(crate) async fn set_machine_annotations(
-    shell: &MachineContext,
+    context: &MachineContext,
     machine: &Machine,
     changes: &BTreeMap<String, Option<String>>,
 ) -> Result<Machine, ReconcileError> {
@@ -84,25 +84,25 @@ pub(crate) async fn set_machine_annotations(
     if !set_entries(&mut updated.metadata.annotations, changes) {
         return Ok(machine.clone());
     }
-    replace_machine(shell, &updated).await
+    replace_machine(context, &updated).await
 }
 
 /// The merged data of the class's `secretRef` and `credentialsSecretRef` (the latter wins), read
 /// from the control cluster on demand (Secrets are not cached). A missing Secret counts as empty,
 /// as upstream.
 pub(crate) async fn class_secret_data(
-    shell: &MachineContext,
+    context: &MachineContext,
     class: &MachineClass,
 ) -> Result<SecretData, ReconcileError> {
-    shell
+    context
         .class_secret_data(class)
         .await
         .map_err(|error| api_error("get", "Secret", &error.name)(error.source))
 }
 
 /// The target cluster's Nodes API.
-pub(crate) fn nodes_api(shell: &MachineContext) -> Result<Api<Node>, ReconcileError> {
-    shell
+pub(crate) fn nodes_api(context: &MachineContext) -> Result<Api<Node>, ReconcileError> {
+    context
         .target
         .clone()
         .map(Api::all)
@@ -113,11 +113,11 @@ pub(crate) fn nodes_api(shell: &MachineContext) -> Result<Api<Node>, ReconcileEr
 
 /// `Update` of a Node with its resourceVersion.
 pub(crate) async fn replace_node(
-    shell: &MachineContext,
+    context: &MachineContext,
     node: &Node,
 ) -> Result<Node, ReconcileError> {
     let name = node.metadata.name.clone().unwrap_or_default();
-    nodes_api(shell)?
+    nodes_api(context)?
         .replace(&name, &PostParams::default(), node)
         .await
         .map_err(api_error("update", "Node", &name))
@@ -125,11 +125,11 @@ pub(crate) async fn replace_node(
 
 /// `UpdateStatus` of a Node with its resourceVersion.
 pub(crate) async fn replace_node_status(
-    shell: &MachineContext,
+    context: &MachineContext,
     node: &Node,
 ) -> Result<Node, ReconcileError> {
     let name = node.metadata.name.clone().unwrap_or_default();
-    nodes_api(shell)?
+    nodes_api(context)?
         .replace_status(&name, &PostParams::default(), node)
         .await
         .map_err(api_error("update status of", "Node", &name))
@@ -137,7 +137,7 @@ pub(crate) async fn replace_node_status(
 
 /// Sets or removes Node annotations (Update; no-op when nothing changes).
 pub(crate) async fn set_node_annotations(
-    shell: &MachineContext,
+    context: &MachineContext,
     node: &Node,
     changes: &BTreeMap<String, Option<String>>,
 ) -> Result<Node, ReconcileError> {
@@ -145,12 +145,12 @@ pub(crate) async fn set_node_annotations(
     if !set_entries(&mut updated.metadata.annotations, changes) {
         return Ok(node.clone());
     }
-    replace_node(shell, &updated).await
+    replace_node(context, &updated).await
 }
 
 /// Removes the taints with these (key, effect) pairs (Update; no-op when none is present).
 pub(crate) async fn remove_node_taints(
-    shell: &MachineContext,
+    context: &MachineContext,
     node: &Node,
     remove: &[(String, String)],
 ) -> Result<Node, ReconcileError> {
@@ -167,12 +167,12 @@ pub(crate) async fn remove_node_taints(
     if taints.len() == before {
         return Ok(node.clone());
     }
-    replace_node(shell, &updated).await
+    replace_node(context, &updated).await
 }
 
 /// Adds `taint` unless a taint with its key and effect is present.
 pub(crate) async fn add_node_taint(
-    shell: &MachineContext,
+    context: &MachineContext,
     node: &Node,
     taint: &Taint,
 ) -> Result<Node, ReconcileError> {
@@ -189,12 +189,12 @@ pub(crate) async fn add_node_taint(
         return Ok(node.clone());
     }
     taints.push(taint.clone());
-    replace_node(shell, &updated).await
+    replace_node(context, &updated).await
 }
 
 /// Sets the node condition of `condition.type_` (UpdateStatus).
 pub(crate) async fn set_node_condition(
-    shell: &MachineContext,
+    context: &MachineContext,
     node: &Node,
     condition: &NodeCondition,
 ) -> Result<Node, ReconcileError> {
@@ -209,12 +209,12 @@ pub(crate) async fn set_node_condition(
         Some(existing) => *existing = condition.clone(),
         None => conditions.push(condition.clone()),
     }
-    replace_node_status(shell, &updated).await
+    replace_node_status(context, &updated).await
 }
 
 /// Cordons the node (`spec.unschedulable = true`) unless it is; the stored node when it wrote.
 pub(crate) async fn cordon_node(
-    shell: &MachineContext,
+    context: &MachineContext,
     node: &Node,
 ) -> Result<Option<Node>, ReconcileError> {
     if node
@@ -230,5 +230,5 @@ pub(crate) async fn cordon_node(
         .spec
         .get_or_insert_with(Default::default)
         .unschedulable = Some(true);
-    replace_node(shell, &updated).await.map(Some)
+    replace_node(context, &updated).await.map(Some)
 }

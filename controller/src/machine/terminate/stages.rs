@@ -15,8 +15,8 @@ use super::writes::{
 };
 use super::{Termination, TerminationError};
 use crate::drain::reconcile::{DrainTarget, drain_pass};
-use crate::shell::metrics::{DrainLabels, MachineDurationLabels};
-use crate::shell::queue::Outcome;
+use crate::platform::metrics::{DrainLabels, MachineDurationLabels};
+use crate::platform::queue::Outcome;
 use mcm_decisions::drain::plan::{
     DrainConfig, DrainOutcome, FORCE_DRAIN_TIMEOUT, deletion_drain_config,
 };
@@ -60,15 +60,15 @@ pub(super) async fn run_pass(
     termination: &Termination,
     key: &str,
 ) -> Result<Outcome, TerminationError> {
-    let shell = &termination.shell;
-    let Some(mut machine) = get_machine(shell, key).await? else {
+    let context = &termination.context;
+    let Some(mut machine) = get_machine(context, key).await? else {
         return Ok(Outcome::Done);
     };
     if machine.metadata.deletion_timestamp.is_none() {
         // Not being deleted: the Machine controller's business.
         return Ok(Outcome::Done);
     }
-    let class = match class_of(shell, &machine) {
+    let class = match class_of(context, &machine) {
         Ok(class) => class,
         Err((retry, reason)) => {
             tracing::warn!(
@@ -76,7 +76,7 @@ pub(super) async fn run_pass(
                 reason,
                 "deletion blocked by the machine class"
             );
-            shell.event(
+            context.event(
                 &machine,
                 true,
                 "DeletionBlocked",
@@ -92,7 +92,7 @@ pub(super) async fn run_pass(
         let now = Timestamp::now();
         // Never delete the VM of a machine whose CreateMachine/InitializeMachine may still be
         // running: the plan answers MediumRetry for that stage.
-        let stage = deletion_stage(&machine, shell.in_creation_flow(key));
+        let stage = deletion_stage(&machine, context.in_creation_flow(key));
         tracing::debug!(machine = key, ?stage, "termination stage");
         let step = match stage {
             DeletionStage::InCreationFlow | DeletionStage::MissingFinalizer => {
@@ -142,7 +142,7 @@ pub(super) async fn run_pass(
             },
             DeletionStage::DeleteNode => node_deletion(termination, &machine, now).await,
             DeletionStage::RemoveFinalizer => {
-                let result = remove_machine_finalizer(shell, &machine).await;
+                let result = remove_machine_finalizer(context, &machine).await;
                 let outcome = plan_finalizer_removal_result(&result);
                 if result.is_ok() {
                     tracing::info!(
@@ -189,7 +189,7 @@ pub(super) async fn run_pass(
 /// Writes the status of stages that completed in memory. Losing it (a failed write, a crash) is
 /// safe: every stage is idempotent, so the next pass redoes the ones not recorded.
 async fn flush(termination: &Termination, machine: &Machine) {
-    if let Err(failure) = persist_status(&termination.shell, machine).await {
+    if let Err(failure) = persist_status(&termination.context, machine).await {
         tracing::info!(
             machine = machine_name(machine),
             error = failure.message,
@@ -211,8 +211,8 @@ async fn apply(
     outcome: DeletionOutcome,
     now: Timestamp,
 ) -> Step {
-    let shell = &termination.shell;
-    record_events(shell, machine, &outcome.events);
+    let context = &termination.context;
+    record_events(context, machine, &outcome.events);
     let Some(write) = outcome.status else {
         tracing::debug!(
             machine = machine_name(machine),
@@ -240,7 +240,7 @@ async fn apply(
         );
         return Step::Deferred(Box::new(in_memory));
     }
-    match write_status(shell, machine, &write, now).await {
+    match write_status(context, machine, &write, now).await {
         Ok(updated) => {
             tracing::info!(
                 machine = machine_name(machine),
@@ -271,9 +271,9 @@ async fn get_vm_status(
     class: &MachineClass,
     now: Timestamp,
 ) -> Step {
-    let shell = &termination.shell;
+    let context = &termination.context;
     let name = machine_name(&machine).to_owned();
-    let node_with_machine_name = shell
+    let node_with_machine_name = context
         .nodes
         .filter(|node| {
             node.metadata
@@ -289,7 +289,7 @@ async fn get_vm_status(
     loop {
         let step = plan_get_vm_status(&VmStatusInput {
             machine: &machine,
-            target_cluster: shell.target.is_some(),
+            target_cluster: context.target.is_some(),
             node_with_machine_name: node_with_machine_name.as_deref(),
             driver: driver.as_ref(),
             label_update: label_update.as_ref(),
@@ -297,7 +297,7 @@ async fn get_vm_status(
         });
         match step {
             VmStatusStep::CallGetMachineStatus => {
-                let secret = match secret_data(shell, class).await {
+                let secret = match secret_data(context, class).await {
                     Ok(secret) => secret,
                     Err(reason) => {
                         tracing::warn!(machine = name, reason, "cannot read the class secrets");
@@ -305,18 +305,18 @@ async fn get_vm_status(
                     }
                 };
                 let started = Instant::now();
-                let result = shell
+                let result = context
                     .driver
                     .get_machine_status(&machine, class, &secret)
                     .await;
                 let code = result
                     .as_ref()
                     .map_or_else(|error| error.error.code.to_string(), |_| "OK".to_owned());
-                driver_metric(shell, class, "GetMachineStatus", &code, started);
+                driver_metric(context, class, "GetMachineStatus", &code, started);
                 driver = Some(result.map_err(|error| driver_error(error.error)));
             }
             VmStatusStep::SetNodeLabel(node) => {
-                let result = set_node_label(shell, &machine, &node).await;
+                let result = set_node_label(context, &machine, &node).await;
                 label_update = Some(match result {
                     Ok(mut updated) => {
                         // Keep stages that progressed in memory: the label write answers the
@@ -341,13 +341,13 @@ async fn drain(
     class: &MachineClass,
     now: Timestamp,
 ) -> Step {
-    let shell = &termination.shell;
+    let context = &termination.context;
     let name = machine_name(machine);
-    let settings = effective_settings(machine, &controller_settings(shell));
+    let settings = effective_settings(machine, &controller_settings(context));
     let config = deletion_drain_config(
         machine,
         &settings,
-        shell.config.machine.pv_detach_timeout,
+        context.config.machine.pv_detach_timeout,
         now,
     );
     for warning in &config.warnings {
@@ -357,7 +357,7 @@ async fn drain(
     let node = if node_name.is_empty() {
         None
     } else {
-        match get_node(shell, &node_name).await {
+        match get_node(context, &node_name).await {
             Ok(node) => node,
             Err(error) => {
                 tracing::info!(machine = name, node = node_name, %error, "cannot read the node to drain");
@@ -380,10 +380,10 @@ async fn drain(
         });
         match step {
             DrainStageStep::SetNodeCondition(condition) => {
-                condition_update = Some(set_node_condition(shell, &node_name, &condition).await);
+                condition_update = Some(set_node_condition(context, &node_name, &condition).await);
             }
             DrainStageStep::Cordon => {
-                let result = cordon(shell, &node_name).await;
+                let result = cordon(context, &node_name).await;
                 if result.is_ok() {
                     // No event: the node's `unschedulable` says it; routine steps of a
                     // deletion are in the machine's lastOperation.
@@ -392,7 +392,7 @@ async fn drain(
             }
             DrainStageStep::RunDrain => {
                 if config.force_delete_pods {
-                    shell.event(
+                    context.event(
                         machine,
                         true,
                         "ForceDrain",
@@ -421,7 +421,7 @@ async fn drain(
                     let state = termination.drain_state(&node_name, now);
                     if let Some(labels) = DrainLabels::for_machine(machine) {
                         let seconds = now.duration_since(state.started).as_secs_f64();
-                        shell.metrics.machine_drained(&labels, seconds.max(0.0));
+                        context.metrics.machine_drained(&labels, seconds.max(0.0));
                     }
                     termination.forget_drain(&node_name);
                 }
@@ -442,21 +442,21 @@ async fn waiting_during_drain(
     config: &DrainConfig,
     now: Timestamp,
 ) {
-    let shell = &termination.shell;
+    let context = &termination.context;
     let state = termination.drain_state(node_name, now);
     let deadline = (!config.force_delete_pods).then_some(config.deadline);
     let view = drain_view(&state.ledger, pending, deadline);
     let mut updated = machine.clone();
     if !refresh_waiting_condition(
         &mut updated,
-        &controller_settings(shell),
+        &controller_settings(context),
         None,
         Some(&view),
         now,
     ) {
         return;
     }
-    match persist_status(shell, &updated).await {
+    match persist_status(context, &updated).await {
         Ok(_) => tracing::info!(
             machine = machine_name(machine),
             node = node_name,
@@ -501,8 +501,8 @@ async fn run_drain(
     config: &DrainConfig,
     now: Timestamp,
 ) -> DrainOutcome {
-    let shell = &termination.shell;
-    let Some(client) = shell.target.as_ref() else {
+    let context = &termination.context;
+    let Some(client) = context.target.as_ref() else {
         return DrainOutcome::Complete;
     };
     let limit = if config.force_delete_pods {
@@ -516,10 +516,10 @@ async fn run_drain(
     let mut state = termination.drain_state(node_name, now);
     let target = DrainTarget {
         client,
-        driver: &shell.driver,
-        metrics: &shell.metrics,
+        driver: &context.driver,
+        metrics: &context.metrics,
         provider: class.provider.as_deref().unwrap_or(""),
-        pv_reattach_timeout: shell.config.machine.pv_reattach_timeout,
+        pv_reattach_timeout: context.config.machine.pv_reattach_timeout,
     };
     let bound = std::time::Duration::try_from(limit).unwrap_or(std::time::Duration::from_secs(1));
     let outcome = match tokio::time::timeout(
@@ -546,9 +546,9 @@ async fn run_drain(
 }
 
 async fn volume_attachments(termination: &Termination, machine: &Machine, now: Timestamp) -> Step {
-    let shell = &termination.shell;
+    let context = &termination.context;
     let node_name = machine.node_name().unwrap_or("").to_owned();
-    let node = match get_node(shell, &node_name).await {
+    let node = match get_node(context, &node_name).await {
         Ok(node) => node,
         Err(error) => {
             tracing::info!(machine = machine_name(machine), %error, "cannot read the node");
@@ -556,7 +556,7 @@ async fn volume_attachments(termination: &Termination, machine: &Machine, now: T
         }
     };
     let live = if node.is_some() {
-        match live_volume_attachments(shell, &node_name).await {
+        match live_volume_attachments(context, &node_name).await {
             Ok(live) => live,
             Err(error) => {
                 tracing::info!(machine = machine_name(machine), %error, "cannot list VolumeAttachments");
@@ -568,8 +568,8 @@ async fn volume_attachments(termination: &Termination, machine: &Machine, now: T
     };
     let plan = plan_volume_attachments(machine, node.as_ref(), &live, now);
     if !plan.delete.is_empty() {
-        delete_volume_attachments(shell, &plan.delete).await;
-        shell.event(
+        delete_volume_attachments(context, &plan.delete).await;
+        context.event(
             machine,
             false,
             "VolumeAttachmentsDeleted",
@@ -589,8 +589,8 @@ async fn delete_vm(
     class: &MachineClass,
     now: Timestamp,
 ) -> Step {
-    let shell = &termination.shell;
-    let secret = match secret_data(shell, class).await {
+    let context = &termination.context;
+    let secret = match secret_data(context, class).await {
         Ok(secret) => secret,
         Err(reason) => {
             tracing::warn!(
@@ -602,11 +602,11 @@ async fn delete_vm(
         }
     };
     let started = Instant::now();
-    let result = shell.driver.delete_machine(machine, class, &secret).await;
+    let result = context.driver.delete_machine(machine, class, &secret).await;
     let code = result
         .as_ref()
         .map_or_else(|error| error.code.to_string(), |_| "OK".to_owned());
-    driver_metric(shell, class, "DeleteMachine", &code, started);
+    driver_metric(context, class, "DeleteMachine", &code, started);
     let result = result.map_err(driver_error);
     if result.is_ok()
         && let Some(labels) = MachineDurationLabels::for_machine(
@@ -624,14 +624,14 @@ async fn delete_vm(
             .map_or(now, |at| at.0);
         let seconds = elapsed(since, now).as_secs();
         #[allow(clippy::cast_precision_loss)]
-        shell.metrics.machine_deleted(&labels, seconds as f64);
+        context.metrics.machine_deleted(&labels, seconds as f64);
     }
-    let backoff = controller_settings(shell).retry_backoff;
+    let backoff = controller_settings(context).retry_backoff;
     let outcome = plan_delete_vm_result(machine, &result, &backoff, now);
     if let Retry::After(_) = outcome.retry
         && result.is_err()
     {
-        shell
+        context
             .metrics
             .driver_retry_backoff("DeleteMachine", outcome.retry.delay().as_secs_f64());
     }
@@ -639,12 +639,12 @@ async fn delete_vm(
 }
 
 async fn node_deletion(termination: &Termination, machine: &Machine, now: Timestamp) -> Step {
-    let shell = &termination.shell;
+    let context = &termination.context;
     let node_name = machine.node_name().unwrap_or("").to_owned();
     let lookup = if node_name.is_empty() {
         NodeLookupResult::NotFound
     } else {
-        match get_node(shell, &node_name).await {
+        match get_node(context, &node_name).await {
             Ok(Some(_)) => NodeLookupResult::Found,
             Ok(None) => NodeLookupResult::NotFound,
             Err(error) => NodeLookupResult::Failed(error.to_string()),
@@ -654,7 +654,7 @@ async fn node_deletion(termination: &Termination, machine: &Machine, now: Timest
     match plan_node_deletion(machine, &lookup, now) {
         NodeDeletionStep::Finish(outcome) => apply(termination, machine, *outcome, now).await,
         NodeDeletionStep::RemoveFinalizerAndDelete(node) => {
-            let result = delete_node(shell, &node).await;
+            let result = delete_node(context, &node).await;
             let outcome = plan_node_deletion_result(machine, &node, &result, now);
             apply(termination, machine, outcome, now).await
         }

@@ -34,10 +34,10 @@ pub(super) use crate::machine::reconcile::controller_settings;
 
 /// A live read of the machine (`None` once it is gone).
 pub(super) async fn get_machine(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     name: &str,
 ) -> Result<Option<Machine>, TerminationError> {
-    shell
+    context
         .namespaced::<Machine>()
         .get_opt(name)
         .await
@@ -52,7 +52,7 @@ pub(super) async fn get_machine(
 /// change answers 409). Skips "similar" writes (§3.3), but never one that changes the deletion
 /// stage, so a similar-looking text can never stall the flow.
 pub(super) async fn write_status(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     machine: &Machine,
     write: &StatusWrite,
     now: Timestamp,
@@ -66,13 +66,13 @@ pub(super) async fn write_status(
     }
     let _ = refresh_waiting_condition(
         &mut updated,
-        &controller_settings(shell),
-        shell.machine_controller_frozen().then_some(FROZEN_REASON),
+        &controller_settings(context),
+        context.machine_controller_frozen().then_some(FROZEN_REASON),
         None,
         now,
     );
     let name = machine.metadata.name.as_deref().unwrap_or("");
-    shell
+    context
         .namespaced::<Machine>()
         .replace_status(name, &PostParams::default(), &updated)
         .await
@@ -82,11 +82,11 @@ pub(super) async fn write_status(
 /// Writes `machine`'s status as it is (stages that progressed in memory), with its
 /// resourceVersion as the precondition.
 pub(super) async fn persist_status(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     machine: &Machine,
 ) -> Result<Machine, WriteFailure> {
     let name = machine.metadata.name.as_deref().unwrap_or("");
-    shell
+    context
         .namespaced::<Machine>()
         .replace_status(name, &PostParams::default(), machine)
         .await
@@ -94,9 +94,9 @@ pub(super) async fn persist_status(
 }
 
 /// Records the plan's events on the machine.
-pub(super) fn record_events(shell: &TerminationContext, machine: &Machine, events: &[Event]) {
+pub(super) fn record_events(context: &TerminationContext, machine: &Machine, events: &[Event]) {
     for event in events {
-        shell.event(
+        context.event(
             machine,
             event.type_ == EventType::Warning,
             &event.reason,
@@ -109,7 +109,7 @@ pub(super) fn record_events(shell: &TerminationContext, machine: &Machine, event
 /// The machine's class, validated as upstream's `ValidateMachineClass` (§3.5); `Err` carries the
 /// retry and the reason.
 pub(super) fn class_of(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     machine: &Machine,
 ) -> Result<MachineClass, (Retry, String)> {
     let name = machine
@@ -118,7 +118,7 @@ pub(super) fn class_of(
         .as_ref()
         .and_then(|class| class.name.as_deref())
         .unwrap_or("");
-    let Some(class) = shell.machine_classes.get(name) else {
+    let Some(class) = context.machine_classes.get(name) else {
         return Err((
             Retry::Long,
             format!(
@@ -133,10 +133,10 @@ pub(super) fn class_of(
 
 /// The class's Secret data (read through the shell's short-lived Secret reuse).
 pub(super) async fn secret_data(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     class: &MachineClass,
 ) -> Result<SecretData, String> {
-    shell
+    context
         .class_secret_data(class)
         .await
         .map_err(|error| error.to_string())
@@ -149,13 +149,13 @@ pub(super) fn driver_error(error: MachineError) -> DriverError {
 
 /// Records a driver call in the metrics.
 pub(super) fn driver_metric(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     class: &MachineClass,
     method: &str,
     code: &str,
     started: Instant,
 ) {
-    shell.metrics.driver_call(
+    context.metrics.driver_call(
         class.provider.as_deref().unwrap_or(""),
         method,
         code,
@@ -165,13 +165,13 @@ pub(super) fn driver_metric(
 
 /// Sets label `node=<node>` on the machine (merge patch; labels of others are kept).
 pub(super) async fn set_node_label(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     machine: &Machine,
     node: &str,
 ) -> Result<Machine, WriteFailure> {
     let name = machine.metadata.name.as_deref().unwrap_or("");
     let patch = serde_json::json!({"metadata": {"labels": {mcm_api::keys::label::NODE: node}}});
-    shell
+    context
         .namespaced::<Machine>()
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -180,7 +180,7 @@ pub(super) async fn set_node_label(
 
 /// Removes the MCM finalizer from the machine (full update with the read resourceVersion).
 pub(super) async fn remove_machine_finalizer(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     machine: &Machine,
 ) -> Result<(), WriteFailure> {
     let name = machine.metadata.name.as_deref().unwrap_or("");
@@ -188,7 +188,7 @@ pub(super) async fn remove_machine_finalizer(
     let mut finalizers = updated.metadata.finalizers.take().unwrap_or_default();
     finalizers.retain(|f| f != finalizer::MACHINE_CONTROLLER_MANAGER);
     updated.metadata.finalizers = Some(finalizers);
-    match shell
+    match context
         .namespaced::<Machine>()
         .replace(name, &PostParams::default(), &updated)
         .await
@@ -201,27 +201,27 @@ pub(super) async fn remove_machine_finalizer(
 
 /// Live read of a Node in the target cluster.
 pub(super) async fn get_node(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     name: &str,
 ) -> Result<Option<Node>, kube::Error> {
-    match &shell.target {
+    match &context.target {
         Some(target) => Api::<Node>::all(target.clone()).get_opt(name).await,
         None => Ok(None),
     }
 }
 
-fn nodes(shell: &TerminationContext) -> Option<Api<Node>> {
-    shell.target.clone().map(Api::all)
+fn nodes(context: &TerminationContext) -> Option<Api<Node>> {
+    context.target.clone().map(Api::all)
 }
 
 /// Puts the `Terminating` condition into the node's status (strategic merge by condition type, so
 /// the kubelet's other conditions stay).
 pub(super) async fn set_node_condition(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     node: &str,
     condition: &NodeCondition,
 ) -> Result<(), String> {
-    let Some(api) = nodes(shell) else {
+    let Some(api) = nodes(context) else {
         return Ok(());
     };
     let patch = serde_json::json!({"status": {"conditions": [condition]}});
@@ -236,8 +236,8 @@ pub(super) async fn set_node_condition(
 }
 
 /// Cordons the node.
-pub(super) async fn cordon(shell: &TerminationContext, node: &str) -> Result<(), String> {
-    let Some(api) = nodes(shell) else {
+pub(super) async fn cordon(context: &TerminationContext, node: &str) -> Result<(), String> {
+    let Some(api) = nodes(context) else {
         return Ok(());
     };
     let patch = serde_json::json!({"spec": {"unschedulable": true}});
@@ -253,11 +253,11 @@ pub(super) async fn cordon(shell: &TerminationContext, node: &str) -> Result<(),
 
 /// Result of removing the node finalizer and deleting the node.
 pub(super) async fn delete_node(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     node: &str,
 ) -> mcm_decisions::machine::deletion::NodeDeletionResult {
     use mcm_decisions::machine::deletion::NodeDeletionResult;
-    let Some(api) = nodes(shell) else {
+    let Some(api) = nodes(context) else {
         return NodeDeletionResult::NotFound;
     };
     match api.get_opt(node).await {
@@ -300,10 +300,10 @@ pub(super) async fn delete_node(
 
 /// Names of the live (not deleting) VolumeAttachments of `node`.
 pub(super) async fn live_volume_attachments(
-    shell: &TerminationContext,
+    context: &TerminationContext,
     node: &str,
 ) -> Result<Vec<String>, kube::Error> {
-    let Some(target) = &shell.target else {
+    let Some(target) = &context.target else {
         return Ok(Vec::new());
     };
     let api: Api<VolumeAttachment> = Api::all(target.clone());
@@ -319,8 +319,8 @@ pub(super) async fn live_volume_attachments(
 }
 
 /// Deletes VolumeAttachments (errors are only logged, as upstream; the stage repeats).
-pub(super) async fn delete_volume_attachments(shell: &TerminationContext, names: &[String]) {
-    let Some(target) = &shell.target else {
+pub(super) async fn delete_volume_attachments(context: &TerminationContext, names: &[String]) {
+    let Some(target) = &context.target else {
         return;
     };
     let api: Api<VolumeAttachment> = Api::all(target.clone());

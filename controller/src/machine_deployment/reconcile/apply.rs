@@ -14,7 +14,7 @@ use mcm_api::keys::{annotation, finalizer, label, taint, value};
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
 use serde_json::{Value, json};
 
-use super::Context;
+use super::reconciler::Reconciler;
 use mcm_decisions::machine_deployment::plan::{self, CreateConflict, DeploymentAction};
 use mcm_decisions::machine_set::plan::MachineRef;
 use mcm_decisions::vocabulary::{Event, EventType};
@@ -69,7 +69,7 @@ fn is_code(error: &kube::Error, code: u16) -> bool {
 
 /// Executes actions in order, keeping the latest deployment returned by the API server.
 pub(crate) struct Executor<'a> {
-    context: &'a Context,
+    reconciler: &'a Reconciler,
     md: MachineDeployment,
     name: String,
     sets: BTreeMap<String, MachineSet>,
@@ -78,14 +78,14 @@ pub(crate) struct Executor<'a> {
 
 impl<'a> Executor<'a> {
     pub(crate) fn new(
-        context: &'a Context,
+        reconciler: &'a Reconciler,
         md: MachineDeployment,
         sets: &[MachineSet],
         machines: &'a [std::sync::Arc<Machine>],
     ) -> Self {
         let name = md.metadata.name.clone().unwrap_or_default();
         Self {
-            context,
+            reconciler,
             md,
             name,
             sets: sets
@@ -116,15 +116,15 @@ impl<'a> Executor<'a> {
     }
 
     fn deployments(&self) -> Api<MachineDeployment> {
-        self.context.shell.namespaced()
+        self.reconciler.context.namespaced()
     }
 
     fn machine_sets(&self) -> Api<MachineSet> {
-        self.context.shell.namespaced()
+        self.reconciler.context.namespaced()
     }
 
     fn machines_api(&self) -> Api<Machine> {
-        self.context.shell.namespaced()
+        self.reconciler.context.namespaced()
     }
 
     pub(crate) async fn execute(&mut self, action: DeploymentAction) -> Result<(), ApplyError> {
@@ -174,7 +174,7 @@ impl<'a> Executor<'a> {
                     .replace(&name, &PostParams::default(), &ms)
                     .await
                     .map_err(|e| self.err("update", "MachineSet", &name, e))?;
-                self.context.recent.written(written.clone());
+                self.reconciler.recent.written(written.clone());
                 self.sets.insert(name, written);
                 Ok(())
             }
@@ -305,7 +305,7 @@ impl<'a> Executor<'a> {
             warning,
             "event"
         );
-        self.context.shell.event(
+        self.reconciler.context.event(
             &self.md,
             warning,
             &e.reason,
@@ -377,7 +377,7 @@ impl<'a> Executor<'a> {
             .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| self.err(what, "MachineSet", &r.name, e))?;
-        self.context.recent.written(written.clone());
+        self.reconciler.recent.written(written.clone());
         self.sets.insert(r.name.clone(), written);
         Ok(())
     }
@@ -391,7 +391,7 @@ impl<'a> Executor<'a> {
         {
             Ok(created) => {
                 tracing::info!(machine_deployment = %self.name, machine_set = %name, "created MachineSet");
-                self.context.recent.written(created.clone());
+                self.reconciler.recent.written(created.clone());
                 self.sets.insert(name, created);
                 Ok(())
             }
@@ -403,7 +403,7 @@ impl<'a> Executor<'a> {
                     .map_err(|e| self.err("read", "MachineSet", &name, e))?;
                 match plan::create_conflict(&self.md, &existing) {
                     CreateConflict::UseExisting => {
-                        self.context.recent.written(existing.clone());
+                        self.reconciler.recent.written(existing.clone());
                         self.sets.insert(name, existing);
                         Ok(())
                     }
@@ -453,8 +453,8 @@ impl<'a> Executor<'a> {
                             .as_ref()
                             .is_some_and(|f| !f.is_empty())
                 }) {
-                    Some(ms) => self.context.recent.written(ms),
-                    None => self.context.recent.deleted(&r.name, &r.uid),
+                    Some(ms) => self.reconciler.recent.written(ms),
+                    None => self.reconciler.recent.deleted(&r.name, &r.uid),
                 }
                 Ok(())
             }
@@ -486,7 +486,7 @@ impl<'a> Executor<'a> {
     where
         F: Fn(&mut Node) -> bool,
     {
-        let Some(target) = self.context.shell.target.clone() else {
+        let Some(target) = self.reconciler.context.target.clone() else {
             return;
         };
         // A rollout of a large deployment touches every node of its old sets: sequential
@@ -494,7 +494,7 @@ impl<'a> Executor<'a> {
         // nodes, delaying the new MachineSet. The cached node saves the GET when it is current.
         let change = &change;
         let target = &target;
-        let cache = &self.context.shell.nodes;
+        let cache = &self.reconciler.context.nodes;
         futures::stream::iter(nodes)
             .for_each_concurrent(NODE_UPDATE_CONCURRENCY, |node| async move {
                 let cached = cache.get(node).map(|node| (*node).clone());

@@ -35,7 +35,7 @@ enum Created {
 impl Controller {
     fn record(&self, ms: &MachineSet, event: &Event, action: &str) {
         let warning = event.type_ == EventType::Warning;
-        self.shell
+        self.context
             .event(ms, warning, &event.reason, action, event.message.clone());
     }
 
@@ -61,7 +61,7 @@ impl Controller {
             "finalizers": finalizers,
             "resourceVersion": ms.metadata.resource_version,
         }});
-        self.shell
+        self.context
             .namespaced::<MachineSet>()
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -91,7 +91,7 @@ impl Controller {
         refs.push(owner);
         self.patch_owner_refs(cached, refs, "adopt").await?;
         tracing::info!(machine_set = ?ms.metadata.name, machine = %machine.name, "adopted machine");
-        self.shell.event(
+        self.context.event(
             ms,
             false,
             "Adopted",
@@ -123,7 +123,7 @@ impl Controller {
             .collect();
         self.patch_owner_refs(cached, refs, "release").await?;
         tracing::info!(machine_set = ?ms.metadata.name, machine = %machine.name, "released machine");
-        self.shell.event(
+        self.context.event(
             ms,
             false,
             "Released",
@@ -151,7 +151,7 @@ impl Controller {
             "resourceVersion": cached.metadata.resource_version,
         }});
         match self
-            .shell
+            .context
             .namespaced::<Machine>()
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -170,7 +170,7 @@ impl Controller {
         machine: &MachineRef,
         update: &MachineUpdate,
     ) -> Result<(), SyncError> {
-        let api = self.shell.namespaced::<Machine>();
+        let api = self.context.namespaced::<Machine>();
         for _ in 0..UPDATE_ATTEMPTS {
             let Some(mut live) = api
                 .get_opt(&machine.name)
@@ -221,8 +221,8 @@ impl Controller {
         let expected = u32::try_from(count).unwrap_or(u32::MAX);
         self.expectations()
             .expect_creations(&key, expected, Timestamp::now());
-        tracing::info!(machine_set = %key, namespace = %self.shell.namespace, count, "creating machines");
-        let api = self.shell.namespaced::<Machine>();
+        tracing::info!(machine_set = %key, namespace = %self.context.namespace, count, "creating machines");
+        let api = self.context.namespaced::<Machine>();
         let mut first_error: Option<ReplicaError> = None;
         let mut created: Vec<String> = Vec::new();
         let attempt = || {
@@ -315,7 +315,7 @@ impl Controller {
             .count();
         let stale_health_check = u64::try_from(stale_health_check).unwrap_or(u64::MAX);
         if stale_health_check > 0 {
-            self.shell
+            self.context
                 .metrics
                 .stale_machines_deleted(stale_health_check);
         }
@@ -331,7 +331,7 @@ impl Controller {
         now: Timestamp,
     ) -> Option<(String, bool)> {
         let key = ms.metadata.name.clone().unwrap_or_default();
-        let api = self.shell.namespaced::<Machine>();
+        let api = self.context.namespaced::<Machine>();
         let params = DeleteParams {
             preconditions: (!victim.uid.is_empty()).then(|| Preconditions {
                 uid: Some(victim.uid.clone()),

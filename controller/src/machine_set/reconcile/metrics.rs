@@ -4,12 +4,12 @@
 use mcm_api::v1alpha1::MachineSet;
 
 use crate::machine_set::context::MachineSetContext;
-use crate::shell::metrics::{ConditionSample, FailedMachineSample, MachineSetSample};
+use crate::platform::metrics::{ConditionSample, FailedMachineSample, MachineSetSample};
 
 /// Registers the scrape hook on the shell's metrics.
-pub(super) fn register(shell: &MachineSetContext) {
-    let machine_sets = shell.machine_sets.clone();
-    shell.metrics.on_scrape(Box::new(move |metrics| {
+pub(super) fn register(context: &MachineSetContext) {
+    let machine_sets = context.machine_sets.clone();
+    context.metrics.on_scrape(Box::new(move |metrics| {
         let samples: Vec<MachineSetSample> =
             machine_sets.list().iter().map(|ms| sample(ms)).collect();
         metrics.replace_machine_sets(&samples);

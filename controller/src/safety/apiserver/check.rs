@@ -15,9 +15,10 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
-use crate::safety::common::{SafetyError, period};
+use crate::platform::queue::Outcome;
 use crate::safety::context::ApiServerContext;
-use crate::shell::queue::Outcome;
+use crate::safety::error::SafetyError;
+use crate::safety::period::period;
 use mcm_decisions::safety::apiserver::{
     ApiServerSafetySettings, FreezeState, HEALTH_TIMEOUT_RESET, health_timeout_reset,
     plan_apiserver_check,
@@ -37,10 +38,10 @@ pub struct ApiServerChecker {
 }
 
 /// One check; requeues after the plan's next-check delay.
-pub async fn run_once(shell: &ApiServerContext, checker: &Mutex<ApiServerChecker>) -> Outcome {
+pub async fn run_once(context: &ApiServerContext, checker: &Mutex<ApiServerChecker>) -> Outcome {
     let settings = ApiServerSafetySettings {
-        timeout: shell.config.safety.apiserver_statuscheck_timeout,
-        period: shell.config.safety.apiserver_statuscheck_period,
+        timeout: context.config.safety.apiserver_statuscheck_timeout,
+        period: context.config.safety.apiserver_statuscheck_period,
     };
     let deadline = settings
         .timeout
@@ -48,8 +49,8 @@ pub async fn run_once(shell: &ApiServerContext, checker: &Mutex<ApiServerChecker
         .unwrap_or_default()
         .max(MIN_PROBE_DEADLINE);
     let (control_up, target_up) = tokio::join!(
-        probe_control(shell, deadline),
-        probe_target(shell, deadline)
+        probe_control(context, deadline),
+        probe_target(context, deadline)
     );
     let state = lock(checker).state;
     let decision = plan_apiserver_check(
@@ -60,7 +61,7 @@ pub async fn run_once(shell: &ApiServerContext, checker: &Mutex<ApiServerChecker
         jiff::Timestamp::now(),
     );
     if decision.reset_unknown_machines
-        && let Err(error) = reset_unknown_machines(shell).await
+        && let Err(error) = reset_unknown_machines(context).await
     {
         // Stay frozen: the next check retries the reset.
         tracing::warn!(%error, "API servers are back, but resetting machine health timeouts failed; staying frozen");
@@ -68,8 +69,8 @@ pub async fn run_once(shell: &ApiServerContext, checker: &Mutex<ApiServerChecker
         return Outcome::RequeueAfter(Retry::After(mcm_api::duration::Duration::from_nanos(fifth)));
     }
     lock(checker).state = decision.state;
-    if decision.state.frozen != shell.machine_controller_frozen() {
-        shell.set_machine_controller_frozen(decision.state.frozen);
+    if decision.state.frozen != context.machine_controller_frozen() {
+        context.set_machine_controller_frozen(decision.state.frozen);
     }
     if let Some(transition) = decision.transition {
         if decision.state.frozen {
@@ -102,13 +103,13 @@ fn lock(checker: &Mutex<ApiServerChecker>) -> std::sync::MutexGuard<'_, ApiServe
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn probe_control(shell: &ApiServerContext, deadline: Duration) -> bool {
-    let api: Api<Machine> = shell.namespaced();
+async fn probe_control(context: &ApiServerContext, deadline: Duration) -> bool {
+    let api: Api<Machine> = context.namespaced();
     probe(api, deadline, "control").await
 }
 
-async fn probe_target(shell: &ApiServerContext, deadline: Duration) -> bool {
-    match &shell.target {
+async fn probe_target(context: &ApiServerContext, deadline: Duration) -> bool {
+    match &context.target {
         Some(target) => probe(Api::<Node>::all(target.clone()), deadline, "target").await,
         None => true,
     }
@@ -133,9 +134,9 @@ where
 }
 
 /// Resets every `Unknown` machine of the cache (live GET first); the first failure aborts.
-async fn reset_unknown_machines(shell: &ApiServerContext) -> Result<usize, SafetyError> {
-    let api: Api<Machine> = shell.namespaced();
-    let candidates = shell
+async fn reset_unknown_machines(context: &ApiServerContext) -> Result<usize, SafetyError> {
+    let api: Api<Machine> = context.namespaced();
+    let candidates = context
         .machines
         .filter(|m| phase_of(m) == Some(MachinePhase::Unknown));
     let mut reset = 0;
@@ -166,7 +167,7 @@ async fn reset_unknown_machines(shell: &ApiServerContext) -> Result<usize, Safet
             Ok(updated) => {
                 reset += 1;
                 tracing::info!(machine = %name, "health timeout reset after the API-server outage");
-                shell.event(
+                context.event(
                     &updated,
                     false,
                     "HealthTimeoutReset",

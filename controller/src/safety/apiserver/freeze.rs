@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::shell::metrics::Metrics;
+use crate::platform::metrics::Metrics;
 
 /// The writable side, held by the API-server check. Setting it also sets the
 /// `mcm_machine_controller_frozen` gauge.

@@ -17,9 +17,10 @@ use mcm_api::keys::annotation;
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineSpec};
 use mcm_provider_proto::{MachineError, SecretData};
 
-use crate::safety::common::{SafetyError, period};
+use crate::platform::queue::Outcome;
 use crate::safety::context::OrphanContext;
-use crate::shell::queue::Outcome;
+use crate::safety::error::SafetyError;
+use crate::safety::period::period;
 use mcm_decisions::safety::orphans::{
     NOT_MANAGED_VALUE, OrphanNodeAction, OrphanVm, orphan_nodes, orphan_vms,
 };
@@ -38,9 +39,9 @@ pub struct CollectionReport {
 }
 
 /// One orphan collection run; requeues after `--machine-safety-orphan-vms-period`.
-pub async fn run_once(shell: &OrphanContext) -> Outcome {
-    let report = collect(shell).await;
-    let period = Retry::After(period(shell.config.safety.orphan_vms_period));
+pub async fn run_once(context: &OrphanContext) -> Outcome {
+    let report = collect(context).await;
+    let period = Retry::After(period(context.config.safety.orphan_vms_period));
     for error in &report.errors {
         tracing::warn!(%error, "orphan collection");
     }
@@ -53,27 +54,31 @@ pub async fn run_once(shell: &OrphanContext) -> Outcome {
 }
 
 /// Collects orphan VMs of every MachineClass, then marks orphan nodes.
-pub async fn collect(shell: &OrphanContext) -> CollectionReport {
+pub async fn collect(context: &OrphanContext) -> CollectionReport {
     let mut report = CollectionReport::default();
-    let mut classes = shell.machine_classes.list();
+    let mut classes = context.machine_classes.list();
     classes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for class in classes {
-        collect_class(shell, &class, &mut report).await;
+        collect_class(context, &class, &mut report).await;
     }
-    if let Some(target) = &shell.target {
-        mark_orphan_nodes(shell, target, &mut report).await;
+    if let Some(target) = &context.target {
+        mark_orphan_nodes(context, target, &mut report).await;
     }
     if !report.deleted.is_empty() {
-        shell
+        context
             .metrics
             .stale_machines_deleted(u64::try_from(report.deleted.len()).unwrap_or(u64::MAX));
     }
     report
 }
 
-async fn collect_class(shell: &OrphanContext, class: &MachineClass, report: &mut CollectionReport) {
+async fn collect_class(
+    context: &OrphanContext,
+    class: &MachineClass,
+    report: &mut CollectionReport,
+) {
     let class_name = class.metadata.name.clone().unwrap_or_default();
-    let secret = match secret_data(shell, class).await {
+    let secret = match secret_data(context, class).await {
         Ok(secret) => secret,
         Err(error) => {
             report.errors.push(error);
@@ -82,12 +87,12 @@ async fn collect_class(shell: &OrphanContext, class: &MachineClass, report: &mut
     };
     let provider = class.provider.clone().unwrap_or_default();
     let started = Instant::now();
-    let listed = shell.driver.list_machines(class, &secret).await;
-    record_call(shell, &provider, "ListMachines", &listed, started);
+    let listed = context.driver.list_machines(class, &secret).await;
+    record_call(context, &provider, "ListMachines", &listed, started);
     let listed = match listed {
         Ok(listed) => listed,
         Err(source) => {
-            shell.event(
+            context.event(
                 class,
                 true,
                 "OrphanCollectionFailed",
@@ -106,7 +111,7 @@ async fn collect_class(shell: &OrphanContext, class: &MachineClass, report: &mut
         return;
     }
     // The cache is read after the listing: a machine created before its VM is then always seen.
-    let machines: Vec<Machine> = shell
+    let machines: Vec<Machine> = context
         .machines
         .list()
         .iter()
@@ -115,11 +120,11 @@ async fn collect_class(shell: &OrphanContext, class: &MachineClass, report: &mut
     for orphan in orphan_vms(&listed, &machines) {
         let synthetic = synthetic_machine(&orphan, class);
         let started = Instant::now();
-        let deleted = shell
+        let deleted = context
             .driver
             .delete_machine(&synthetic, class, &secret)
             .await;
-        record_call(shell, &provider, "DeleteMachine", &deleted, started);
+        record_call(context, &provider, "DeleteMachine", &deleted, started);
         match deleted {
             Ok(_) => {
                 tracing::info!(
@@ -128,7 +133,7 @@ async fn collect_class(shell: &OrphanContext, class: &MachineClass, report: &mut
                     provider_id = %orphan.provider_id,
                     "deleted orphan VM"
                 );
-                shell.event(
+                context.event(
                     class,
                     false,
                     "OrphanVMDeleted",
@@ -150,7 +155,7 @@ async fn collect_class(shell: &OrphanContext, class: &MachineClass, report: &mut
 }
 
 fn record_call<T>(
-    shell: &OrphanContext,
+    context: &OrphanContext,
     provider: &str,
     method: &str,
     result: &Result<T, MachineError>,
@@ -160,7 +165,7 @@ fn record_call<T>(
         Ok(_) => "OK".to_owned(),
         Err(error) => error.code.name().to_owned(),
     };
-    shell
+    context
         .metrics
         .driver_call(provider, method, &code, started.elapsed());
 }
@@ -180,10 +185,10 @@ fn synthetic_machine(orphan: &OrphanVm, class: &MachineClass) -> Machine {
 
 /// The class's Secret data (read through the shell's short-lived Secret reuse).
 async fn secret_data(
-    shell: &OrphanContext,
+    context: &OrphanContext,
     class: &MachineClass,
 ) -> Result<SecretData, SafetyError> {
-    shell
+    context
         .class_secret_data(class)
         .await
         .map_err(|error| SafetyError::Api {
@@ -195,12 +200,17 @@ async fn secret_data(
 }
 
 async fn mark_orphan_nodes(
-    shell: &OrphanContext,
+    context: &OrphanContext,
     target: &kube::Client,
     report: &mut CollectionReport,
 ) {
-    let nodes: Vec<Node> = shell.nodes.list().iter().map(|n| Node::clone(n)).collect();
-    let machines: Vec<Machine> = shell
+    let nodes: Vec<Node> = context
+        .nodes
+        .list()
+        .iter()
+        .map(|n| Node::clone(n))
+        .collect();
+    let machines: Vec<Machine> = context
         .machines
         .list()
         .iter()
@@ -218,7 +228,7 @@ async fn mark_orphan_nodes(
     let actions = orphan_nodes(
         &nodes,
         &machines,
-        shell.config.machine.creation_timeout,
+        context.config.machine.creation_timeout,
         jiff::Timestamp::now(),
     );
     let api: Api<Node> = Api::all(target.clone());

@@ -15,9 +15,10 @@ use mcm_api::v1alpha1::{
     Machine, MachineDeployment, MachineDeploymentConditionType, MachineSet, MachineSetConditionType,
 };
 
-use crate::safety::common::{SafetyError, period};
+use crate::platform::queue::Outcome;
 use crate::safety::context::OvershootContext;
-use crate::shell::queue::Outcome;
+use crate::safety::error::SafetyError;
+use crate::safety::period::period;
 use mcm_decisions::safety::overshoot::{
     OvershootAction, OvershootConfig, freeze_machine_deployment, freeze_machine_set, plan,
     unfreeze_machine_deployment, unfreeze_machine_set,
@@ -26,9 +27,9 @@ use mcm_decisions::vocabulary::{Event, EventType, Retry};
 
 /// One overshooting check; requeues after `--machine-safety-overshooting-period`, or retries
 /// (rate limited) after an API error.
-pub async fn run_once(shell: &OvershootContext) -> Outcome {
-    let period = Retry::After(period(shell.config.safety.overshooting_period));
-    match check(shell).await {
+pub async fn run_once(context: &OvershootContext) -> Outcome {
+    let period = Retry::After(period(context.config.safety.overshooting_period));
+    match check(context).await {
         Ok(()) => Outcome::RequeueAfter(period),
         Err(error) if error.is_conflict() => {
             tracing::debug!(%error, "overshooting check met a conflict; retrying");
@@ -43,32 +44,32 @@ pub async fn run_once(shell: &OvershootContext) -> Outcome {
 
 /// One run: plan on the caches, execute the actions. Actions after a failed one still run
 /// (upstream logs each step's error and returns the last); the first error is returned.
-pub async fn check(shell: &OvershootContext) -> Result<(), SafetyError> {
+pub async fn check(context: &OvershootContext) -> Result<(), SafetyError> {
     // Sorted by name: the cache order is arbitrary, and "at most one overshoot change per run"
     // must pick the same set every time.
-    let mut machine_sets: Vec<MachineSet> = shell
+    let mut machine_sets: Vec<MachineSet> = context
         .machine_sets
         .list()
         .iter()
         .map(|s| MachineSet::clone(s))
         .collect();
     machine_sets.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    let mut deployments: Vec<MachineDeployment> = shell
+    let mut deployments: Vec<MachineDeployment> = context
         .machine_deployments
         .list()
         .iter()
         .map(|d| MachineDeployment::clone(d))
         .collect();
     deployments.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    let machines: Vec<Machine> = shell
+    let machines: Vec<Machine> = context
         .machines
         .list()
         .iter()
         .map(|m| Machine::clone(m))
         .collect();
     let config = OvershootConfig {
-        safety_up: i32::try_from(shell.config.safety.safety_up).unwrap_or(i32::MAX),
-        safety_down: i32::try_from(shell.config.safety.safety_down).unwrap_or(i32::MAX),
+        safety_up: i32::try_from(context.config.safety.safety_up).unwrap_or(i32::MAX),
+        safety_down: i32::try_from(context.config.safety.safety_down).unwrap_or(i32::MAX),
     };
     let outcome = plan(
         &machine_sets,
@@ -82,7 +83,7 @@ pub async fn check(shell: &OvershootContext) -> Result<(), SafetyError> {
     }
     let mut first_error = None;
     for action in outcome.actions {
-        if let Err(error) = execute(shell, &action).await {
+        if let Err(error) = execute(context, &action).await {
             tracing::warn!(%error, ?action, "overshooting action failed");
             first_error.get_or_insert(error);
         }
@@ -90,9 +91,9 @@ pub async fn check(shell: &OvershootContext) -> Result<(), SafetyError> {
     first_error.map_or(Ok(()), Err)
 }
 
-async fn execute(shell: &OvershootContext, action: &OvershootAction) -> Result<(), SafetyError> {
-    let sets: Api<MachineSet> = shell.namespaced();
-    let deployments: Api<MachineDeployment> = shell.namespaced();
+async fn execute(context: &OvershootContext, action: &OvershootAction) -> Result<(), SafetyError> {
+    let sets: Api<MachineSet> = context.namespaced();
+    let deployments: Api<MachineDeployment> = context.namespaced();
     match action {
         OvershootAction::FreezeMachineSet {
             name,
@@ -106,14 +107,14 @@ async fn execute(shell: &OvershootContext, action: &OvershootAction) -> Result<(
             .await?;
             if let Some(ms) = changed {
                 tracing::warn!(machine_set = %name, %message, "froze MachineSet");
-                record(shell, &ms, event);
+                record(context, &ms, event);
             }
         }
         OvershootAction::UnfreezeMachineSet { name, event } => {
             let changed = write_machine_set(&sets, name, unfreeze_machine_set).await?;
             if let Some(ms) = changed {
                 tracing::info!(machine_set = %name, "unfroze MachineSet");
-                record(shell, &ms, event);
+                record(context, &ms, event);
             }
         }
         OvershootAction::FreezeMachineDeployment {
@@ -127,7 +128,7 @@ async fn execute(shell: &OvershootContext, action: &OvershootAction) -> Result<(
             .await?;
             if let Some(md) = changed {
                 tracing::warn!(machine_deployment = %name, %reason, "froze MachineDeployment");
-                shell.event(
+                context.event(
                     &md,
                     false,
                     "FrozeMachineDeployment",
@@ -142,7 +143,7 @@ async fn execute(shell: &OvershootContext, action: &OvershootAction) -> Result<(
             let changed = write_deployment(&deployments, name, unfreeze_machine_deployment).await?;
             if let Some(md) = changed {
                 tracing::info!(machine_deployment = %name, %reason, "unfroze MachineDeployment");
-                shell.event(
+                context.event(
                     &md,
                     false,
                     "UnfrozeMachineDeployment",
@@ -175,14 +176,14 @@ async fn execute(shell: &OvershootContext, action: &OvershootAction) -> Result<(
     Ok(())
 }
 
-fn record(shell: &OvershootContext, ms: &MachineSet, event: &Event) {
+fn record(context: &OvershootContext, ms: &MachineSet, event: &Event) {
     let warning = matches!(event.type_, EventType::Warning);
     let action = if event.reason.starts_with("Froze") {
         "Freeze"
     } else {
         "Unfreeze"
     };
-    shell.event(ms, warning, &event.reason, action, event.message.clone());
+    context.event(ms, warning, &event.reason, action, event.message.clone());
 }
 
 /// The freeze marks of an object: `freeze` label value, unfreeze annotation, `Frozen` condition.

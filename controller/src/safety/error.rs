@@ -1,10 +1,5 @@
-//! What the safety shells share: their error type and the period floor. The shells and the
-//! runner ([`super::reconcile`]) import it; it imports none of them.
-
-use mcm_api::duration::Duration;
-
-/// Shortest period used, whatever the flags say: a `0s` period must not become a busy loop.
-pub const MIN_PERIOD: Duration = Duration::from_millis(100);
+//! What goes wrong in one run of a safety controller ([`SafetyError`]); the runner
+//! (`safety::reconcile`) logs it and retries.
 
 /// What went wrong in one safety run (logged; the run is retried).
 #[derive(Debug, thiserror::Error)]
@@ -41,11 +36,4 @@ impl SafetyError {
     pub fn is_conflict(&self) -> bool {
         matches!(self, SafetyError::Api { source: kube::Error::Api(status), .. } if status.code == 409)
     }
-}
-
-/// A flag duration as a loop period (negative values are refused by flag validation; they and
-/// zero become [`MIN_PERIOD`]).
-#[must_use]
-pub fn period(duration: Duration) -> Duration {
-    duration.max(MIN_PERIOD)
 }

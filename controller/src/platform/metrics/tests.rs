@@ -1,9 +1,11 @@
 #![allow(clippy::unwrap_used)]
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcm_api::v1alpha1::Machine;
 
+use super::exposition::merge_expositions;
 use super::*;
 
 /// Upstream sample names of reference §9.1/§9.2 (the names dashboards query), plus ours.

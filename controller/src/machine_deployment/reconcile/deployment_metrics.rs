@@ -1,4 +1,5 @@
-//! Scrape-time `mcm_machine_deployment_*` metrics from the deployment cache (reference §9.2).
+//! Scrape-time `mcm_machine_deployment_*` metrics from the deployment cache (reference §9.2): the
+//! hook that samples every cached deployment before a scrape.
 
 use std::sync::Arc;
 
@@ -7,12 +8,12 @@ use mcm_api::v1alpha1::{MachineDeployment, MachineDeploymentStrategyType as Stra
 use serde::Serialize;
 
 use crate::machine_deployment::context::MachineDeploymentContext;
-use crate::shell::metrics::{ConditionSample, FailedMachineSample, MachineDeploymentSample};
+use crate::platform::metrics::{ConditionSample, FailedMachineSample, MachineDeploymentSample};
 
 /// Registers the hook that replaces the deployment series before every scrape.
-pub(super) fn register(shell: &Arc<MachineDeploymentContext>) {
-    let deployments = shell.machine_deployments.clone();
-    shell.metrics.on_scrape(Box::new(move |metrics| {
+pub(super) fn register(context: &Arc<MachineDeploymentContext>) {
+    let deployments = context.machine_deployments.clone();
+    context.metrics.on_scrape(Box::new(move |metrics| {
         let samples: Vec<MachineDeploymentSample> =
             deployments.list().iter().map(|d| sample(d)).collect();
         metrics.replace_machine_deployments(&samples);

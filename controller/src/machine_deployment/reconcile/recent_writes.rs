@@ -30,7 +30,7 @@ enum Entry {
 
 /// Recent writes by MachineSet name.
 #[derive(Debug, Default)]
-pub(crate) struct Recent {
+pub(crate) struct RecentWrites {
     entries: Mutex<HashMap<String, (Entry, Instant)>>,
 }
 
@@ -46,7 +46,7 @@ fn caught_up(cached: Option<&str>, written: Option<&str>) -> bool {
     }
 }
 
-impl Recent {
+impl RecentWrites {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Entry, Instant)>> {
         self.entries
             .lock()
@@ -161,7 +161,7 @@ mod tests {
 
     #[test]
     fn a_newer_write_shadows_a_stale_cache_until_it_catches_up() {
-        let recent = Recent::default();
+        let recent = RecentWrites::default();
         recent.written(ms("a", "u", "10", 5));
         let merged = recent.merge(vec![Arc::new(ms("a", "u", "9", 3))]);
         assert_eq!(replicas_of(&merged, "a"), Some(5));
@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn a_created_set_is_visible_before_the_cache_has_it() {
-        let recent = Recent::default();
+        let recent = RecentWrites::default();
         recent.written(ms("new", "n", "12", 2));
         let merged = recent.merge(vec![Arc::new(ms("old", "o", "3", 1))]);
         assert_eq!(merged.len(), 2);
@@ -183,7 +183,7 @@ mod tests {
 
     #[test]
     fn a_deleted_set_is_hidden_and_a_recreated_one_with_another_uid_is_not() {
-        let recent = Recent::default();
+        let recent = RecentWrites::default();
         recent.deleted("a", "u1");
         assert!(
             recent

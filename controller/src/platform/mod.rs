@@ -1,11 +1,11 @@
-//! What every reconcile shell shares: the configuration, the control and target clients, the
-//! metrics and the event recorder ([`Shell`]); and the building blocks of a shell ([`informer`],
-//! [`queue`]).
+//! The platform every controller runs on: the configuration, the control and target clients, the
+//! metrics and the event recorder ([`Platform`]); and the building blocks of a reconcile shell
+//! ([`informer`], [`queue`]).
 //!
 //! Each controller defines its own context next to its reconcile shell (for example
-//! `machine_set::context::MachineSetContext`) holding a [`Shell`] plus only the informers, driver
-//! and handles it uses; composing controllers into a manager is `manager::compose`. Nothing here
-//! imports a controller.
+//! `machine_set::context::MachineSetContext`) holding a [`Platform`] plus only the informers,
+//! driver and handles it uses; composing controllers into a manager is `manager::compose`.
+//! Nothing here imports a controller.
 
 pub mod config;
 pub mod events;
@@ -25,14 +25,14 @@ use kube::{Api, Client, Resource};
 
 pub use self::events::EVENT_REPEAT_SUPPRESSION;
 use self::events::EventSink;
-use crate::shell::config::Config;
-use crate::shell::metrics::Metrics;
+use crate::platform::config::Config;
+use crate::platform::metrics::Metrics;
 
 /// The component name on Events and field managers.
 pub const COMPONENT: &str = "machine-controller-manager";
 
-/// What every reconcile shell works with. Shared as `Arc<Shell>` by the controllers' contexts.
-pub struct Shell {
+/// What every controller works with. Shared as `Arc<Platform>` by the controllers' contexts.
+pub struct Platform {
     /// Validated flags.
     pub config: Arc<Config>,
     /// Control cluster client (Machine* objects, Secrets, Events).
@@ -46,8 +46,8 @@ pub struct Shell {
     events: EventSink,
 }
 
-impl Shell {
-    /// A shell over the manager's clients and metrics.
+impl Platform {
+    /// The platform over the manager's clients and metrics.
     pub fn new(
         config: Arc<Config>,
         control: Client,
@@ -85,16 +85,16 @@ impl Shell {
     }
 }
 
-/// Implements `Deref<Target = Shell>` for a controller context holding `shell: Arc<Shell>`, so
+/// Implements `Deref<Target = Platform>` for a controller context holding `platform: Arc<Platform>`, so
 /// the reconcile code reads `context.event(..)`, `context.config` the same way whatever context
 /// it is handed.
 #[macro_export]
-macro_rules! deref_to_shell {
+macro_rules! deref_to_platform {
     ($context:ty) => {
         impl std::ops::Deref for $context {
-            type Target = $crate::shell::Shell;
-            fn deref(&self) -> &$crate::shell::Shell {
-                &self.shell
+            type Target = $crate::platform::Platform;
+            fn deref(&self) -> &$crate::platform::Platform {
+                &self.platform
             }
         }
     };

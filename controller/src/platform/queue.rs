@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::shell::metrics::Metrics;
+use crate::platform::metrics::Metrics;
 use mcm_decisions::vocabulary::Retry;
 
 /// First retry delay after a failure (doubles per consecutive failure of the same key).
@@ -377,7 +377,7 @@ mod tests {
         assert_eq!(queue.take().as_deref(), Some("a"));
         queue.add("a"); // while processing: an add, run again after done
         let text = metrics
-            .encode_port(crate::shell::metrics::MetricsPort::ControllerManager)
+            .encode_port(crate::platform::metrics::MetricsPort::ControllerManager)
             .unwrap();
         let labels = r#"{name="machineset",queue="machineset"}"#;
         assert!(
@@ -398,7 +398,7 @@ mod tests {
         queue.done("a");
         queue.add_rate_limited("b");
         let text = metrics
-            .encode_port(crate::shell::metrics::MetricsPort::ControllerManager)
+            .encode_port(crate::platform::metrics::MetricsPort::ControllerManager)
             .unwrap();
         assert!(
             text.contains(&format!(
