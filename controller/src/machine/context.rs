@@ -14,8 +14,8 @@ use mcm_provider_proto::DriverClient;
 use crate::machine::class_secrets::{ClassSecrets, SecretReadError};
 use crate::machine::creation_flows::{CreationFlowReader, CreationFlows};
 use crate::platform::Platform;
+use crate::platform::freeze::FreezeReader;
 use crate::platform::informer::Informer;
-use crate::safety::apiserver::freeze::FreezeReader;
 
 /// The Machine controller's context. It owns the creation-flow registry (it writes it).
 pub struct MachineContext {

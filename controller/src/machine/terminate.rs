@@ -22,7 +22,10 @@
 //! Nothing is done while the API-server safety check has frozen the Machine controller.
 
 mod stages;
+mod state;
 mod writes;
+
+pub use state::TerminationError;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,7 +36,7 @@ use mcm_api::v1alpha1::{Machine, MachineClass};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::drain::reconcile::NodeDrainState;
+use self::state::Termination;
 use crate::machine::context::TerminationContext;
 use crate::platform::BoxError;
 use crate::platform::informer::Change;
@@ -43,52 +46,6 @@ use mcm_decisions::machine::routing::{self, MachineQueue};
 
 /// Name of the termination work queue (metrics, logs).
 pub const QUEUE: &str = "machinetermination";
-
-/// What can go wrong in one termination pass (logged; the key is retried).
-#[derive(Debug, thiserror::Error)]
-pub enum TerminationError {
-    /// A Kubernetes API call failed.
-    #[error("{what} for machine {machine:?} failed: {source}")]
-    Api {
-        /// The call.
-        what: String,
-        /// The machine.
-        machine: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-}
-
-/// State shared by the termination workers.
-pub(crate) struct Termination {
-    context: Arc<TerminationContext>,
-    /// Drain memory per node name.
-    drains: Mutex<HashMap<String, NodeDrainState>>,
-}
-
-impl Termination {
-    fn drain_state(&self, node: &str, now: jiff::Timestamp) -> NodeDrainState {
-        self.lock_drains()
-            .entry(node.to_owned())
-            .or_insert_with(|| NodeDrainState::new(now))
-            .clone()
-    }
-
-    fn store_drain_state(&self, node: &str, state: NodeDrainState) {
-        self.lock_drains().insert(node.to_owned(), state);
-    }
-
-    fn forget_drain(&self, node: &str) {
-        self.lock_drains().remove(node);
-    }
-
-    fn lock_drains(&self) -> std::sync::MutexGuard<'_, HashMap<String, NodeDrainState>> {
-        self.drains
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
 
 /// Runs the termination workers until `shutdown`.
 pub fn run(

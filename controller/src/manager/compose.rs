@@ -30,10 +30,10 @@ use crate::machine::context::{
 use crate::machine::creation_flows::CreationFlows;
 use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::machine_set::context::MachineSetContext;
+use crate::platform::freeze::FreezeSwitch;
 use crate::platform::informer::Informer;
 use crate::platform::selection::CONTROLLERS;
 use crate::platform::{COMPONENT, Platform};
-use crate::safety::apiserver::freeze::FreezeSwitch;
 use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
 
 /// A wired controller: each call runs it (one leadership term) until the token is cancelled.

@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod events;
+pub mod freeze;
 pub mod informer;
 pub mod logging;
 pub mod metrics;

@@ -10,8 +10,8 @@ use mcm_provider_proto::DriverClient;
 
 use crate::machine::class_secrets::ClassSecrets;
 use crate::platform::Platform;
+use crate::platform::freeze::FreezeSwitch;
 use crate::platform::informer::Informer;
-use crate::safety::apiserver::freeze::FreezeSwitch;
 
 /// The overshooting check's context.
 pub struct OvershootContext {

@@ -11,6 +11,7 @@ use mcm_api::v1alpha1::{Machine, MachineClass};
 
 use super::error::ReconcileError;
 use crate::machine::context::MachineContext;
+use crate::machine::settings::controller_settings;
 use mcm_decisions::machine::creation::SecretData;
 use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
 use mcm_decisions::vocabulary::{StatusWrite, name_of, set_entries};
@@ -54,7 +55,7 @@ pub(crate) async fn write_status(
     // The "why is it stuck" condition rides along with every status write (issue 14).
     let _ = refresh_waiting_condition(
         &mut updated,
-        &super::controller_settings(context),
+        &controller_settings(context),
         context.machine_controller_frozen().then_some(FROZEN_REASON),
         None,
         jiff::Timestamp::now(),

@@ -8,12 +8,12 @@ use k8s_openapi::api::core::v1::Node;
 use mcm_api::keys::label;
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineState};
 
+use super::state::{Termination, TerminationError};
 use super::writes::{
     class_of, controller_settings, cordon, delete_node, delete_volume_attachments, driver_error,
     driver_metric, get_machine, get_node, live_volume_attachments, persist_status, record_events,
     remove_machine_finalizer, secret_data, set_node_condition, set_node_label, write_status,
 };
-use super::{Termination, TerminationError};
 use crate::drain::reconcile::{DrainTarget, drain_pass};
 use crate::platform::metrics::{DrainLabels, MachineDurationLabels};
 use crate::platform::queue::Outcome;

@@ -12,7 +12,7 @@ use mcm_api::keys::finalizer;
 use mcm_api::v1alpha1::{Machine, MachineClass};
 use mcm_provider_proto::{MachineError, SecretData};
 
-use super::TerminationError;
+use super::state::TerminationError;
 use crate::machine::context::TerminationContext;
 use mcm_decisions::machine::deletion::deletion_stage;
 use mcm_decisions::machine::order::validate_machine_class;
@@ -30,7 +30,7 @@ pub(super) fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
-pub(super) use crate::machine::reconcile::controller_settings;
+pub(super) use crate::machine::settings::controller_settings;
 
 /// A live read of the machine (`None` once it is gone).
 pub(super) async fn get_machine(

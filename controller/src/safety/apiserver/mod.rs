@@ -13,4 +13,3 @@
 //! gauge); the Machine and termination controllers hold its reader.
 
 pub mod check;
-pub mod freeze;
