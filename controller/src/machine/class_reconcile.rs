@@ -1,4 +1,4 @@
-//! The MachineClass and Secret controllers (reference §3.8), one queue `machineclass` with keys
+//! The MachineClass and Secret controllers (docs/behaviour.md#class-and-secret-controllers), one queue `machineclass` with keys
 //! `class/<name>` and `secret/<namespace>/<name>`.
 //!
 //! - A MachineClass carries finalizer `machine.sapcloud.io/machine-controller-manager` while at

@@ -1,4 +1,4 @@
-//! The Node controller shell (reference §3.12, §3.14 not-managed nodes): queue `node`.
+//! The Node controller shell (docs/behaviour.md#node-controller, docs/behaviour.md#machine-safety not-managed nodes): queue `node`.
 //!
 //! - A Node backed by a Machine (label `node=<node>` on exactly one machine) gets finalizer
 //!   `node.machine.sapcloud.io/machine-controller` while the machine is not being deleted (JSON

@@ -9,7 +9,7 @@
 //!
 //! Submodules: [`writes`] (status/metadata/node writes with optimistic concurrency, shared with
 //! the termination shell), [`creation`], [`health`], [`node_sync`], [`hot_update`], [`in_place`]
-//! (§3.9), [`preservation`], [`driver`] (timed driver calls) and [`permits`] (the
+//! (docs/behaviour.md#in-place-machine), [`preservation`], [`driver`] (timed driver calls) and [`permits`] (the
 //! per-MachineDeployment failure permit).
 
 pub mod creation;

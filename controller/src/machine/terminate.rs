@@ -1,6 +1,6 @@
-//! The termination shell: deleting machines (§3.10) in its OWN bounded worker pool (queue
+//! The termination shell: deleting machines (docs/behaviour.md#deletion-flow) in its OWN bounded worker pool (queue
 //! `machinetermination`, `--concurrent-syncs` workers), so draining machines never delay
-//! creations (user-pain-points: head-of-line blocking).
+//! creations (head-of-line blocking, docs/architecture.md#no-head-of-line-blocking).
 //!
 //! Every pass re-reads the machine live, validates its class (a missing or unfinalized class
 //! blocks deletion, as upstream), and runs the stage state machine of

@@ -1,7 +1,7 @@
-//! The MachineDeployment controller shell (reference §5): watches deployments, their MachineSets
+//! The MachineDeployment controller shell (docs/behaviour.md#machine-deployment): watches deployments, their MachineSets
 //! and machines, reads the deployment live, calls [`mcm_decisions::machine_deployment::plan::plan`] and executes its actions.
 //!
-//! - Routing (§5.1): deployment changes enqueue the deployment; MachineSet changes enqueue their
+//! - Routing (docs/behaviour.md#deployment-routing): deployment changes enqueue the deployment; MachineSet changes enqueue their
 //!   controlling deployment (orphans: every deployment whose selector matches); machine changes
 //!   enqueue the deployment owning the machine's MachineSet (availability feeds the status).
 //! - Cache lag: the MachineSets this shell wrote are remembered until the informer has caught up
@@ -108,7 +108,7 @@ enum Routed {
     Machine(Arc<Machine>),
 }
 
-/// Routes watch events to deployment keys (§5.1). Handlers run under their informer's lock, so
+/// Routes watch events to deployment keys (docs/behaviour.md#deployment-routing). Handlers run under their informer's lock, so
 /// the MachineSet and machine handlers only pass the change on; [`route`] resolves owners
 /// outside any informer lock (no lock-order cycles with other shells' handlers).
 fn subscribe(
@@ -229,7 +229,7 @@ impl ReconcileError {
     }
 }
 
-/// One pass for deployment `name` (§5.2).
+/// One pass for deployment `name` (docs/behaviour.md#deployment-reconcile).
 async fn reconcile(reconciler: &Reconciler, name: &str) -> Result<Outcome, ReconcileError> {
     let context = &reconciler.context;
     let api: Api<MachineDeployment> = context.namespaced();
@@ -389,7 +389,7 @@ async fn show_meltdown(
     Ok(())
 }
 
-/// Executes one step of a legacy MachineSet migration (§5.3 step 1).
+/// Executes one step of a legacy MachineSet migration (docs/behaviour.md#revisions step 1).
 async fn migrate_legacy(
     reconciler: &Reconciler,
     md: &str,

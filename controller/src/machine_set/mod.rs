@@ -1,25 +1,25 @@
 //! The MachineSet controller: claim, adopt and release machines, keep the replica count, status.
 //!
 //! Pure parts (no I/O, no clock: `now` is a parameter). Map of reference sections
-//! (`/work/shared/reference/mcm-behaviour.md`) to code and tests:
+//! (`docs/behaviour.md`) to code and tests:
 //!
 //! | Reference | Function | Tests |
 //! |---|---|---|
-//! | §4.3 reconcile order, finalizer, deletion | [`decide::plan`] | `decide::tests::finalizer_added_once_and_deleting_set_deletes_machines_then_releases_finalizer` |
-//! | §4.3 steps 6–8 node template / config / class kind propagation | `machine_updates::sync_update` via [`decide::plan`] | `machine_updates::tests::propagates_in_place_fields_to_active_machines_only` |
-//! | §4.4 manageReplicas, burst 100, freeze, scale-up-disabled | [`scaling::manage_replicas`] | `scaling::tests::scale_up_*`, `frozen_*`, `prop_*` |
-//! | §4.4 slow start 1, 2, 4, … | [`scaling::slow_start_batches`] | `scaling::tests::slow_start_table`, `prop_slow_start` |
-//! | §4.4 stale machines (diff, CA-marked, failed) | [`deletion::machines_to_delete`] | `deletion::tests::deletes_*`, `scaling::tests::prop_scale_down_*` |
-//! | §4.5 deletion order | [`deletion::deletion_order`], [`deletion::phase_rank`] | `deletion::tests::deletion_order_*`, `scaling::tests::prop_deletion_order_consistent` |
-//! | §4.6 auto-preservation, failed-machine termination | `machine_updates::auto_preservation`, [`deletion::should_failed_machine_be_terminated`] | `machine_updates::tests::auto_preserve_*`, `deletion::tests::failed_*` |
-//! | §4.7 claim / adopt / release (real release, Q9) | [`claim::claim`] | `claim::tests::claim_table` |
-//! | §4.8 status and write suppression | [`status::machine_set_status`], [`status::status_needs_update`] | `status::tests::*` |
-//! | §4.9 machine from template | [`scaling::machine_from_template`] | `scaling::tests::template_*` |
-//! | §4.4 terminateMachines status | [`deletion::terminating_status`] | `deletion::tests::terminating_status_*` |
-//! | §4.1/Q5 expectations (consulted here, unlike upstream) | [`expectations::Expectations`] | `expectations::tests::*` |
-//! | §4.2/§5.1 event routing (machine → sets, set → deployments) | [`routing::owners_to_sync`] | `routing::tests::routing_table` |
-//! | §11 MachineSet validation | [`validation::validate`] | `validation::tests::invalid_*` |
-//! | §4.1–§4.9 shell: watches, routing, execution, expectations, status, §9.2 gauges | [`reconcile::run`] | `tests/it/machine_set.rs` |
+//! | docs/behaviour.md#machine-set-reconcile reconcile order, finalizer, deletion | [`decide::plan`] | `decide::tests::finalizer_added_once_and_deleting_set_deletes_machines_then_releases_finalizer` |
+//! | docs/behaviour.md#machine-set-reconcile steps 6–8 node template / config / class kind propagation | `machine_updates::sync_update` via [`decide::plan`] | `machine_updates::tests::propagates_in_place_fields_to_active_machines_only` |
+//! | docs/behaviour.md#manage-replicas manageReplicas, burst 100, freeze, scale-up-disabled | [`scaling::manage_replicas`] | `scaling::tests::scale_up_*`, `frozen_*`, `prop_*` |
+//! | docs/behaviour.md#manage-replicas slow start 1, 2, 4, … | [`scaling::slow_start_batches`] | `scaling::tests::slow_start_table`, `prop_slow_start` |
+//! | docs/behaviour.md#manage-replicas stale machines (diff, CA-marked, failed) | [`deletion::machines_to_delete`] | `deletion::tests::deletes_*`, `scaling::tests::prop_scale_down_*` |
+//! | docs/behaviour.md#deletion-order deletion order | [`deletion::deletion_order`], [`deletion::phase_rank`] | `deletion::tests::deletion_order_*`, `scaling::tests::prop_deletion_order_consistent` |
+//! | docs/behaviour.md#auto-preservation auto-preservation, failed-machine termination | `machine_updates::auto_preservation`, [`deletion::should_failed_machine_be_terminated`] | `machine_updates::tests::auto_preserve_*`, `deletion::tests::failed_*` |
+//! | docs/behaviour.md#claim claim / adopt / release (real release, docs/behaviour.md#q9) | [`claim::claim`] | `claim::tests::claim_table` |
+//! | docs/behaviour.md#machine-set-status status and write suppression | [`status::machine_set_status`], [`status::status_needs_update`] | `status::tests::*` |
+//! | docs/behaviour.md#machine-from-template machine from template | [`scaling::machine_from_template`] | `scaling::tests::template_*` |
+//! | docs/behaviour.md#manage-replicas terminateMachines status | [`deletion::terminating_status`] | `deletion::tests::terminating_status_*` |
+//! | docs/behaviour.md#manager-process, docs/behaviour.md#q5 expectations (consulted here, unlike upstream) | [`expectations::Expectations`] | `expectations::tests::*` |
+//! | docs/behaviour.md#machine-set-routing, docs/behaviour.md#deployment-routing event routing (machine → sets, set → deployments) | [`routing::owners_to_sync`] | `routing::tests::routing_table` |
+//! | docs/behaviour.md#validation MachineSet validation | [`validation::validate`] | `validation::tests::invalid_*` |
+//! | docs/behaviour.md#machine-set shell: watches, routing, execution, expectations, status, docs/behaviour.md#metrics-mcm gauges | [`reconcile::run`] | `tests/it/machine_set.rs` |
 
 pub mod context;
 pub mod reconcile;

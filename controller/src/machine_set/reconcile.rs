@@ -1,4 +1,4 @@
-//! The MachineSet controller shell (reference §4): watches MachineSets and Machines, routes
+//! The MachineSet controller shell (docs/behaviour.md#machine-set): watches MachineSets and Machines, routes
 //! machine changes to their MachineSets, and reconciles each MachineSet with [`plan::plan`].
 //!
 //! Zero overshoot rests on the [`Expectations`]: creations and deletions are recorded before
@@ -275,7 +275,7 @@ impl Controller {
         }
     }
 
-    /// One pass of §4.3.
+    /// One pass of docs/behaviour.md#machine-set-reconcile.
     async fn reconcile(&self, name: &str) -> Result<Outcome, SyncError> {
         let api = self.context.namespaced::<MachineSet>();
         // Step 1: a live read, never the cache.
@@ -403,7 +403,7 @@ impl Controller {
             .collect()
     }
 
-    /// Writes `status` through `/status`; after a conflict, once more on a fresh read (§4.8).
+    /// Writes `status` through `/status`; after a conflict, once more on a fresh read (docs/behaviour.md#machine-set-status).
     async fn write_status(
         &self,
         ms: MachineSet,

@@ -1,6 +1,6 @@
 //! API clients for the control cluster (Machine objects) and the target cluster (Nodes, Pods).
 //!
-//! Kubeconfig handling follows upstream (reference §3.1 step 1): `inClusterConfig` selects the pod's
+//! Kubeconfig handling follows upstream (docs/behaviour.md#machine-process step 1): `inClusterConfig` selects the pod's
 //! service account, an empty `--control-kubeconfig` means the same as the target's (resolved by
 //! [`crate::platform::config::validate`]), and `--target-kubeconfig=none` means no target client. An empty
 //! value uses `kube::Config::infer` (`KUBECONFIG`, `~/.kube/config`, then in-cluster), where
@@ -419,7 +419,7 @@ pub async fn build(
 pub const API_RETRY_CAP: Duration = Duration::from_secs(1);
 
 /// Waits until the control API server answers and serves `machine.sapcloud.io/v1alpha1`
-/// machines (reference §3.1 step 4).
+/// machines (docs/behaviour.md#machine-process step 4).
 ///
 /// Upstream polls for ten seconds and exits, so after an outage its restarts back off (a
 /// kubelet's CrashLoopBackOff reaches minutes) and the pool stays unmanaged long after the API

@@ -1,7 +1,7 @@
 //! The manager process: flags, clients for the control and target clusters, leader election, the
 //! admin server (health, readiness, metrics), logging and graceful shutdown.
 //!
-//! [`run`] is the process skeleton (reference §3.1 and §4.1, merged):
+//! [`run`] is the process skeleton (docs/behaviour.md#machine-process and docs/behaviour.md#manager-process, merged):
 //! 1. start the admin server on `--address:--port` (healthy, not ready);
 //! 2. build the control and target clients ([`clients`]);
 //! 3. wait for the control API server to serve `machine.sapcloud.io/v1alpha1` machines, failing

@@ -1,8 +1,8 @@
 //! Command-line flags of `machine-controller-manager` and their validation.
 //!
 //! Upstream ships two binaries: `machine-controller-manager` (MachineSet, MachineDeployment and
-//! overshooting safety; reference §7.1) and the provider's `machine-controller` (Machine, Node,
-//! MachineClass, Secret and the other safety controllers; §7.2). Our single binary can run either
+//! overshooting safety; docs/behaviour.md#flags-mcm) and the provider's `machine-controller` (Machine, Node,
+//! MachineClass, Secret and the other safety controllers; docs/behaviour.md#flags-mc). Our single binary can run either
 //! share or both (`--controllers`, [`super::selection`]), so it accepts the union of both flag
 //! sets with upstream names, types and defaults. Where the two
 //! binaries disagree (`--port`, `--concurrent-syncs`, `--profiling`) the `machine-controller-manager`
@@ -268,7 +268,7 @@ pub struct LeaderElectionConfig {
     pub retry_period: std::time::Duration,
 }
 
-/// Settings of the machine-side controllers (reference §7.2).
+/// Settings of the machine-side controllers (docs/behaviour.md#flags-mc).
 #[derive(Clone, Debug, PartialEq)]
 pub struct MachineSettings {
     /// `--machine-creation-timeout`.
@@ -395,7 +395,7 @@ impl FieldError {
     }
 }
 
-/// Long retry of the machine controller (reference §16); what `--resource-exhausted-retry=0` means.
+/// Long retry of the machine controller (docs/behaviour.md#retry-classes); what `--resource-exhausted-retry=0` means.
 pub const LONG_RETRY: Duration = Duration::from_mins(10);
 
 /// Collects violations so [`validate`] can report all of them together.

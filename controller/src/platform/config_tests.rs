@@ -32,7 +32,7 @@ fn assert_only_error(flags: &[&str], flag: &str, reason_part: &str) {
 #[test]
 fn defaults_equal_upstream() {
     let args = parse(&[]);
-    // Reference §7.1 (machine-controller-manager).
+    // docs/behaviour.md#flags-mcm (machine-controller-manager).
     assert_eq!(args.port, 10258);
     assert_eq!(args.address, "0.0.0.0");
     assert_eq!(args.cloud_provider, "");
@@ -62,7 +62,7 @@ fn defaults_equal_upstream() {
     assert_eq!(args.leader_elect_renew_deadline, Duration::from_secs(10));
     assert_eq!(args.leader_elect_retry_period, Duration::from_secs(2));
     assert_eq!(args.leader_elect_resource_lock, "leases");
-    // Reference §7.2 (machine-controller).
+    // docs/behaviour.md#flags-mc (machine-controller).
     assert_eq!(args.machine_creation_timeout, Duration::from_mins(20));
     assert_eq!(args.machine_health_timeout, Duration::from_mins(10));
     assert_eq!(args.machine_drain_timeout, Duration::from_hours(2));

@@ -1,7 +1,7 @@
 //! The safety controller shells, one per upstream queue (each a controller of its own, so the
 //! overshooting check can run in upstream's `machine-controller-manager` share without the two
 //! machine-side ones): orphan VM collection and the API-server health freeze (machine side,
-//! reference §3.14) and the overshooting freeze of MachineSets and MachineDeployments (§6).
+//! docs/behaviour.md#machine-safety) and the overshooting freeze of MachineSets and MachineDeployments (docs/behaviour.md#overshooting).
 //!
 //! Each runs its own single-key work queue (key `""`, as upstream), so at most one run of each is
 //! in flight; runs are triggered at start, after their period, and by the informer events the
@@ -118,7 +118,7 @@ pub fn run_overshoot(
 }
 
 /// Runs the API-server check (`machinesafetyapiserver`) until `shutdown`; idle without a target
-/// cluster, as upstream (Q25).
+/// cluster, as upstream (docs/behaviour.md#q25).
 pub fn run_apiserver(
     context: Arc<ApiServerContext>,
     shutdown: CancellationToken,

@@ -278,8 +278,8 @@ async fn record_driver(world: &mut World, stop: &CancellationToken) -> Arc<Recor
 
 // ---------------------------------------------------------------------------------------------
 
-/// §3.4 happy path, user-data placeholders and bootstrap token, §3.6 Pending → Running with the
-/// startup taint removed, §3.7 machine-name label, §9.1 metrics.
+/// docs/behaviour.md#creation-flow happy path, user-data placeholders and bootstrap token, docs/behaviour.md#health-check Pending → Running with the
+/// startup taint removed, docs/behaviour.md#node-sync machine-name label, docs/behaviour.md#metrics-mc metrics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machine_is_created_and_runs_with_its_node() {
     let mut world = World::start().await;
@@ -399,7 +399,7 @@ async fn machine_is_created_and_runs_with_its_node() {
     stop.cancel();
 }
 
-/// §3.7: labels, annotations and taints of the node template with the last-applied annotation;
+/// docs/behaviour.md#node-sync: labels, annotations and taints of the node template with the last-applied annotation;
 /// keys MCM never applied are kept; removed template keys are removed from the Node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_template_is_synced_to_the_node() {
@@ -484,7 +484,7 @@ async fn node_template_is_synced_to_the_node() {
     world.stop_manager().await.unwrap();
 }
 
-/// §3.6: Running → Unknown on an unhealthy node, Unknown → Failed after the health timeout, at
+/// docs/behaviour.md#health-check: Running → Unknown on an unhealthy node, Unknown → Failed after the health timeout, at
 /// most one machine of a MachineDeployment failed at a time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unhealthy_nodes_fail_one_machine_per_deployment_at_a_time() {
@@ -536,7 +536,7 @@ async fn unhealthy_nodes_fail_one_machine_per_deployment_at_a_time() {
     let rejoined = wait_phase(&world, other, MachinePhase::Running).await;
     assert!(description(&rejoined).contains("successfully re-joined the cluster"));
 
-    // §3.13: `when-failed` on the Failed machine's node preserves it, drains the node (no pods
+    // docs/behaviour.md#preservation: `when-failed` on the Failed machine's node preserves it, drains the node (no pods
     // here) behind the preserved NoSchedule taint ...
     let failed = failed.name_any();
     annotate_node(
@@ -581,7 +581,7 @@ async fn unhealthy_nodes_fail_one_machine_per_deployment_at_a_time() {
     world.stop_manager().await.unwrap();
 }
 
-/// §3.6: a Pending machine whose node never joins is Failed after the creation timeout.
+/// docs/behaviour.md#health-check: a Pending machine whose node never joins is Failed after the creation timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creation_timeout_fails_a_pending_machine() {
     let mut world = World::start().await;
@@ -622,7 +622,7 @@ async fn creation_timeout_fails_a_pending_machine() {
     assert_eq!(field("token-secret").len(), 16);
     assert_eq!(field("usage-bootstrap-authentication"), "true");
     assert!(!field("expiration").is_empty());
-    // §11: a machine without spec.class.kind is not reconciled, and says why.
+    // docs/behaviour.md#validation: a machine without spec.class.kind is not reconciled, and says why.
     let invalid: Machine = serde_json::from_value(serde_json::json!({
         "apiVersion": "machine.sapcloud.io/v1alpha1",
         "kind": "Machine",
@@ -676,7 +676,7 @@ async fn creation_timeout_fails_a_pending_machine() {
     world.stop_manager().await.unwrap();
 }
 
-/// §8.4 rows GetMachineStatus (creation), CreateMachine, InitializeMachine: each failure code
+/// docs/behaviour.md#reaction-matrix rows GetMachineStatus (creation), CreateMachine, InitializeMachine: each failure code
 /// leads to the upstream status (CrashLoopBackOff with the code) and retry; the cells with
 /// ShortRetry or the resource-exhausted retry (1s here) recover within the test, MediumRetry (3m)
 /// cells do not. The OK/NotFound/Uninitialized-with-response cells are the happy paths of the
@@ -1188,7 +1188,7 @@ async fn hot_update_of_a_class_change_before_the_first_pass_reaches_the_vm() {
     world.stop_manager().await.unwrap();
 }
 
-/// §3.13/§10 preservation: `now` on the Node preserves (expiry, condition, autoscaler annotation
+/// docs/behaviour.md#preservation, docs/behaviour.md#preservation-scope preservation: `now` on the Node preserves (expiry, condition, autoscaler annotation
 /// re-asserted), the Node's `false` wins over the Machine's `now` and releases, `when-failed` on a
 /// running machine does nothing, and a user editing preserveExpiryTime is acted on at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1369,7 +1369,7 @@ async fn vms_reported_normally_are_initialized_once_in_the_creating_pass() {
     world.stop_manager().await.unwrap();
 }
 
-/// DESIGN §4 crash safety: killing the manager at several points of the creation flow and
+/// docs/architecture.md#crash-safety crash safety: killing the manager at several points of the creation flow and
 /// starting it again never leaks or duplicates a VM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashes_during_creation_leave_exactly_one_vm_per_machine() {
@@ -1521,7 +1521,7 @@ async fn label_node(world: &World, node: &str, labels: serde_json::Value) {
         .unwrap();
 }
 
-/// §3.9: the node's update labels drive its `InPlaceUpdate` condition; a selected node is
+/// docs/behaviour.md#in-place-machine: the node's update labels drive its `InPlaceUpdate` condition; a selected node is
 /// cordoned and drained, the machine goes `InPlaceUpdating` and the node is handed to the node
 /// agent (`ReadyForUpdate`); the agent's `update-result` moves the machine to
 /// `InPlaceUpdateSuccessful` and back to `Running`, or to `InPlaceUpdateFailed` with its reason.
@@ -1718,7 +1718,7 @@ async fn in_place_update_drains_the_selected_node_and_follows_the_agent_result()
     world.stop_manager().await.unwrap();
 }
 
-/// §3.6/§3.9: a node handed to the agent that never reports a result: the machine goes from
+/// docs/behaviour.md#health-check, docs/behaviour.md#in-place-machine: a node handed to the agent that never reports a result: the machine goes from
 /// `InPlaceUpdating` to `InPlaceUpdateFailed` after `--machine-inplace-update-timeout`, although
 /// the in-place step itself only asks to be run again after MediumRetry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Integration tests of the MachineDeployment shell (reference §5) against the sandbox.
+//! Integration tests of the MachineDeployment shell (docs/behaviour.md#machine-deployment) against the sandbox.
 //!
 //! The deployment shell runs alone; a small stand-in for the MachineSet controller
 //! ([`FakeSets`]) writes MachineSet status (replicas follow spec at once, availability grows by
@@ -261,7 +261,7 @@ async fn a_new_deployment_gets_one_machine_set_with_its_replicas_and_status() {
     assert_eq!(sets.len(), 1);
     let ms = &sets[0];
     let name = ms.metadata.name.clone().unwrap();
-    // §5.3: `<md>-<5 chars>` from the safe alphabet, hash label on set, selector and template.
+    // docs/behaviour.md#revisions: `<md>-<5 chars>` from the safe alphabet, hash label on set, selector and template.
     let suffix = name
         .strip_prefix("web-")
         .expect("named after the deployment");
@@ -302,7 +302,7 @@ async fn a_new_deployment_gets_one_machine_set_with_its_replicas_and_status() {
             .flatten()
             .any(|f| f == "machine.sapcloud.io/machine-controller-manager")
     );
-    // §5.11 status and conditions once the set is available.
+    // docs/behaviour.md#deployment-status status and conditions once the set is available.
     let md = eventually("complete conditions", LIMIT, || async {
         let md = world.machine_deployments().get("web").await.ok()?;
         (condition(&md, "Progressing")?.1 == "NewMachineSetAvailable").then_some(md)
@@ -320,7 +320,7 @@ async fn a_new_deployment_gets_one_machine_set_with_its_replicas_and_status() {
         md.metadata.annotations.as_ref().unwrap()["deployment.kubernetes.io/revision"],
         "1"
     );
-    // §9.2 deployment metrics from the cache at scrape time.
+    // docs/behaviour.md#metrics-mcm deployment metrics from the cache at scrape time.
     let metrics = eventually("the deployment metrics", LIMIT, || async {
         let body = scrape(&world).await;
         body.contains("mcm_machine_deployment_status_available_replicas{name=\"web\",namespace=\"default\"} 3")
@@ -493,7 +493,7 @@ async fn a_rolling_update_stays_within_max_surge_and_max_unavailable() {
         annotation(new, "deployment.kubernetes.io/revision"),
         Some("2")
     );
-    // §5.5 step 2: the old set is marked for PreferNoSchedule tainting.
+    // docs/behaviour.md#rolling-update step 2: the old set is marked for PreferNoSchedule tainting.
     assert_eq!(
         annotation(old, "deployment.machine.sapcloud.io/prefer-no-schedule"),
         Some("True")
@@ -836,7 +836,7 @@ async fn a_frozen_deployment_keeps_its_frozen_condition_and_is_still_reconciled(
         .await
         .unwrap();
     rolled_out(&world, "frz", "small", 2).await;
-    // What the overshooting safety controller writes (§6): label and Frozen condition.
+    // What the overshooting safety controller writes (docs/behaviour.md#overshooting): label and Frozen condition.
     patch_md(
         &world,
         "frz",
@@ -859,7 +859,7 @@ async fn a_frozen_deployment_keeps_its_frozen_condition_and_is_still_reconciled(
             .ok()
     })
     .await;
-    // Q13: a frozen deployment is reconciled normally; its status writes keep the condition.
+    // docs/behaviour.md#q13: a frozen deployment is reconciled normally; its status writes keep the condition.
     set_class(&world, "frz", "large").await;
     rolled_out(&world, "frz", "large", 2).await;
     let md = world.machine_deployments().get("frz").await.unwrap();
@@ -1067,7 +1067,7 @@ async fn old_nodes_are_tainted_and_autoscaler_annotated_during_a_rollout() {
         },
     )
     .await;
-    // §5.10: the autoscaler asks MCM to delete this machine first.
+    // docs/behaviour.md#autoscaler-deletion: the autoscaler asks MCM to delete this machine first.
     patch_md(
         &world,
         "tnt",

@@ -620,7 +620,7 @@ async fn status_counts_phases_and_failed_machines() {
     })
     .await;
 
-    // §9.2 gauges from the MachineSet cache at scrape time.
+    // docs/behaviour.md#metrics-mcm gauges from the MachineSet cache at scrape time.
     let admin = world.manager().expect("manager").admin;
     let gauge = |text: &str, metric: &str, value: &str| {
         text.lines().any(|l| {

@@ -1,5 +1,5 @@
-//! Integration tests of the safety shells (the three safety controllers only): orphan VM collection (§3.14), the
-//! API-server freeze (§3.14) and the overshooting freeze (§6), against the sandboxes with
+//! Integration tests of the safety shells (the three safety controllers only): orphan VM collection (docs/behaviour.md#machine-safety), the
+//! API-server freeze (docs/behaviour.md#machine-safety) and the overshooting freeze (docs/behaviour.md#overshooting), against the sandboxes with
 //! provider-virtual in-process. VMs are made orphans by creating them directly through the driver.
 
 use std::sync::Arc;
@@ -113,7 +113,7 @@ async fn frozen(world: &World) -> Option<f64> {
     metric_value(&metrics(world).await, "mcm_machine_controller_frozen")
 }
 
-// ----- orphan VMs (§3.14) ------------------------------------------------------------------------
+// ----- orphan VMs (docs/behaviour.md#machine-safety) ------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphan_vm_is_collected_and_vms_of_creating_or_owning_machines_are_kept() {
@@ -285,7 +285,7 @@ async fn nodes_without_machines_are_marked_unmanaged_and_unmarked_when_claimed()
     world.stop_manager().await.expect("clean stop");
 }
 
-// ----- API-server freeze (§3.14) ------------------------------------------------------------------
+// ----- API-server freeze (docs/behaviour.md#machine-safety) ------------------------------------------------------------------
 
 async fn outage_freezes_then_recovery_unfreezes_and_resets(control_down: bool) {
     let mut world = World::start().await;
@@ -370,7 +370,7 @@ async fn control_api_server_outage_freezes_and_recovery_unfreezes() {
     outage_freezes_then_recovery_unfreezes_and_resets(true).await;
 }
 
-// ----- overshooting (§6) ------------------------------------------------------------------------
+// ----- overshooting (docs/behaviour.md#overshooting) ------------------------------------------------------------------------
 
 async fn create_machine_set(
     world: &World,
@@ -593,7 +593,7 @@ async fn unfreeze_annotations_and_deployment_state_sync() {
             ],
         )
         .await;
-    // §6 step 2: the deployment follows its frozen set.
+    // docs/behaviour.md#overshooting step 2: the deployment follows its frozen set.
     let frozen_md = eventually(
         "the deployment to be frozen by state sync",
         LIMIT,
@@ -615,7 +615,7 @@ async fn unfreeze_annotations_and_deployment_state_sync() {
         "within bounds, the hand-made freeze is kept"
     );
 
-    // §6 steps 3–4: the annotation on the deployment unfreezes it and its set.
+    // docs/behaviour.md#overshooting steps 3–4: the annotation on the deployment unfreezes it and its set.
     world
         .machine_deployments()
         .patch(

@@ -1,5 +1,5 @@
-//! Integration tests of the deletion flow (§3.10, §3.11, §8.4 deletion rows), the Node controller
-//! (§3.12, §3.14 not-managed nodes) and the MachineClass/Secret finalizers (§3.8), against the
+//! Integration tests of the deletion flow (docs/behaviour.md#deletion-flow, docs/behaviour.md#drain, docs/behaviour.md#reaction-matrix deletion rows), the Node controller
+//! (docs/behaviour.md#node-controller, docs/behaviour.md#machine-safety not-managed nodes) and the MachineClass/Secret finalizers (docs/behaviour.md#class-and-secret-controllers), against the
 //! sandboxes with provider-virtual in-process.
 //!
 //! Running machines are set up without the Machine controller: the VM is created through the
@@ -393,7 +393,7 @@ fn eviction_requests(world: &World) -> Option<u64> {
     })
 }
 
-// ----- §3.10 happy path, §3.11 pod selection ---------------------------------------------------
+// ----- docs/behaviour.md#deletion-flow happy path, docs/behaviour.md#drain pod selection ---------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_running_machine_drains_then_removes_vm_node_and_machine() {
@@ -506,7 +506,7 @@ async fn deleting_a_running_machine_drains_then_removes_vm_node_and_machine() {
     }
 }
 
-// ----- §3.11 PDBs, §3.10 force after the drain timeout ----------------------------------------
+// ----- docs/behaviour.md#drain PDBs, docs/behaviour.md#deletion-flow force after the drain timeout ----------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pdb_refuses_eviction_until_the_drain_timeout_forces_the_drain() {
@@ -527,7 +527,7 @@ async fn a_pdb_refuses_eviction_until_the_drain_timeout_forces_the_drain() {
     )
     .await;
     wait_budget_blocks(&world, "guarded", "guard").await;
-    // 20s lets one eviction happen: max evict retries = min(360, timeout / 20s) (§3.10).
+    // 20s lets one eviction happen: max evict retries = min(360, timeout / 20s) (docs/behaviour.md#deletion-flow).
     world
         .start_manager(termination_shells(), &["--machine-drain-timeout=20s"])
         .await;
@@ -542,7 +542,7 @@ async fn a_pdb_refuses_eviction_until_the_drain_timeout_forces_the_drain() {
         eprintln!("SKIPPED (partly): no sandbox counters to see the refused eviction");
     }
     // Every pod is healthy and the budget still allows nothing: upstream's "misconfigured" budget
-    // fails the drain at once instead of retrying (§3.11).
+    // fails the drain at once instead of retrying (docs/behaviour.md#drain).
     let failed = wait_machine(&world, "m1", "drain failed on the misconfigured PDB", |m| {
         description(m).contains("pod disruption budget workload/guard is misconfigured")
     })
@@ -673,7 +673,7 @@ async fn a_blocking_pdb_is_retried_until_it_allows_the_eviction() {
     );
 }
 
-// ----- §3.11 pods with volumes: evicted, then wait for detach ----------------------------------
+// ----- docs/behaviour.md#drain pods with volumes: evicted, then wait for detach ----------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_with_a_volume_is_evicted_and_its_detach_awaited() {
@@ -947,7 +947,7 @@ async fn events_carry_last_timestamp_for_kubectl_get_events() {
     }
 }
 
-// ----- §8.4 DeleteMachine rows -----------------------------------------------------------------
+// ----- docs/behaviour.md#reaction-matrix DeleteMachine rows -----------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_machine_errors_follow_the_reaction_matrix() {
@@ -1098,7 +1098,7 @@ async fn deletion_converges_under_injected_conflicts() {
     assert!(conflicts >= 2, "conflicts were injected ({conflicts})");
 }
 
-// ----- §3.12 Node controller, §3.14 not-managed nodes --------------------------------------------
+// ----- docs/behaviour.md#node-controller Node controller, docs/behaviour.md#machine-safety not-managed nodes --------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_node_deletes_its_machine_and_unmanaged_nodes_are_ignored() {
@@ -1148,7 +1148,7 @@ async fn deleting_a_node_deletes_its_machine_and_unmanaged_nodes_are_ignored() {
     assert!(!vm_exists(&world, &provider_id));
 }
 
-// ----- §3.8 MachineClass and Secret finalizers ----------------------------------------------------
+// ----- docs/behaviour.md#class-and-secret-controllers MachineClass and Secret finalizers ----------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn class_and_secret_finalizers_follow_their_users() {
@@ -1213,7 +1213,7 @@ async fn class_and_secret_finalizers_follow_their_users() {
     .await;
 }
 
-// ----- §3.10 GetVMStatus stage: node found through GetMachineStatus ------------------------------
+// ----- docs/behaviour.md#deletion-flow GetVMStatus stage: node found through GetMachineStatus ------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_without_node_label_finds_its_node_through_the_driver() {
@@ -1292,7 +1292,7 @@ async fn deleting_a_machine_during_its_creation_waits_and_leaks_no_vm() {
     );
 }
 
-// ----- §3.10 a class without finalizer blocks the deletion --------------------------------------
+// ----- docs/behaviour.md#deletion-flow a class without finalizer blocks the deletion --------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_class_without_finalizer_blocks_the_deletion_until_it_is_fixed() {

@@ -1,4 +1,4 @@
-//! PodDisruptionBudget rules the drain needs when an eviction is refused with 429 (§3.11): which
+//! PodDisruptionBudget rules the drain needs when an eviction is refused with 429 (docs/behaviour.md#drain): which
 //! budget covers the pod, and whether that budget is misconfigured (it can never allow a voluntary
 //! eviction, so retrying is pointless). Pure functions.
 

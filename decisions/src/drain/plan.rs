@@ -1,4 +1,4 @@
-//! Pure drain decisions (§3.11): the drain configuration of a deleting machine (force rules,
+//! Pure drain decisions (docs/behaviour.md#drain): the drain configuration of a deleting machine (force rules,
 //! timeouts, retry budget), which pods to evict, and, pass by pass, the next evictions/deletions
 //! plus the time the next decision is due.
 //!
@@ -68,7 +68,7 @@ fn condition_bad_for(machine: &Machine, type_: &str, good: &str, now: Timestamp)
         })
 }
 
-/// The drain configuration of a machine being deleted (`drainNode` preamble of §3.10).
+/// The drain configuration of a machine being deleted (`drainNode` preamble of docs/behaviour.md#deletion-flow).
 #[must_use]
 pub fn deletion_drain_config(
     machine: &Machine,
@@ -126,7 +126,7 @@ pub fn deletion_drain_config(
     }
 }
 
-/// The drain configuration of a preserved Failed machine (`drainPreservedNode`, §3.13): forced by
+/// The drain configuration of a preserved Failed machine (`drainPreservedNode`, docs/behaviour.md#preservation): forced by
 /// label `force-drain=True` or when `currentStatus.lastUpdateTime` is older than the drain timeout;
 /// an unhealthy node (NotReady/ReadonlyFilesystem > 5 min) only forces pod deletion.
 #[must_use]
@@ -175,7 +175,7 @@ pub fn preserved_drain_config(
     }
 }
 
-/// The drain configuration of an in-place update (`drainNodeForInPlace`, §3.9): forced by label
+/// The drain configuration of an in-place update (`drainNodeForInPlace`, docs/behaviour.md#in-place-machine): forced by label
 /// `force-drain=True` or when the node was selected (`selected_since`, the condition's
 /// lastTransitionTime) longer than the drain timeout ago; an unhealthy node only forces pod
 /// deletion.

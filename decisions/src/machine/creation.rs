@@ -1,10 +1,10 @@
-//! Creation flow (§3.4) as a step machine, plus user-data and bootstrap-token helpers.
+//! Creation flow (docs/behaviour.md#creation-flow) as a step machine, plus user-data and bootstrap-token helpers.
 //!
 //! The shell calls [`next_creation_step`] with everything it has observed in the current pass
 //! ([`CreationPass`]), executes the returned step (a driver call or an API write), records the
 //! result in the pass and asks again, until [`CreationStep::Finish`].
 //!
-//! Crash safety (DESIGN.md §4): the durable record that a VM may exist is the Machine's finalizer,
+//! Crash safety (docs/architecture.md#crash-safety): the durable record that a VM may exist is the Machine's finalizer,
 //! stored before the first pass reaches this plan; [`CreationStep::CallCreateMachine`] is never
 //! returned for a machine without it. Until the providerID is stored the machine has no phase (or
 //! CrashLoopBackOff) and no providerID, which is what the orphan collector keeps VMs for, and a
@@ -154,7 +154,7 @@ pub struct PatchedSecret {
     pub warnings: Vec<String>,
 }
 
-/// Step 2 of §3.4: substitutes `<<BOOTSTRAP_TOKEN>>` (when a token is given, i.e. with a target
+/// Step 2 of docs/behaviour.md#creation-flow: substitutes `<<BOOTSTRAP_TOKEN>>` (when a token is given, i.e. with a target
 /// cluster) and `<<MACHINE_NAME>>` in `userData`, plain or URL-encoded.
 ///
 /// # Errors
@@ -610,7 +610,7 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
                     }
                 }
                 (None, Some(provider_id)) => Vm {
-                    // The VM is presumed to exist (a vanished VM is not recreated, Q27).
+                    // The VM is presumed to exist (a vanished VM is not recreated, docs/behaviour.md#q27).
                     node_name: node_name_of(machine).unwrap_or("").to_owned(),
                     provider_id: provider_id.to_owned(),
                     addresses: Vec::new(),

@@ -1,5 +1,5 @@
-//! Deletion flow (§3.10): a state machine over `status.lastOperation.description` substrings, with
-//! the exact upstream texts and the reaction matrix rows of §8.4 for GetMachineStatus in deletion
+//! Deletion flow (docs/behaviour.md#deletion-flow): a state machine over `status.lastOperation.description` substrings, with
+//! the exact upstream texts and the reaction matrix rows of docs/behaviour.md#reaction-matrix for GetMachineStatus in deletion
 //! and DeleteMachine.
 //!
 //! [`deletion_stage`] dispatches (first matching row wins); each stage has a function that turns

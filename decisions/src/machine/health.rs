@@ -1,4 +1,4 @@
-//! Health check (§3.6): Pending → Running, Running → Unknown, Unknown → Failed (rate limited per
+//! Health check (docs/behaviour.md#health-check): Pending → Running, Running → Unknown, Unknown → Failed (rate limited per
 //! MachineDeployment), Pending → Failed on creation timeout, in-place update results, and removal of
 //! the `instance-not-ready` startup taint once the machine runs.
 //!

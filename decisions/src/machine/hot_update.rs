@@ -1,4 +1,4 @@
-//! Hot update of running VMs (issue item 5; webhooks-and-conversion.md §10.3): when a MachineClass's
+//! Hot update of running VMs (issue item 5; docs/behaviour.md#hot-update): when a MachineClass's
 //! `providerSpec` changes only in paths the provider declares hot-updatable (GetCapabilities, e.g.
 //! `tags`), the machine controller calls `UpdateMachine` instead of requiring a new class and a
 //! rollout.

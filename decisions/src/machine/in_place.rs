@@ -1,4 +1,4 @@
-//! In-place update, machine side (§3.9): the `InPlaceUpdate` node condition driven by the node's
+//! In-place update, machine side (docs/behaviour.md#in-place-machine): the `InPlaceUpdate` node condition driven by the node's
 //! update labels, the drain of a selected node and the hand-off to the node agent.
 
 use jiff::Timestamp;

@@ -1,4 +1,4 @@
-//! Node metadata sync (§3.7): the machine-name label on the Node, the node template's labels,
+//! Node metadata sync (docs/behaviour.md#node-sync): the machine-name label on the Node, the node template's labels,
 //! annotations and taints ("ALT") tracked through the last-applied annotation, and the class's
 //! virtual capacity in `node.status.capacity`.
 //!

@@ -1,4 +1,4 @@
-//! Reconcile order of a machine (§3.3) and the validations it runs (§3.5, §11).
+//! Reconcile order of a machine (docs/behaviour.md#machine-reconcile) and the validations it runs (docs/behaviour.md#class-validation, docs/behaviour.md#validation).
 //!
 //! [`plan_entry`] is `reconcileClusterMachineKey` (finalizer first, deletions to the termination
 //! queue); [`plan_reconcile_order`] is `reconcileClusterMachine`: it returns the steps the shell
@@ -47,23 +47,23 @@ pub fn plan_entry(machine: Option<&Machine>, in_creation_flow: bool) -> EntryDec
 /// Steps of a machine reconcile, in upstream order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReconcileStep {
-    /// Validate the MachineClass and read its secrets (§3.5).
+    /// Validate the MachineClass and read its secrets (docs/behaviour.md#class-validation).
     ValidateClass,
-    /// Health check (§3.6).
+    /// Health check (docs/behaviour.md#health-check).
     Health,
-    /// Machine-name label on the Node (§3.7).
+    /// Machine-name label on the Node (docs/behaviour.md#node-sync).
     SyncMachineNameToNode,
-    /// Node template labels/annotations/taints and virtual capacity (§3.7).
+    /// Node template labels/annotations/taints and virtual capacity (docs/behaviour.md#node-sync).
     SyncNodeTemplates,
-    /// In-place update node condition from labels (§3.9).
+    /// In-place update node condition from labels (docs/behaviour.md#in-place-machine).
     InPlaceNodeCondition,
-    /// In-place update drain/hand-off (§3.9).
+    /// In-place update drain/hand-off (docs/behaviour.md#in-place-machine).
     InPlaceUpdate,
     /// Hot update of the providerSpec (issue item 5; runs after the node steps, like in-place).
     HotUpdate,
-    /// Preservation (§3.13).
+    /// Preservation (docs/behaviour.md#preservation).
     Preservation,
-    /// Creation flow (§3.4).
+    /// Creation flow (docs/behaviour.md#creation-flow).
     Creation,
 }
 
@@ -226,7 +226,7 @@ pub fn plan_reconcile_order(machine: &Machine, frozen: bool) -> ReconcileOrder {
     ReconcileOrder::Steps(steps)
 }
 
-/// Whether the node carries an essential taint (adding/removing one routes the machine, §3.2).
+/// Whether the node carries an essential taint (adding/removing one routes the machine, docs/behaviour.md#machine-routing).
 #[must_use]
 pub fn has_essential_taint(node: &Node) -> bool {
     node.spec

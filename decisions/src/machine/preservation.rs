@@ -1,4 +1,4 @@
-//! Preservation (§3.13, §10): the `node.machine.sapcloud.io/preserve` annotation on the Node or the
+//! Preservation (docs/behaviour.md#preservation, docs/behaviour.md#preservation-scope): the `node.machine.sapcloud.io/preserve` annotation on the Node or the
 //! Machine (`now`, `when-failed`, `auto-preserved`, `false`; the Node's value wins), the expiry in
 //! `status.currentStatus.preserveExpiryTime`, the `Preserved` node condition, the
 //! cluster-autoscaler scale-down-disabled annotation with its `-by-mcm` marker, the drain of
@@ -476,7 +476,7 @@ pub struct AutoPreservation {
     pub release: Vec<String>,
 }
 
-/// Auto-preservation within `autoPreserveFailedMachineMax` (§4.6 as seen from the machines):
+/// Auto-preservation within `autoPreserveFailedMachineMax` (docs/behaviour.md#auto-preservation as seen from the machines):
 /// annotate the newest Failed machines without a valid preserve value up to the maximum, or
 /// release the oldest auto-preserved ones when above it.
 ///

@@ -1,8 +1,8 @@
-//! Event routing (§3.2) and the node controller (§3.12), as pure functions over old/new objects.
+//! Event routing (docs/behaviour.md#machine-routing) and the node controller (docs/behaviour.md#node-controller), as pure functions over old/new objects.
 //!
 //! Differences from upstream, on purpose: a change of `status.currentStatus.preserveExpiryTime`
 //! (e.g. a user editing it) routes the machine even though it is a status-only update, so it is
-//! acted on without waiting for a resync (upstream ignores status-only updates, Q3).
+//! acted on without waiting for a resync (upstream ignores status-only updates, docs/behaviour.md#q3).
 
 use k8s_openapi::api::core::v1::Node;
 use mcm_api::keys::{annotation, finalizer, label, taint};
@@ -277,7 +277,7 @@ pub fn route_node_delete(node: &Node, machines: &[Machine]) -> Vec<NodeRoute> {
     }
 }
 
-/// Node controller decision (§3.12).
+/// Node controller decision (docs/behaviour.md#node-controller).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeControllerAction {
     /// Nothing.

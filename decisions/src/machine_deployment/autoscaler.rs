@@ -1,9 +1,9 @@
-//! The cluster-autoscaler's `trigger-deletion-by-mcm` annotation (reference §5.10, quirk Q26).
+//! The cluster-autoscaler's `trigger-deletion-by-mcm` annotation (docs/behaviour.md#autoscaler-deletion, quirk docs/behaviour.md#q26).
 //!
 //! The autoscaler names the machines it wants gone in `name~time` entries on the deployment; the
 //! controller stamps them with the scaler time, marks those machines priority `1` with a
 //! `marked-for-deletion-time`, and drops entries whose machine is gone, failed or deleting. The
-//! MachineSet then deletes marked machines first (§4.4, §4.5).
+//! MachineSet then deletes marked machines first (docs/behaviour.md#manage-replicas, docs/behaviour.md#deletion-order).
 
 use std::collections::BTreeMap;
 

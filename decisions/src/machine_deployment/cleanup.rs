@@ -22,7 +22,7 @@ impl Work<'_> {
         self.cleanup();
     }
 
-    /// `cleanupMachineDeployment` (§5.12).
+    /// `cleanupMachineDeployment` (docs/behaviour.md#cleanup).
     pub(super) fn cleanup(&mut self) {
         let Some(limit) = self.md.spec.revision_history_limit else {
             return;

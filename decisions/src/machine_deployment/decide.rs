@@ -1,4 +1,4 @@
-//! One reconcile pass of a MachineDeployment (reference §5.2–§5.12): validate, add the
+//! One reconcile pass of a MachineDeployment (docs/behaviour.md#machine-deployment): validate, add the
 //! finalizer, claim MachineSets, handle deletion and the cluster-autoscaler's deletion requests,
 //! then pick the path: paused or scaling (`sync`), rollback, or the strategy's rollout.
 //!
@@ -30,7 +30,7 @@ use crate::machine_set::types::MachineRef;
 use crate::selector;
 use crate::vocabulary::{Event, Retry};
 
-/// One reconcile pass of a MachineDeployment (§5.2).
+/// One reconcile pass of a MachineDeployment (docs/behaviour.md#deployment-reconcile).
 ///
 /// # Errors
 /// An invalid deployment (logged by the shell, not requeued), or the in-place strategy outside
@@ -181,7 +181,7 @@ pub fn plan(input: DeploymentInput<'_>) -> Result<DeploymentPlan, DeploymentErro
         w.md.status.get_or_insert_with(Default::default).conditions = Some(conditions);
     }
 
-    // Cluster-autoscaler deletion requests (§5.10).
+    // Cluster-autoscaler deletion requests (docs/behaviour.md#autoscaler-deletion).
     if let Some(a) = autoscaler::stamp_trigger_entries(&w.md, w.now()) {
         w.set_md_annotations(a);
     }

@@ -1,4 +1,4 @@
-//! Surge and unavailability arithmetic (reference §5.3 `MaxSurge`, `MaxUnavailable`,
+//! Surge and unavailability arithmetic (docs/behaviour.md#revisions `MaxSurge`, `MaxUnavailable`,
 //! `ResolveFenceposts`): maxSurge rounds **up**, maxUnavailable rounds **down**, both as a
 //! percentage of `spec.replicas`; if both resolve to 0, one machine may be unavailable.
 
@@ -169,7 +169,7 @@ pub fn max_unavailable(md: &MachineDeployment) -> Result<i32, FencepostError> {
 
 /// The surge used by the overshooting safety controller: the rolling configuration's maxSurge if
 /// present, else the in-place one's, resolved against `spec.replicas` rounding up; `None` when
-/// neither exists (Recreate), which upstream turned into an abort of the whole check (Q12).
+/// neither exists (Recreate), which upstream turned into an abort of the whole check (docs/behaviour.md#q12).
 ///
 /// # Errors
 /// A malformed value.

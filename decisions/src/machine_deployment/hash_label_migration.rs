@@ -1,4 +1,4 @@
-//! Migration of legacy MachineSets whose selector lacks `machine-template-hash` (reference §5.3,
+//! Migration of legacy MachineSets whose selector lacks `machine-template-hash` (docs/behaviour.md#revisions,
 //! `getAllMachineSetsAndSyncRevision` step 1). Pure: one step per call, the shell executes it and
 //! reconciles again.
 //!

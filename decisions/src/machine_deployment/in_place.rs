@@ -1,4 +1,4 @@
-//! The InPlaceUpdate strategy (reference §5.9, `rolloutInPlace`): old machines are updated in
+//! The InPlaceUpdate strategy (docs/behaviour.md#in-place-rollout, `rolloutInPlace`): old machines are updated in
 //! place by a node agent and handed over to the new MachineSet instead of being replaced.
 //!
 //! Machines of a MachineSet are those it controls (upstream lists them by the set's

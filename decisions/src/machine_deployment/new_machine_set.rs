@@ -29,7 +29,7 @@ pub enum CreateConflict {
     BumpCollisionCount(Box<MachineDeploymentStatus>),
 }
 
-/// Decision on `AlreadyExists` for the new MachineSet (§5.3 step 4).
+/// Decision on `AlreadyExists` for the new MachineSet (docs/behaviour.md#revisions step 4).
 #[must_use]
 pub fn create_conflict(md: &MachineDeployment, existing: &MachineSet) -> CreateConflict {
     let ours = claim::controller_ref(&existing.metadata)
@@ -51,7 +51,7 @@ pub fn create_conflict(md: &MachineDeployment, existing: &MachineSet) -> CreateC
 pub const REASON_MACHINE_SET_CREATE_ERROR: &str = "MachineSetCreateError";
 
 /// Status and Warning event to write when creating the new MachineSet failed with an error other
-/// than `AlreadyExists` or a terminating namespace (§5.3 step 4).
+/// than `AlreadyExists` or a terminating namespace (docs/behaviour.md#revisions step 4).
 #[must_use]
 pub fn create_failure(
     md: &MachineDeployment,
@@ -74,7 +74,7 @@ pub fn create_failure(
     (st, Event::warning(REASON_MACHINE_SET_CREATE_ERROR, message))
 }
 
-/// `NewISNewReplicas` (§5.3): target size of the new MachineSet. RollingUpdate (and automatic
+/// `NewISNewReplicas` (docs/behaviour.md#revisions): target size of the new MachineSet. RollingUpdate (and automatic
 /// InPlaceUpdate, with its own maxSurge) grows it up to `replicas + maxSurge` counting
 /// `existing_total`: every machine of every set that exists or is about to (upstream counts
 /// `status.replicas`; we take per set the larger of spec, status and the machines seen), never
@@ -111,7 +111,7 @@ pub fn new_machine_set_replicas(
 }
 
 impl Work<'_> {
-    /// `getAllMachineSetsAndSyncRevision` (§5.3).
+    /// `getAllMachineSetsAndSyncRevision` (docs/behaviour.md#revisions).
     pub(super) fn sync_revision(&mut self, create: bool) {
         let olds_max = {
             let olds: Vec<&MachineSet> = self

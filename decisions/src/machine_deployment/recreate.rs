@@ -1,4 +1,4 @@
-//! The Recreate strategy (upstream `deployment_recreate.go`, reference §5.6): scale every old
+//! The Recreate strategy (upstream `deployment_recreate.go`, docs/behaviour.md#recreate): scale every old
 //! MachineSet to 0, wait until their machines are gone, then scale the new one up.
 
 use super::fencepost::replicas;

@@ -1,4 +1,4 @@
-//! Revisions, template equality and naming of MachineSets (reference §5.3, quirks Q1/Q2).
+//! Revisions, template equality and naming of MachineSets (docs/behaviour.md#revisions, quirks docs/behaviour.md#q1, docs/behaviour.md#q2).
 //!
 //! Upstream hashes a go-spew dump of the template (not reproducible). We hash the canonical JSON
 //! (keys sorted, nulls and empty containers dropped) of the template **without** the fields that
@@ -195,7 +195,7 @@ pub fn bump_revision(target: &mut BTreeMap<String, String>, new_revision: i64) -
     true
 }
 
-/// Brings an existing new MachineSet in line with the deployment (§5.3 step 3): annotations,
+/// Brings an existing new MachineSet in line with the deployment (docs/behaviour.md#revisions step 3): annotations,
 /// revision, minReadySeconds, autoPreserveFailedMachineMax and the fields propagated in place.
 /// Returns the updated copy when something changed.
 #[must_use]
@@ -236,7 +236,7 @@ pub fn sync_new_machine_set(
     changed.then_some(out)
 }
 
-/// The new MachineSet of a deployment (§5.3 step 4).
+/// The new MachineSet of a deployment (docs/behaviour.md#revisions step 4).
 #[must_use]
 pub fn new_machine_set(
     md: &MachineDeployment,

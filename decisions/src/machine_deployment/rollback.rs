@@ -1,4 +1,4 @@
-//! Rollback (upstream `deployment_rollback.go`, reference §5.7): `spec.rollbackTo` copies the
+//! Rollback (upstream `deployment_rollback.go`, docs/behaviour.md#rollback): `spec.rollbackTo` copies the
 //! template of an earlier revision back into the deployment.
 
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use super::work::Work;
 use crate::vocabulary::Event;
 
 impl Work<'_> {
-    /// `rollback` (§5.7).
+    /// `rollback` (docs/behaviour.md#rollback).
     pub(super) fn rollback(&mut self) {
         self.sync_revision(true);
         let requested = self

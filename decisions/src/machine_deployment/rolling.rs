@@ -1,4 +1,4 @@
-//! The RollingUpdate strategy (upstream `deployment_rolling.go`, reference §5.5): grow the new
+//! The RollingUpdate strategy (upstream `deployment_rolling.go`, docs/behaviour.md#rolling-update): grow the new
 //! MachineSet within `replicas + maxSurge`, shrink the old ones while at least
 //! `replicas - maxUnavailable` machines stay available.
 
@@ -23,7 +23,7 @@ impl Work<'_> {
         self.rollout_status();
     }
 
-    /// `reconcileNewMachineSet` (§5.5 step 4).
+    /// `reconcileNewMachineSet` (docs/behaviour.md#rolling-update step 4).
     pub(super) fn reconcile_new(&mut self) -> bool {
         let Some(n) = self.new else {
             return false;
@@ -41,7 +41,7 @@ impl Work<'_> {
         self.scale(n, target)
     }
 
-    /// `reconcileOldMachineSets` (§5.5 step 5).
+    /// `reconcileOldMachineSets` (docs/behaviour.md#rolling-update step 5).
     pub(super) fn reconcile_old(&mut self) -> bool {
         let mut olds: Vec<usize> = self
             .olds()

@@ -13,7 +13,7 @@ use super::types::{ann, spec_replicas, status_of};
 use super::work::Work;
 use crate::vocabulary::Event;
 
-/// `isScalingEvent` (§5.4).
+/// `isScalingEvent` (docs/behaviour.md#scaling).
 #[must_use]
 pub fn is_scaling_event(md: &MachineDeployment, sets: &[MachineSet]) -> bool {
     if revision::find_new_machine_set(md, sets).is_none() {
@@ -47,7 +47,7 @@ fn round_half_away(numerator: i64, denominator: i64) -> i64 {
     }
 }
 
-/// Proportional scale-in (§5.4 step 3, `toAdd < 0`): new sizes for `sets` (active ones), given
+/// Proportional scale-in (docs/behaviour.md#scaling step 3, `toAdd < 0`): new sizes for `sets` (active ones), given
 /// the deployment's `replicas`, `max_surge` and the fallback `status.replicas`.
 ///
 /// Deviations that keep the total exact: a set never grows during a scale-in (a stale
@@ -133,7 +133,7 @@ impl Work<'_> {
         size_changed
     }
 
-    /// `scale` (§5.4).
+    /// `scale` (docs/behaviour.md#scaling).
     pub(super) fn scale_deployment(&mut self) {
         let active: Vec<usize> = (0..self.sets.len())
             .filter(|&i| spec_replicas(&self.sets[i]) > 0)
@@ -242,7 +242,7 @@ impl Work<'_> {
         current + (want - current).min(room)
     }
 
-    /// `sync` (§5.4): scale, cleanup when paused, status.
+    /// `sync` (docs/behaviour.md#scaling): scale, cleanup when paused, status.
     pub(super) fn sync(&mut self) {
         self.sync_revision(false);
         self.scale_deployment();

@@ -1,4 +1,4 @@
-//! MachineDeployment status and conditions (reference §5.8 progress/pause, §5.11 status).
+//! MachineDeployment status and conditions (docs/behaviour.md#pause-and-progress progress/pause, docs/behaviour.md#deployment-status status).
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -72,7 +72,7 @@ fn sum(sets: &[&MachineSet], f: impl Fn(&MachineSet) -> Option<i32>) -> i32 {
         .fold(0i32, i32::saturating_add)
 }
 
-/// `calculateDeploymentStatus` (§5.11). `max_unavailable` is `MaxUnavailable(md)`.
+/// `calculateDeploymentStatus` (docs/behaviour.md#deployment-status). `max_unavailable` is `MaxUnavailable(md)`.
 #[must_use]
 pub fn calculate_status(
     md: &MachineDeployment,
@@ -214,7 +214,7 @@ pub struct RolloutStatus {
     pub check_deadline_after: Option<SignedDuration>,
 }
 
-/// `syncRolloutStatus` (§5.8): status, Progressing and ReplicaFailure conditions, deadline check.
+/// `syncRolloutStatus` (docs/behaviour.md#pause-and-progress): status, Progressing and ReplicaFailure conditions, deadline check.
 #[must_use]
 pub fn rollout_status(
     md: &MachineDeployment,
@@ -338,7 +338,7 @@ pub fn rollout_status(
     }
 }
 
-/// `checkPausedConditions` (§5.8): the conditions to write, if they change.
+/// `checkPausedConditions` (docs/behaviour.md#pause-and-progress): the conditions to write, if they change.
 #[must_use]
 pub fn paused_conditions(
     md: &MachineDeployment,

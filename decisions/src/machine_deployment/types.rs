@@ -15,7 +15,7 @@ use crate::machine_set::types::MachineRef;
 use crate::selector::SelectorError;
 use crate::vocabulary::{Event, Retry};
 
-/// Periodic requeue after validation (reference §16).
+/// Periodic requeue after validation (docs/behaviour.md#requeue-timing).
 pub const RESYNC: mcm_api::duration::Duration = retry::LONG;
 
 /// Why a deployment cannot be planned for. Invalid objects are logged and not requeued.

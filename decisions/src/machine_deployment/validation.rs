@@ -1,4 +1,4 @@
-//! Upstream validation of a MachineDeployment (reference §11) plus nil-selector and selector
+//! Upstream validation of a MachineDeployment (docs/behaviour.md#validation) plus nil-selector and selector
 //! syntax: an invalid deployment is logged and not planned for.
 
 use mcm_api::v1alpha1::{MachineDeployment, MachineDeploymentStrategyType as Strategy};
@@ -7,7 +7,7 @@ use super::fencepost::{self, FencepostError, replicas};
 use super::types::{DeploymentError, md_name};
 use crate::selector;
 
-/// Upstream validation of a deployment (reference §11) plus nil-selector and selector syntax.
+/// Upstream validation of a deployment (docs/behaviour.md#validation) plus nil-selector and selector syntax.
 ///
 /// # Errors
 /// The first violated rule.

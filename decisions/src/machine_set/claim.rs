@@ -1,7 +1,7 @@
-//! Claim, adopt and release (upstream's controller-ref manager, reference §4.7), for machines
+//! Claim, adopt and release (upstream's controller-ref manager, docs/behaviour.md#claim), for machines
 //! claimed by a MachineSet and MachineSets claimed by a MachineDeployment.
 //!
-//! Unlike upstream (quirk Q9), a release really removes the controller reference: the shell
+//! Unlike upstream (quirk docs/behaviour.md#q9), a release really removes the controller reference: the shell
 //! executes [`ClaimDecision::Release`] with a JSON patch that removes the owner reference whose
 //! UID matches (with a `test` on the object's UID), not with upstream's ineffective merge patch.
 
@@ -51,7 +51,7 @@ pub struct Owner<'a> {
     pub selector: Option<&'a LabelSelector>,
 }
 
-/// Decides whether `object` belongs to `owner` (reference §4.7).
+/// Decides whether `object` belongs to `owner` (docs/behaviour.md#claim).
 ///
 /// # Errors
 /// A malformed owner selector.

@@ -1,4 +1,4 @@
-//! One reconcile pass of a MachineSet (reference §4.3–§4.9).
+//! One reconcile pass of a MachineSet (docs/behaviour.md#machine-set).
 //!
 //! [`plan`] takes an observed snapshot (the MachineSet as read live, every machine of the
 //! namespace from the cache, the preserve annotations of nodes, the expectations readiness and
@@ -32,7 +32,7 @@ fn has_finalizer(meta: &ObjectMeta) -> bool {
         .any(|f| f == finalizer::MACHINE_CONTROLLER_MANAGER)
 }
 
-/// One reconcile pass of a MachineSet (§4.3).
+/// One reconcile pass of a MachineSet (docs/behaviour.md#machine-set-reconcile).
 ///
 /// # Errors
 /// An invalid MachineSet (the shell logs it and does not requeue).

@@ -1,5 +1,5 @@
 //! Which machines a MachineSet deletes and in which order (upstream `getMachinesToDelete` and
-//! `getMachinesToDeleteByPriority`, §4.4 "Otherwise" and §4.5): surplus machines by preservation,
+//! `getMachinesToDeleteByPriority`, docs/behaviour.md#manage-replicas "Otherwise" and docs/behaviour.md#deletion-order): surplus machines by preservation,
 //! priority, deletion mark, phase and age, plus machines the cluster-autoscaler marked and failed
 //! machines that may be replaced; and the status written on a machine being deleted.
 
@@ -23,8 +23,8 @@ pub fn is_preserved(m: &Machine, now: Timestamp) -> bool {
     preserve_expiry(m).is_some_and(|t| t > now)
 }
 
-/// Rank of a phase in the deletion order (§4.5 step 5; unknown phases rank like Terminating,
-/// quirk Q8).
+/// Rank of a phase in the deletion order (docs/behaviour.md#deletion-order step 5; unknown phases rank like Terminating,
+/// quirk docs/behaviour.md#q8).
 #[must_use]
 pub fn phase_rank(phase: Option<&MachinePhase>) -> u8 {
     match phase {
@@ -50,7 +50,7 @@ fn marked_time(m: &Machine) -> Option<Timestamp> {
         .ok()
 }
 
-/// Deletion order of §4.5: `Less` means `a` is deleted before `b`.
+/// Deletion order of docs/behaviour.md#deletion-order: `Less` means `a` is deleted before `b`.
 #[must_use]
 pub fn deletion_order(a: &Machine, b: &Machine, now: Timestamp) -> Ordering {
     let (pa, pb) = (is_preserved(a, now), is_preserved(b, now));
@@ -89,7 +89,7 @@ pub fn deletion_order(a: &Machine, b: &Machine, now: Timestamp) -> Ordering {
     created(a).cmp(&created(b))
 }
 
-/// Whether a Failed machine may be deleted and replaced (§4.6 `shouldFailedMachineBeTerminated`).
+/// Whether a Failed machine may be deleted and replaced (docs/behaviour.md#auto-preservation `shouldFailedMachineBeTerminated`).
 ///
 /// A machine with a node label whose node is not in `node_preserve` counts as a node lookup
 /// error, which upstream answers with "terminate".
@@ -125,7 +125,7 @@ pub fn should_failed_machine_be_terminated(
     )
 }
 
-/// The status the shell writes on a machine it deletes (§4.4 `terminateMachines`), or `None` when
+/// The status the shell writes on a machine it deletes (docs/behaviour.md#manage-replicas `terminateMachines`), or `None` when
 /// the current status already says so (descriptions and timestamps younger than 30 minutes are
 /// ignored in that comparison, as upstream).
 #[must_use]
@@ -160,14 +160,14 @@ pub fn terminating_status(m: &Machine, now: Timestamp) -> Option<MachineStatus> 
             phase: Some(MachinePhase::Terminating),
             timeout_active: Some(false),
             last_update_time: Some(Time(now)),
-            // A terminating machine is no longer preserved (reference Q18).
+            // A terminating machine is no longer preserved (docs/behaviour.md#q18).
             preserve_expiry_time: None,
         }),
         ..status
     })
 }
 
-/// The machines to delete in a non-scale-up pass (§4.4 "Otherwise"), in deletion order.
+/// The machines to delete in a non-scale-up pass (docs/behaviour.md#manage-replicas "Otherwise"), in deletion order.
 #[must_use]
 pub fn machines_to_delete(
     ms: &MachineSet,

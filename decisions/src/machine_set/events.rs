@@ -1,4 +1,4 @@
-//! Events the shell records on the MachineSet for the outcome of each create/delete (§4.4, §4.9).
+//! Events the shell records on the MachineSet for the outcome of each create/delete (docs/behaviour.md#manage-replicas, docs/behaviour.md#machine-from-template).
 
 use crate::vocabulary::Event;
 

@@ -1,7 +1,7 @@
 //! Expectations: the creations and deletions the MachineSet controller has issued and not yet seen
 //! in its cache, so that it never acts twice on a stale cache (zero overshoot).
 //!
-//! Upstream records expectations but never consults them (reference §4.1, quirk Q5). Here the
+//! Upstream records expectations but never consults them (docs/behaviour.md#manager-process, quirk docs/behaviour.md#q5). Here the
 //! planner refuses to create or delete machines for a MachineSet while its expectations are
 //! pending, exactly like Kubernetes' ReplicaSet controller does, until every issued operation has
 //! been observed or the entry expired ([`DEFAULT_TTL`], 5 minutes as upstream, so a lost watch

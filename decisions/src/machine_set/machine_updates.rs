@@ -1,6 +1,6 @@
 //! Changes to the machines a MachineSet already has (upstream `syncMachinesNodeTemplates`,
 //! `syncMachinesConfig`, `syncMachinesClassKind` and the auto-preservation of failed machines,
-//! §4.3 steps 6–9, §4.6).
+//! docs/behaviour.md#machine-set-reconcile steps 6–9, docs/behaviour.md#auto-preservation).
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ pub fn apply_update(m: &mut Machine, u: &MachineUpdate) {
     }
 }
 
-/// Propagation of node template, machine configuration and class kind (§4.3 steps 6–8).
+/// Propagation of node template, machine configuration and class kind (docs/behaviour.md#machine-set-reconcile steps 6–8).
 pub(super) fn sync_update(ms: &MachineSet, m: &Machine) -> MachineUpdate {
     let tspec = ms.spec.template.as_ref().and_then(|t| t.spec.as_ref());
     let mut u = MachineUpdate::default();
@@ -69,7 +69,7 @@ pub(super) fn sync_update(ms: &MachineSet, m: &Machine) -> MachineUpdate {
     u
 }
 
-/// Auto-preservation of failed machines (§4.6): annotation changes per machine index.
+/// Auto-preservation of failed machines (docs/behaviour.md#auto-preservation): annotation changes per machine index.
 pub(super) fn auto_preservation(
     ms: &MachineSet,
     machines: &[Arc<Machine>],

@@ -1,5 +1,5 @@
-//! Which owners to reconcile after a watch event (reference §4.2 for machines → MachineSets,
-//! §5.1 for MachineSets → MachineDeployments). Pure: the shell feeds the old and new object and
+//! Which owners to reconcile after a watch event (docs/behaviour.md#machine-set-routing for machines → MachineSets,
+//! docs/behaviour.md#deployment-routing for MachineSets → MachineDeployments). Pure: the shell feeds the old and new object and
 //! the owners from its cache, and enqueues the returned names.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};

@@ -1,4 +1,4 @@
-//! `manageReplicas` (§4.4): create the missing machines from the template in slow-start batches
+//! `manageReplicas` (docs/behaviour.md#manage-replicas): create the missing machines from the template in slow-start batches
 //! (none while frozen or scale-up is disabled), or delete the surplus ones
 //! ([`super::deletion`]).
 
@@ -18,7 +18,7 @@ use super::types::{
     annotation_of, label_of, name_of, phase,
 };
 
-/// Slow-start batch sizes for `count` creations: 1, 2, 4, … capped to what remains (§4.4).
+/// Slow-start batch sizes for `count` creations: 1, 2, 4, … capped to what remains (docs/behaviour.md#manage-replicas).
 #[must_use]
 pub fn slow_start_batches(count: usize, initial: usize) -> Vec<usize> {
     let mut batches = Vec::new();
@@ -33,7 +33,7 @@ pub fn slow_start_batches(count: usize, initial: usize) -> Vec<usize> {
     batches
 }
 
-/// The machine object to create for `ms` (§4.9). Name comes from `generateName` `<ms>-`.
+/// The machine object to create for `ms` (docs/behaviour.md#machine-from-template). Name comes from `generateName` `<ms>-`.
 ///
 /// # Errors
 /// [`MachineSetError::NoTemplateLabels`] when the template has no labels.
@@ -73,7 +73,7 @@ pub fn machine_from_template(ms: &MachineSet) -> Result<Machine, MachineSetError
     })
 }
 
-/// `manageReplicas` (§4.4) over the claimed machines.
+/// `manageReplicas` (docs/behaviour.md#manage-replicas) over the claimed machines.
 ///
 /// # Errors
 /// [`MachineSetError::NoTemplateLabels`] on scale-up with an unlabeled template.

@@ -1,4 +1,4 @@
-//! The MachineSet status (§4.8, upstream `calculateMachineSetStatus` and
+//! The MachineSet status (docs/behaviour.md#machine-set-status, upstream `calculateMachineSetStatus` and
 //! `updateMachineSetStatus`): counts, the `ReplicaFailure` condition and failed machines, when
 //! it must be written and how long a counts-only write is held back.
 
@@ -17,7 +17,7 @@ use super::claim;
 use super::semantic_equality;
 use super::types::{ReplicaError, annotation_of, labels, phase, preserve_expiry};
 
-/// The status of §4.8 for the claimed machines (`claimed` from [`MachineSetPlan::claimed`](super::types::MachineSetPlan::claimed)).
+/// The status of docs/behaviour.md#machine-set-status for the claimed machines (`claimed` from [`MachineSetPlan::claimed`](super::types::MachineSetPlan::claimed)).
 #[must_use]
 pub fn machine_set_status<M: Borrow<Machine>>(
     ms: &MachineSet,
@@ -109,7 +109,7 @@ pub fn machine_set_status<M: Borrow<Machine>>(
     }
 }
 
-/// Whether `new` must be written (§4.8 `updateMachineSetStatus`): any counted field, condition or
+/// Whether `new` must be written (docs/behaviour.md#machine-set-status `updateMachineSetStatus`): any counted field, condition or
 /// failed machine differs, or the generation was not observed yet.
 #[must_use]
 pub fn status_needs_update(ms: &MachineSet, new: &MachineSetStatus) -> bool {

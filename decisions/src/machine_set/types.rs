@@ -23,7 +23,7 @@ pub const KIND: &str = "MachineSet";
 pub const BURST_REPLICAS: usize = 100;
 /// First slow-start batch size (upstream `SlowStartInitialBatchSize`).
 pub const SLOW_START_INITIAL_BATCH: usize = 1;
-/// Periodic requeue after a successful pass (reference §16).
+/// Periodic requeue after a successful pass (docs/behaviour.md#requeue-timing).
 pub const RESYNC: Duration = retry::LONG;
 
 /// Why a MachineSet cannot be planned for. The shell logs it and does not requeue (upstream
@@ -99,11 +99,11 @@ impl MachineRef {
 /// with conflict retry by the shell).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MachineUpdate {
-    /// New `spec.nodeTemplate` (propagated from the template, §4.3 step 6).
+    /// New `spec.nodeTemplate` (propagated from the template, docs/behaviour.md#machine-set-reconcile step 6).
     pub node_template: Option<Option<NodeTemplateSpec>>,
-    /// New inlined machine configuration (§4.3 step 7).
+    /// New inlined machine configuration (docs/behaviour.md#machine-set-reconcile step 7).
     pub configuration: Option<MachineConfiguration>,
-    /// New `spec.class.kind` (§4.3 step 8).
+    /// New `spec.class.kind` (docs/behaviour.md#machine-set-reconcile step 8).
     pub class_kind: Option<String>,
     /// Annotations to set.
     pub set_annotations: BTreeMap<String, String>,

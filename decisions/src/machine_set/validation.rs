@@ -1,11 +1,11 @@
-//! Upstream validation of a MachineSet (reference §11): an invalid MachineSet is logged and not
+//! Upstream validation of a MachineSet (docs/behaviour.md#validation): an invalid MachineSet is logged and not
 //! planned for.
 
 use mcm_api::v1alpha1::MachineSet;
 
 use super::types::{MachineSetError, name_of};
 
-/// Upstream validation of a MachineSet (reference §11), plus a nil-selector check where Go
+/// Upstream validation of a MachineSet (docs/behaviour.md#validation), plus a nil-selector check where Go
 /// panics.
 ///
 /// # Errors

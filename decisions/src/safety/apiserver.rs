@@ -1,4 +1,4 @@
-//! API-server health freeze (§3.14): freeze the machine controller when the control or target API
+//! API-server health freeze (docs/behaviour.md#machine-safety): freeze the machine controller when the control or target API
 //! server has been unreachable for longer than the status-check timeout; on recovery reset the
 //! health timeouts of `Unknown` machines (they could not be observed), unfreeze and re-enqueue
 //! every machine.

@@ -1,4 +1,4 @@
-//! Orphan collection (§3.14): VMs the driver lists that no Machine accounts for, and Nodes no
+//! Orphan collection (docs/behaviour.md#machine-safety): VMs the driver lists that no Machine accounts for, and Nodes no
 //! Machine accounts for.
 //!
 //! A VM is never deleted while its machine may still be creating it: phase "" or

@@ -1,4 +1,4 @@
-//! Pure decision logic of the overshooting safety controller (reference §6, quirks Q12/Q13).
+//! Pure decision logic of the overshooting safety controller (docs/behaviour.md#overshooting, quirks docs/behaviour.md#q12, docs/behaviour.md#q13).
 //!
 //! [`plan`] takes every MachineSet, MachineDeployment and machine of the namespace from the cache
 //! plus the `--safety-up`/`--safety-down` flags, and returns freeze/unfreeze actions in execution
@@ -311,7 +311,7 @@ fn name(meta: &ObjectMeta) -> String {
     meta.name.clone().unwrap_or_default()
 }
 
-/// One run of the overshooting safety controller (§6 steps 1–4).
+/// One run of the overshooting safety controller (docs/behaviour.md#overshooting steps 1–4).
 #[must_use]
 pub fn plan(
     machine_sets: &[MachineSet],

@@ -4,7 +4,7 @@ use mcm_provider_proto::{Code, MachineError};
 
 use super::requeue::Retry;
 
-/// A failed driver call as the controller sees it (§8.3/§8.4).
+/// A failed driver call as the controller sees it (docs/behaviour.md#error-encoding, docs/behaviour.md#reaction-matrix).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DriverError {
     /// The driver answered with a machine code.

@@ -1,6 +1,6 @@
 //! What every plan shares: when to come back ([`Retry`]), events, status writes and the "similar
-//! status" rule that suppresses redundant ones (§3.3), time arithmetic, Machine field accessors,
-//! controller settings and their per-machine resolution (§3.15), failure classification (§8.4) and
+//! status" rule that suppresses redundant ones (docs/behaviour.md#machine-reconcile), time arithmetic, Machine field accessors,
+//! controller settings and their per-machine resolution (docs/behaviour.md#effective-settings), failure classification (docs/behaviour.md#reaction-matrix) and
 //! Go-compatible text.
 //!
 //! Low in the module map: the machine, drain, safety, MachineSet and MachineDeployment plans import

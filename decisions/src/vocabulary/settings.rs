@@ -10,7 +10,7 @@ use super::machine_fields::{machine_annotation, name_of};
 pub const DEFAULT_NODE_CONDITIONS: &str =
     "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable";
 
-/// Controller-wide settings (flags of reference §7.2) the plans need.
+/// Controller-wide settings (flags of docs/behaviour.md#flags-mc) the plans need.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ControllerSettings {
     /// `--machine-creation-timeout` (20m).
@@ -66,7 +66,7 @@ impl Default for ControllerSettings {
     }
 }
 
-/// Per-machine settings after resolution (§3.15).
+/// Per-machine settings after resolution (docs/behaviour.md#effective-settings).
 #[derive(Clone, Debug, PartialEq)]
 pub struct EffectiveSettings {
     /// Creation timeout: machine annotation, then `spec.creationTimeout`, then the flag.

@@ -1,4 +1,4 @@
-//! Writes of `machine.status` and the "similar status" rule that suppresses redundant ones (§3.3).
+//! Writes of `machine.status` and the "similar status" rule that suppresses redundant ones (docs/behaviour.md#machine-reconcile).
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{NodeAddress, NodeCondition};
@@ -10,10 +10,10 @@ use mcm_api::v1alpha1::{
 
 use super::timestamps::time;
 
-/// How long after a status write the "similar status" suppression stops applying (§3.3).
+/// How long after a status write the "similar status" suppression stops applying (docs/behaviour.md#machine-reconcile).
 pub const SIMILARITY_FRESHNESS: SignedDuration = SignedDuration::from_mins(30);
 
-/// Descriptions are treated as equal above this Levenshtein similarity ratio (§3.3).
+/// Descriptions are treated as equal above this Levenshtein similarity ratio (docs/behaviour.md#machine-reconcile).
 pub const SIMILARITY_RATIO: f64 = 0.75;
 
 /// A write of `machine.status` (through the status subresource).
@@ -32,7 +32,7 @@ pub struct StatusWrite {
     pub addresses: Option<Vec<NodeAddress>>,
     /// New `status.conditions` (copied from the Node by the health check).
     pub conditions: Option<Vec<NodeCondition>>,
-    /// Skip the write when the result is "similar" to the current status (§3.3); upstream's
+    /// Skip the write when the result is "similar" to the current status (docs/behaviour.md#machine-reconcile); upstream's
     /// `machineStatusUpdate`. Termination and health writes always go through.
     pub skip_if_similar: bool,
 }

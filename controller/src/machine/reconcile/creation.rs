@@ -1,6 +1,6 @@
-//! Executes the creation flow (§3.4) planned by [`plan::creation::next_creation_step`]: user-data
+//! Executes the creation flow (docs/behaviour.md#creation-flow) planned by [`plan::creation::next_creation_step`]: user-data
 //! placeholders and the bootstrap token Secret, GetMachineStatus → CreateMachine →
-//! labels/providerID → InitializeMachine, with the §8.4 error reactions decided by the plan.
+//! labels/providerID → InitializeMachine, with the docs/behaviour.md#reaction-matrix error reactions decided by the plan.
 //!
 //! The Machine's finalizer is stored before CreateMachine is called, and CreateMachine is
 //! idempotent by machine name, so a crash at any point leaves at most one VM per Machine and a
@@ -223,7 +223,7 @@ impl MachineController {
         }
     }
 
-    /// Step 5 of §3.4: label `node`, priority annotation and `spec.providerID` in one Update,
+    /// Step 5 of docs/behaviour.md#creation-flow: label `node`, priority annotation and `spec.providerID` in one Update,
     /// plus the last-applied providerSpec (`created_from`, when this pass created the VM), so no
     /// machine carries a providerID without it and a class change made before the first hot-update
     /// pass still reaches the VM through UpdateMachine.

@@ -1,7 +1,7 @@
-//! Executes the health check (§3.6) planned by [`plan::health::plan_health`]: status writes,
+//! Executes the health check (docs/behaviour.md#health-check) planned by [`plan::health::plan_health`]: status writes,
 //! removal of the `instance-not-ready` startup taint, the bootstrap token clean-up, join metrics,
 //! the per-MachineDeployment failure permit for Unknown → Failed, and the events of the in-place
-//! update results (§3.9).
+//! update results (docs/behaviour.md#in-place-machine).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,7 +94,7 @@ impl MachineController {
         if let Some(write) = &plan.status {
             match writes::write_status(&self.context, machine, write).await {
                 Ok(stored) => {
-                    // The in-place result (§3.9) or its timeout: tell the user.
+                    // The in-place result (docs/behaviour.md#in-place-machine) or its timeout: tell the user.
                     if let Some(event) = in_place_phase_event(machine.phase(), &stored) {
                         self.event(&stored, &event);
                     }

@@ -1,4 +1,4 @@
-//! Executes the hot update (issue item 5, webhooks-and-conversion §10.3) planned by
+//! Executes the hot update (issue item 5, docs/behaviour.md#hot-update) planned by
 //! [`plan::hot_update::plan_hot_update`]: GetCapabilities once per controller, the
 //! last-applied-providerspec annotation, the `Update`/`Processing` intent before UpdateMachine,
 //! and a warning event (once per machine and class version) when a change needs a new class.

@@ -1,4 +1,4 @@
-//! Executes the machine side of in-place updates (§3.9): the node's `InPlaceUpdate` condition
+//! Executes the machine side of in-place updates (docs/behaviour.md#in-place-machine): the node's `InPlaceUpdate` condition
 //! driven by the update labels ([`plan::in_place::plan_in_place_node_condition`]), and for a
 //! selected node the cordon, the drain (shared drain executor) and the hand-off to the node
 //! agent ([`plan::in_place::plan_in_place_update`]).

@@ -1,4 +1,4 @@
-//! Executes the node metadata sync (§3.7): the machine-name label, the node template's labels,
+//! Executes the node metadata sync (docs/behaviour.md#node-sync): the machine-name label, the node template's labels,
 //! annotations and taints (tracked by the last-applied annotation) and the virtual capacity.
 
 use mcm_api::v1alpha1::Machine;

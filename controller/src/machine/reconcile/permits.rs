@@ -1,6 +1,6 @@
 //! The per-MachineDeployment failure permit (upstream `permits.PermitGiver` with one permit per
 //! key): at most one reconcile at a time may decide to mark a machine of a given deployment
-//! Failed, so two Unknown siblings are never failed together (§3.6).
+//! Failed, so two Unknown siblings are never failed together (docs/behaviour.md#health-check).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

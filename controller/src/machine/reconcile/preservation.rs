@@ -1,4 +1,4 @@
-//! Executes machine preservation (§3.13, §10) planned by
+//! Executes machine preservation (docs/behaviour.md#preservation, docs/behaviour.md#preservation-scope) planned by
 //! [`plan::preservation::plan_preservation`]: `preserveExpiryTime`, the `Preserved` node
 //! condition, the cluster-autoscaler scale-down-disabled annotation (re-asserted when a user
 //! flips it), the preserved NoSchedule taint, and the release on expiry or `false`.

@@ -49,7 +49,7 @@ pub(super) async fn get_machine(
 }
 
 /// Writes `write` into the machine's status (replace with the read resourceVersion: a concurrent
-/// change answers 409). Skips "similar" writes (§3.3), but never one that changes the deletion
+/// change answers 409). Skips "similar" writes (docs/behaviour.md#machine-reconcile), but never one that changes the deletion
 /// stage, so a similar-looking text can never stall the flow.
 pub(super) async fn write_status(
     context: &TerminationContext,
@@ -106,7 +106,7 @@ pub(super) fn record_events(context: &TerminationContext, machine: &Machine, eve
     }
 }
 
-/// The machine's class, validated as upstream's `ValidateMachineClass` (§3.5); `Err` carries the
+/// The machine's class, validated as upstream's `ValidateMachineClass` (docs/behaviour.md#class-validation); `Err` carries the
 /// retry and the reason.
 pub(super) fn class_of(
     context: &TerminationContext,

@@ -649,7 +649,7 @@ pub(crate) fn enable_scale_down(node: &mut Node) -> bool {
     )
 }
 
-/// §5.9 step 5: a node whose in-place update succeeded goes back into service.
+/// docs/behaviour.md#in-place-rollout step 5: a node whose in-place update succeeded goes back into service.
 fn complete_in_place(node: &mut Node) -> bool {
     if let Some(l) = node.metadata.labels.as_mut() {
         l.remove(label::CANDIDATE_FOR_UPDATE);

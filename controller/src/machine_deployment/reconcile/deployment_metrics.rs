@@ -1,4 +1,4 @@
-//! Scrape-time `mcm_machine_deployment_*` metrics from the deployment cache (reference §9.2): the
+//! Scrape-time `mcm_machine_deployment_*` metrics from the deployment cache (docs/behaviour.md#metrics-mcm): the
 //! hook that samples every cached deployment before a scrape.
 
 use std::sync::Arc;

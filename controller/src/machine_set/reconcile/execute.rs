@@ -102,7 +102,7 @@ impl Controller {
     }
 
     /// Removes this MachineSet's controller reference from a machine it no longer selects (a
-    /// real removal, unlike upstream's merge patch, quirk Q9).
+    /// real removal, unlike upstream's merge patch, quirk docs/behaviour.md#q9).
     pub(super) async fn release(
         &self,
         ms: &MachineSet,
@@ -162,7 +162,7 @@ impl Controller {
         }
     }
 
-    /// Propagates template fields / preserve annotations onto an existing machine (§4.3 steps
+    /// Propagates template fields / preserve annotations onto an existing machine (docs/behaviour.md#machine-set-reconcile steps
     /// 6–9): read, apply, replace; a conflict reads again.
     pub(super) async fn update_machine(
         &self,
@@ -208,7 +208,7 @@ impl Controller {
         })
     }
 
-    /// Creates `count` machines in slow-start `batches` (§4.4), the expectations recorded
+    /// Creates `count` machines in slow-start `batches` (docs/behaviour.md#manage-replicas), the expectations recorded
     /// first. Returns the first error.
     pub(super) async fn create_machines(
         &self,
@@ -275,7 +275,7 @@ impl Controller {
     }
 
     /// Deletes `victims` (expectations first), records events and writes the Terminating status
-    /// on machines that still exist (§4.4 `terminateMachines`). Errors are logged only.
+    /// on machines that still exist (docs/behaviour.md#manage-replicas `terminateMachines`). Errors are logged only.
     pub(super) async fn delete_machines(
         &self,
         ms: &MachineSet,
@@ -322,7 +322,7 @@ impl Controller {
     }
 
     /// Deletes one machine: its name when it was deleted, with true when it was a Failed
-    /// machine whose last operation was a health check (the stale-machine counter of §9.2).
+    /// machine whose last operation was a health check (the stale-machine counter of docs/behaviour.md#metrics-mcm).
     async fn delete_one(
         &self,
         ms: &MachineSet,

@@ -1,4 +1,4 @@
-//! Scrape-time MachineSet gauges (reference §9.2): a hook turns the MachineSet cache into
+//! Scrape-time MachineSet gauges (docs/behaviour.md#metrics-mcm): a hook turns the MachineSet cache into
 //! [`MachineSetSample`]s at every scrape, so deleted sets lose their series.
 
 use mcm_api::v1alpha1::MachineSet;

@@ -1,4 +1,4 @@
-//! The driver call families: upstream's `mcm_cloud_api_driver_*` of reference §9.1 (by provider
+//! The driver call families: upstream's `mcm_cloud_api_driver_*` of docs/behaviour.md#metrics-mc (by provider
 //! and operation) and ours (`mcm_driver_call_duration_seconds{method,code}`, the retry backoff's
 //! `mcm_machine_driver_retries_total{method}` and `mcm_machine_driver_retry_backoff_seconds`),
 //! recorded around every gRPC driver call.

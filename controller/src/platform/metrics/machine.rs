@@ -1,4 +1,4 @@
-//! The Machine families of reference §9.1 (machine-controller binary): the scrape-time series
+//! The Machine families of docs/behaviour.md#metrics-mc (machine-controller binary): the scrape-time series
 //! replaced from the machine cache (`mcm_machine_items_total`, `_current_status_phase`, `_info`,
 //! `_status_condition`), the frozen flag, and the lifecycle durations recorded as they happen
 //! (`mcm_machine_{create,initialize,join,drain,delete}_duration_seconds`,
@@ -167,13 +167,13 @@ pub fn phase_value(phase: &str) -> i64 {
 
 /// The Machine families, registered on the machine-controller's registry.
 pub(super) struct MachineFamilies {
-    // §9.1, scrape time.
+    // docs/behaviour.md#metrics-mc, scrape time.
     items: Gauge,
     phase: Family<ObjectLabels, Gauge>,
     frozen: Gauge,
     info: Family<MachineInfoLabels, Gauge>,
     condition: Family<ConditionLabels, Gauge>,
-    // §9.1, event driven.
+    // docs/behaviour.md#metrics-mc, event driven.
     create_duration: Family<MachineDurationLabels, FloatGauge>,
     initialize_duration: Family<MachineDurationLabels, FloatGauge>,
     join_duration: Family<MachineDurationLabels, FloatGauge>,

@@ -1,4 +1,4 @@
-//! The MachineDeployment families of reference §9.2 (machine-controller-manager binary): the
+//! The MachineDeployment families of docs/behaviour.md#metrics-mcm (machine-controller-manager binary): the
 //! scrape-time series replaced from the MachineDeployment cache.
 
 use prometheus_client::encoding::EncodeLabelSet;

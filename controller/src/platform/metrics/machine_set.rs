@@ -1,4 +1,4 @@
-//! The MachineSet families of reference §9.2 (machine-controller-manager binary): the
+//! The MachineSet families of docs/behaviour.md#metrics-mcm (machine-controller-manager binary): the
 //! scrape-time series replaced from the MachineSet cache and `mcm_machine_stale_machines_total`.
 
 use prometheus_client::encoding::EncodeLabelSet;

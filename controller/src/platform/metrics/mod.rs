@@ -1,10 +1,10 @@
 //! Prometheus metrics of the manager, served on `/metrics` of the admin servers.
 //!
-//! Every upstream metric of reference §9.1 (machine-controller) and §9.2
+//! Every upstream metric of docs/behaviour.md#metrics-mc (machine-controller) and docs/behaviour.md#metrics-mcm
 //! (machine-controller-manager) is registered under its upstream name and labels, so existing
 //! dashboards and alerts carry over, in one registry per upstream binary ([`MetricsPort`]): the
 //! machine-controller-manager's on `--port`, the machine-controller's on
-//! `--machine-metrics-port`. client-go's workqueue families (§9.3) are registered on both and fed
+//! `--machine-metrics-port`. client-go's workqueue families (docs/behaviour.md#metrics-library) are registered on both and fed
 //! by the queue of each controller ([`Metrics::workqueue_added`], ...), routed to the port of that
 //! controller's binary; `process_*` comes from [`super::process_metrics`]. On top of those, two
 //! metrics of our own: `mcm_reconcile_duration_seconds{controller}` and
@@ -40,14 +40,14 @@
 //!
 //! | File | Families |
 //! |---|---|
-//! | `machine.rs` | `mcm_machine_*` of the machine-controller (§9.1): scrape-time items, phase, info, conditions, frozen flag; lifecycle durations and failed joins |
-//! | `machine_set.rs` | `mcm_machine_set_*` (§9.2) and `mcm_machine_stale_machines_total` |
-//! | `machine_deployment.rs` | `mcm_machine_deployment_*` (§9.2) |
-//! | `driver.rs` | `mcm_cloud_api_driver_*` (§9.1) and our driver call, retry and backoff families |
+//! | `machine.rs` | `mcm_machine_*` of the machine-controller (docs/behaviour.md#metrics-mc): scrape-time items, phase, info, conditions, frozen flag; lifecycle durations and failed joins |
+//! | `machine_set.rs` | `mcm_machine_set_*` (docs/behaviour.md#metrics-mcm) and `mcm_machine_stale_machines_total` |
+//! | `machine_deployment.rs` | `mcm_machine_deployment_*` (docs/behaviour.md#metrics-mcm) |
+//! | `driver.rs` | `mcm_cloud_api_driver_*` (docs/behaviour.md#metrics-mc) and our driver call, retry and backoff families |
 //! | `drain.rs` | `mcm_drain_volume_reattach_total` |
 //! | `scrape_failures.rs` | `mcm_misc_scrape_failure_total` (both ports) |
 //! | `leader_election.rs` | `leader_election_master_status` (both ports) |
-//! | `work_queue.rs` | `mcm_workqueue_*` (§9.3) and `mcm_reconcile_duration_seconds`, one set per port |
+//! | `work_queue.rs` | `mcm_workqueue_*` (docs/behaviour.md#metrics-library) and `mcm_reconcile_duration_seconds`, one set per port |
 //! | `object_series.rs` | what the object families share: name/namespace labels, conditions, failed machines |
 //! | `registration.rs` | metric types, shared buckets, `register` |
 //! | `exposition.rs` | content type, [`MetricsPort`], merging the two ports' expositions |

@@ -29,11 +29,11 @@ struct Inner {
     machine_registry: Registry,
     scrape_hooks: Mutex<Vec<ScrapeHook>>,
 
-    // §9.1.
+    // docs/behaviour.md#metrics-mc.
     machines: MachineFamilies,
     driver_requests: DriverRequestFamilies,
     scrape_failures: ScrapeFailures,
-    // §9.2.
+    // docs/behaviour.md#metrics-mcm.
     machine_sets: MachineSetFamilies,
     machine_deployments: MachineDeploymentFamilies,
     // Ours.

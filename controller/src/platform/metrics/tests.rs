@@ -8,7 +8,7 @@ use mcm_api::v1alpha1::Machine;
 use super::exposition::merge_expositions;
 use super::*;
 
-/// Upstream sample names of reference §9.1/§9.2 (the names dashboards query), plus ours.
+/// Upstream sample names of docs/behaviour.md#metrics-mc, docs/behaviour.md#metrics-mcm (the names dashboards query), plus ours.
 const UPSTREAM_SAMPLE_NAMES: &[&str] = &[
     "mcm_machine_items_total",
     "mcm_machine_current_status_phase",

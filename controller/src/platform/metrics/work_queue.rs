@@ -1,4 +1,4 @@
-//! The work queue families of reference §9.3: client-go's workqueue metrics with upstream names
+//! The work queue families of docs/behaviour.md#metrics-library: client-go's workqueue metrics with upstream names
 //! (`mcm_` prefix, label `name`; `queue` repeats it for dashboards written against our earlier
 //! label) and our `mcm_reconcile_duration_seconds{controller}`. One set per registry; each
 //! controller's queue feeds the set of its binary's port.

@@ -1,4 +1,4 @@
-//! Shell of the API-server health check (§3.14): probe the control and target API servers, feed
+//! Shell of the API-server health check (docs/behaviour.md#machine-safety): probe the control and target API servers, feed
 //! [`mcm_decisions::safety::apiserver::plan_apiserver_check`], freeze or unfreeze the Machine controller
 //! ([`ApiServerContext::set_machine_controller_frozen`], which also sets `mcm_machine_controller_frozen`).
 //!

@@ -1,4 +1,4 @@
-//! Shell of the orphan collection (§3.14): per MachineClass, `ListMachines` through the driver,
+//! Shell of the orphan collection (docs/behaviour.md#machine-safety): per MachineClass, `ListMachines` through the driver,
 //! [`mcm_decisions::safety::orphans::orphan_vms`] against the machine cache, `DeleteMachine` with a synthetic machine
 //! for each orphan; then (with a target cluster) [`mcm_decisions::safety::orphans::orphan_nodes`] and its node
 //! patches.

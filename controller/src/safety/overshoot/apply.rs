@@ -1,4 +1,4 @@
-//! Shell of the overshooting safety (§6): snapshot MachineSets, MachineDeployments and machines
+//! Shell of the overshooting safety (docs/behaviour.md#overshooting): snapshot MachineSets, MachineDeployments and machines
 //! from the caches, run [`mcm_decisions::safety::overshoot::plan`], execute its actions in order.
 //!
 //! Each freeze/unfreeze reads the object live, applies the plan's object helper, writes the

@@ -271,7 +271,7 @@ fn scale_up_with_lagging_cache(lag: usize, use_expectations: bool) -> (usize, us
 }
 
 /// With expectations consulted, a stale cache never makes the fleet exceed the desired count;
-/// without them (upstream, quirk Q5) the same scenario overshoots.
+/// without them (upstream, quirk docs/behaviour.md#q5) the same scenario overshoots.
 #[test]
 fn scale_up_with_stale_cache_never_overshoots() {
     for lag in [0usize, 1, 3, 7] {
