@@ -5,7 +5,7 @@
 //!   controlling deployment (orphans: every deployment whose selector matches); machine changes
 //!   enqueue the deployment owning the machine's MachineSet (availability feeds the status).
 //! - Cache lag: the MachineSets this shell wrote are remembered until the informer has caught up
-//!   ([`recent_writes::RecentWrites`]), so the next pass plans on what the API server returned,
+//!   (`recent_writes::RecentWrites`), so the next pass plans on what the API server returned,
 //!   not on an older cached copy (a rolling update never decides twice on the same stale sizes).
 //! - Writes use optimistic concurrency (resourceVersion); a 409 ends the pass with a
 //!   rate-limited retry. Status goes through `/status`.

@@ -323,7 +323,7 @@ pub struct SafetySettings {
 /// API client settings shared by both clusters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClientSettings {
-    /// `--kube-api-qps`: the client-side token bucket's refill rate ([`super::throttle`]).
+    /// `--kube-api-qps`: the client-side token bucket's refill rate (`manager::throttle`).
     pub qps: f32,
     /// `--kube-api-burst`: the token bucket's size.
     pub burst: u32,
