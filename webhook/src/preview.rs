@@ -122,6 +122,14 @@ pub fn append_warnings(review: &mut Value, extra: Vec<String>) {
     }
 }
 
+/// The server's message of an API error (not the whole debug dump), else the error's text.
+fn brief(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// The label selector text of a deployment's `matchLabels` (empty: list everything, the pure
 /// preview picks out what the deployment owns).
 fn selector_of(md: &v1alpha1::MachineDeployment) -> String {
@@ -228,11 +236,11 @@ impl Preview {
             let sets = Api::<v1alpha1::MachineSet>::namespaced(client.clone(), &namespace)
                 .list(&params)
                 .await
-                .map_err(|e| format!("cannot list MachineSets: {e}"))?;
+                .map_err(|e| format!("cannot list MachineSets: {}", brief(&e)))?;
             let machines = Api::<v1alpha1::Machine>::namespaced(client, &namespace)
                 .list(&params)
                 .await
-                .map_err(|e| format!("cannot list Machines: {e}"))?;
+                .map_err(|e| format!("cannot list Machines: {}", brief(&e)))?;
             Ok::<_, String>((sets.items, machines.items))
         };
         let read = tokio::time::timeout(self.deadline, read)
@@ -297,15 +305,15 @@ impl Preview {
                 Api::<v1alpha1::MachineDeployment>::namespaced(client.clone(), &namespace)
                     .list(&params)
                     .await
-                    .map_err(|e| format!("cannot list MachineDeployments: {e}"))?;
+                    .map_err(|e| format!("cannot list MachineDeployments: {}", brief(&e)))?;
             let sets = Api::<v1alpha1::MachineSet>::namespaced(client.clone(), &namespace)
                 .list(&params)
                 .await
-                .map_err(|e| format!("cannot list MachineSets: {e}"))?;
+                .map_err(|e| format!("cannot list MachineSets: {}", brief(&e)))?;
             let machines = Api::<v1alpha1::Machine>::namespaced(client, &namespace)
                 .list(&params)
                 .await
-                .map_err(|e| format!("cannot list Machines: {e}"))?;
+                .map_err(|e| format!("cannot list Machines: {}", brief(&e)))?;
             Ok::<_, String>((deployments.items, sets.items, machines.items))
         };
         let read = tokio::time::timeout(self.deadline, read)
