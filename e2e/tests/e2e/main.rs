@@ -244,9 +244,14 @@ async fn rollout_preview_on_its_own_system() {
         sandbox_only: false,
         run: |s| Box::pin(preview::preview_matches_what_happened(s)),
     };
+    let in_place = Scenario {
+        name: "rollout_preview_in_place_matches_what_happened",
+        sandbox_only: true,
+        run: |s| Box::pin(preview::in_place_preview_matches_what_happened(s)),
+    };
     let mut config = SystemConfig::new("preview");
     config.namespace = "e2e-preview".to_owned();
-    run_all(config, vec![scenario], false).await;
+    run_all(config, vec![scenario, in_place], false).await;
 }
 
 /// API-server outages of 20, 60 and 150 s against a manager that elects a leader (issue 26 item

@@ -271,6 +271,147 @@ pub async fn preview_matches_what_happened(system: Arc<System>) -> Result<Outcom
     Ok(Outcome::Passed)
 }
 
+/// The reason of a node's `InPlaceUpdate` condition.
+fn in_place_reason(node: &Value) -> Option<&str> {
+    node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "InPlaceUpdate")?
+        .get("reason")?
+        .as_str()
+}
+
+/// An in-place update (InPlaceUpdate strategy, maxUnavailable 1): previewed, then done with this
+/// scenario as the node agent (it reports `update-result=successful` on every node handed over
+/// as `ReadyForUpdate`). The same machines end up in the new MachineSet, as many as previewed.
+pub async fn in_place_preview_matches_what_happened(system: Arc<System>) -> Result<Outcome> {
+    let s = &*system;
+    let kubectl = match support::kubectl(s) {
+        Ok(k) => k,
+        Err(outcome) => return Ok(outcome),
+    };
+    let ns = s.namespace().to_owned();
+    create_class(s, "pvi-small", json!({"bootDelay": "1s"}), "2").await?;
+    create_class(s, "pvi-large", json!({"bootDelay": "1s"}), "4").await?;
+    let strategy = json!({"spec": {"strategy": {
+        "type": "InPlaceUpdate",
+        "rollingUpdate": null,
+        "inPlaceUpdate": {"maxSurge": 0, "maxUnavailable": 1, "orchestrationType": "Auto"}}}});
+    create(
+        s,
+        Kind::MachineDeployment,
+        deployment(s, "pvi", 2, "pvi-small", strategy),
+    )
+    .await?;
+    let before = names(&wait_running(s, "pvi", 2, 180).await?);
+    let roll_patch = r#"{"spec":{"template":{"spec":{"class":{"name":"pvi-large"}}}}}"#;
+    let dry = kubectl
+        .transcript(&[
+            "-n",
+            &ns,
+            "patch",
+            "machinedeployments.v1alpha1.machine.sapcloud.io",
+            "pvi",
+            "--type",
+            "merge",
+            "-p",
+            roll_patch,
+            "--dry-run=server",
+        ])
+        .await?;
+    ensure(dry.success, || format!("dry run failed: {}", dry.text()))?;
+    let updated_preview = dry
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("Warning: in-place update: "))
+        .and_then(|l| l.strip_prefix("Warning: in-place update: "))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse::<usize>().ok());
+    ensure(
+        updated_preview.is_some()
+            && dry.stderr.contains(&format!(
+                "machines of machinedeployment {ns}/pvi, 1 at a time (maxUnavailable 1: about 2 batches); none is replaced"
+            )),
+        || format!("no in-place verdict in: {}", dry.stderr),
+    )?;
+    merge_patch(
+        s,
+        Kind::MachineDeployment,
+        "pvi",
+        serde_json::from_str(roll_patch).map_err(|e| E2eError::Assertion(e.to_string()))?,
+    )
+    .await?;
+    let before_ref = &before;
+    let after: BTreeSet<String> = eventually(
+        "pvi: every machine updated in place and moved to the new MachineSet",
+        300,
+        || async move {
+            let current = machines(s, "pvi").await?;
+            // The node agent: a node handed over for the update reports success.
+            for machine in &current {
+                let node_name = machine["metadata"]["labels"]["node"]
+                    .as_str()
+                    .unwrap_or(mcm_e2e::objects::name(machine))
+                    .to_owned();
+                if let Some(node) = mcm_e2e::objects::node(s, &node_name).await?
+                    && in_place_reason(&node) == Some("ReadyForUpdate")
+                    && node["metadata"]["labels"]["node.machine.sapcloud.io/update-result"]
+                        .is_null()
+                {
+                    mcm_e2e::objects::patch_node(
+                        s,
+                        &node_name,
+                        json!({"metadata": {"labels": {"node.machine.sapcloud.io/update-result": "successful"}}}),
+                    )
+                    .await?;
+                }
+            }
+            let sets = mcm_e2e::objects::of_deployment(s, Kind::MachineSet, "pvi").await?;
+            let new_uid = sets
+                .iter()
+                .find(|set| set["spec"]["template"]["spec"]["class"]["name"] == "pvi-large")
+                .and_then(|set| set["metadata"]["uid"].as_str())
+                .map(str::to_owned);
+            let on_new = current
+                .iter()
+                .filter(|m| {
+                    new_uid.as_deref().is_some_and(|uid| {
+                        m["metadata"]["ownerReferences"]
+                            .as_array()
+                            .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+                    })
+                })
+                .count();
+            let now = names(&current);
+            Ok(
+                if current.len() == 2
+                    && on_new == 2
+                    && current.iter().all(|m| phase(m) == "Running")
+                {
+                    Probe::Done(now)
+                } else {
+                    Probe::Waiting(format!(
+                        "machines {now:?} (before {before_ref:?}), {on_new} on the new MachineSet, phases {:?}",
+                        current.iter().map(phase).collect::<Vec<_>>()
+                    ))
+                },
+            )
+        },
+    )
+    .await?;
+    let updated = after.intersection(&before).count();
+    let replaced = before.difference(&after).count();
+    ensure(updated_preview == Some(updated) && replaced == 0, || {
+        format!(
+            "previewed {updated_preview:?} updated in place; {updated} were updated, {replaced} replaced"
+        )
+    })?;
+    delete_deployment_and_wait(s, "pvi").await?;
+    delete(s, Kind::MachineClass, "pvi-small").await?;
+    delete(s, Kind::MachineClass, "pvi-large").await?;
+    Ok(Outcome::Passed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
