@@ -132,6 +132,10 @@ pub enum Rollout {
         /// A JSON merge patch to apply to the stored object.
         #[arg(long, value_name = "JSON", required_unless_present = "file")]
         patch: Option<String>,
+        /// The manager's `/metrics` text saved in a file (e.g. `curl <manager>:10258/metrics`):
+        /// the estimate uses the creation, join and drain durations it measured.
+        #[arg(long, value_name = "FILE")]
+        metrics_file: Option<PathBuf>,
     },
     /// Roll back to the previous revision (or `--to-revision`).
     Undo {

@@ -97,6 +97,65 @@ pub fn changed_object(
     }
 }
 
+/// Sum and count of a duration metric over all its series, from Prometheus/OpenMetrics text:
+/// the manager's duration metrics are gauges holding the latest duration per deployment, instance
+/// type and zone (a histogram's `_sum` and `_count` are read as well).
+fn duration_totals(text: &str, name: &str) -> Option<(f64, f64)> {
+    let (mut sum, mut count) = (0.0, 0.0);
+    let (mut histogram_sum, mut histogram_count) = (0.0, 0.0);
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let metric = series.split('{').next().unwrap_or(series);
+        let Ok(value) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        if metric == name {
+            sum += value;
+            count += 1.0;
+        } else if metric == format!("{name}_sum") {
+            histogram_sum += value;
+        } else if metric == format!("{name}_count") {
+            histogram_count += value;
+        }
+    }
+    if count > 0.0 {
+        Some((sum, count))
+    } else {
+        (histogram_count > 0.0).then_some((histogram_sum, histogram_count))
+    }
+}
+
+fn seconds(value: f64) -> Option<jiff::SignedDuration> {
+    (value.is_finite() && value >= 0.0).then(|| jiff::SignedDuration::from_secs_f64(value))
+}
+
+/// The creation, join and drain durations the manager measured, from its `/metrics` text
+/// (`mcm_machine_{create,join,drain}_duration_seconds`, the latest per deployment, averaged).
+/// The manager's join duration counts from the Machine's creation, so the creation part is taken
+/// out of it. `source` says where the text came from.
+#[must_use]
+pub fn durations_from_metrics(text: &str, source: &str) -> MeasuredDurations {
+    let average = |name: &str| duration_totals(text, name).map(|(sum, count)| (sum / count, count));
+    let create = average("mcm_machine_create_duration_seconds");
+    let join = average("mcm_machine_join_duration_seconds");
+    let drain = average("mcm_machine_drain_duration_seconds");
+    let n = |m: Option<(f64, f64)>| m.map_or(0.0, |(_, n)| n);
+    let counts = format!(
+        "{} creation, {} join and {} drain figures",
+        n(create),
+        n(join),
+        n(drain)
+    );
+    MeasuredDurations {
+        creation: create.and_then(|(avg, _)| seconds(avg)),
+        join: join.and_then(|(avg, _)| seconds((avg - create.map_or(0.0, |(c, _)| c)).max(0.0))),
+        drain: drain.and_then(|(avg, _)| seconds(avg)),
+        source: format!("the averages of the manager's metrics in {source} ({counts})"),
+    }
+}
+
 fn typed<T: DeserializeOwned>(value: &Value, what: &str) -> Result<T, String> {
     serde_json::from_value(value.clone()).map_err(|e| format!("{what}: {e}"))
 }
@@ -379,6 +438,31 @@ mod tests {
             error.starts_with("could not determine the effect: the changed machinedeployment"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn durations_are_averaged_from_the_managers_metrics() {
+        // Gauges as the manager writes them, and a histogram.
+        let text = "# TYPE mcm_machine_create_duration_seconds gauge\n\
+            mcm_machine_create_duration_seconds{machine_deployment=\"a\"} 5.0\n\
+            mcm_machine_create_duration_seconds{machine_deployment=\"b\"} 15.0\n\
+            mcm_machine_join_duration_seconds_sum{class=\"a\"} 50.0\n\
+            mcm_machine_join_duration_seconds_count{class=\"a\"} 1\n\
+            mcm_machine_join_duration_seconds_sum{class=\"b\"} 70.0\n\
+            mcm_machine_join_duration_seconds_count{class=\"b\"} 1\n\
+            mcm_machine_drain_duration_seconds_sum 0\n\
+            mcm_machine_drain_duration_seconds_count 0\n";
+        let d = durations_from_metrics(text, "m.txt");
+        // create (5+15)/2 = 10 s; join (50+70)/2 = 60 s from creation, so 50 s after it; no drain.
+        assert_eq!(d.creation, Some(jiff::SignedDuration::from_secs(10)));
+        assert_eq!(d.join, Some(jiff::SignedDuration::from_secs(50)));
+        assert_eq!(d.drain, None);
+        assert_eq!(
+            d.source,
+            "the averages of the manager's metrics in m.txt (2 creation, 2 join and 0 drain figures)"
+        );
+        let none = durations_from_metrics("garbage\nmore garbage 1 2\n", "x");
+        assert_eq!((none.creation, none.join, none.drain), (None, None, None));
     }
 
     #[test]

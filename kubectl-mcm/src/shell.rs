@@ -191,6 +191,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             name,
             file,
             patch,
+            metrics_file,
         }) => {
             let (kind, name) =
                 plan::plan_target(&joined(&target, name.as_deref())).map_err(CliError::Usage)?;
@@ -201,7 +202,24 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                     })
                 })
                 .transpose()?;
-            plan_cmd(&ctx, kind, &name, file.as_deref(), patch.as_deref()).await
+            let durations = match metrics_file {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path).map_err(|e| {
+                        CliError::Usage(format!("cannot read {}: {e}", path.display()))
+                    })?;
+                    plan::durations_from_metrics(&text, &path.display().to_string())
+                }
+                None => MeasuredDurations::default(),
+            };
+            plan_cmd(
+                &ctx,
+                kind,
+                &name,
+                file.as_deref(),
+                patch.as_deref(),
+                &durations,
+            )
+            .await
         }
         Command::Rollout(Rollout::Undo {
             target,
@@ -404,14 +422,15 @@ async fn explain_history(ctx: &Context, name: &str) -> Result<(), CliError> {
 }
 
 /// `rollout plan`: reads the stored object and what it owns or what uses it, prints the verdict.
-/// The manager publishes neither driver capabilities nor measured durations, so the providerSpec
-/// rules apply and the estimate says "no history".
+/// The manager does not publish the driver's capabilities, so the providerSpec rules apply; the
+/// estimate uses `durations` (from `--metrics-file`), else it says "no history".
 async fn plan_cmd(
     ctx: &Context,
     kind: PlanKind,
     name: &str,
     file: Option<&str>,
     patch: Option<&str>,
+    durations: &MeasuredDurations,
 ) -> Result<(), CliError> {
     let now = jiff::Timestamp::now();
     let encode = |what: &str, e: serde_json::Error| CliError::Decode {
@@ -425,15 +444,8 @@ async fn plan_cmd(
             let new = plan::changed_object(&current, file, patch).map_err(CliError::Usage)?;
             let sets = sets_of(ctx).await?;
             let machines = machines_of(ctx).await?;
-            plan::deployment_plan(
-                &md,
-                &new,
-                &sets,
-                &machines,
-                &MeasuredDurations::default(),
-                now,
-            )
-            .map_err(CliError::Refused)?
+            plan::deployment_plan(&md, &new, &sets, &machines, durations, now)
+                .map_err(CliError::Refused)?
         }
         PlanKind::MachineClass => {
             let class = classes(ctx).get(name).await?;

@@ -253,6 +253,32 @@ pub async fn preview_matches_what_happened(system: Arc<System>) -> Result<Outcom
         format!("previewed {replaced_preview:?} replaced machines, {replaced} were replaced")
     })?;
 
+    // With the durations the manager measured (it has now drained old machines), the plan of the
+    // same change for pv-b gives an estimate and says where its figures come from.
+    if s.is_sandbox() {
+        let metrics = s.manager_metrics().await?;
+        let (_dir, metrics_file) = support::temp_file("metrics.txt", &metrics);
+        let metrics_file = metrics_file.display().to_string();
+        let plan = plugin
+            .ok(&[
+                "rollout",
+                "plan",
+                "mcd/pv-b",
+                "--patch",
+                roll_patch,
+                "--metrics-file",
+                &metrics_file,
+            ])
+            .await?;
+        ensure(
+            plan.stdout.contains("Estimate: about ")
+                && plan
+                    .stdout
+                    .contains("the averages of the manager's metrics in"),
+            || format!("rollout plan mcd/pv-b --metrics-file: {}", plan.stdout),
+        )?;
+    }
+
     // After the fact: why did it roll?
     let explained = plugin
         .ok(&["rollout", "history", "mcd/pv-a", "--explain"])
