@@ -10,6 +10,7 @@ pub mod drain;
 pub mod machine;
 pub mod machine_deployment;
 pub mod machine_set;
+pub mod rollout_preview;
 pub mod safety;
 pub mod selector;
 pub mod vocabulary;

@@ -110,6 +110,32 @@ pub enum Rollout {
         /// Print the machine template of this revision.
         #[arg(long)]
         revision: Option<i64>,
+        /// Per revision, the template fields that differ from the previous one (why it rolled).
+        #[arg(long, conflicts_with = "revision")]
+        explain: bool,
+    },
+    /// What a change to a MachineDeployment or MachineClass would do to the machines (changed
+    /// fields, replaced or updated machines, batches, deletion order, estimate); changes nothing.
+    Plan {
+        /// `machinedeployment/<name>` (`mcd/<name>`) or `machineclass/<name>` (`mc/<name>`).
+        target: String,
+        /// The name, when the type is given as a separate word.
+        name: Option<String>,
+        /// The object as it would be (YAML or JSON).
+        #[arg(
+            short = 'f',
+            long = "filename",
+            value_name = "FILE",
+            conflicts_with = "patch"
+        )]
+        file: Option<PathBuf>,
+        /// A JSON merge patch to apply to the stored object.
+        #[arg(long, value_name = "JSON", required_unless_present = "file")]
+        patch: Option<String>,
+        /// The manager's `/metrics` text saved in a file (e.g. `curl <manager>:10258/metrics`):
+        /// the estimate uses the creation, join and drain durations it measured.
+        #[arg(long, value_name = "FILE")]
+        metrics_file: Option<PathBuf>,
     },
     /// Roll back to the previous revision (or `--to-revision`).
     Undo {
@@ -214,6 +240,75 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn plan_takes_a_file_or_a_patch_and_history_explains() {
+        let cli = Cli::try_parse_from([
+            "kubectl-mcm",
+            "rollout",
+            "plan",
+            "mc/small",
+            "--patch",
+            "{}",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Rollout(Rollout::Plan {
+                file: None,
+                patch: Some(_),
+                ..
+            })
+        ));
+        let cli = Cli::try_parse_from([
+            "kubectl-mcm",
+            "rollout",
+            "plan",
+            "mcd/web",
+            "-f",
+            "new.yaml",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Rollout(Rollout::Plan {
+                file: Some(_),
+                patch: None,
+                ..
+            })
+        ));
+        for bad in [
+            vec!["kubectl-mcm", "rollout", "plan", "mcd/web"],
+            vec![
+                "kubectl-mcm",
+                "rollout",
+                "plan",
+                "mcd/web",
+                "-f",
+                "x",
+                "--patch",
+                "{}",
+            ],
+            vec![
+                "kubectl-mcm",
+                "rollout",
+                "history",
+                "mcd/web",
+                "--explain",
+                "--revision",
+                "2",
+            ],
+        ] {
+            assert_eq!(Cli::try_parse_from(bad).unwrap_err().exit_code(), 2);
+        }
+        let cli =
+            Cli::try_parse_from(["kubectl-mcm", "rollout", "history", "mcd/web", "--explain"])
+                .unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Rollout(Rollout::History { explain: true, .. })
+        ));
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! `kubectl-mcm`: a kubectl plugin for machine-controller-manager. On PATH as `kubectl-mcm`,
 //! kubectl runs it for `kubectl mcm ...`.
 //!
-//! Pure logic lives in [`rollout`], [`status`], [`preserve`], [`target`] and [`table`]; the I/O
+//! Pure logic lives in [`rollout`], [`plan`], [`status`], [`preserve`], [`target`] and [`table`]; the I/O
 //! shell in [`shell`].
 
 mod cli;
 mod error;
 mod keys;
+mod plan;
 mod preserve;
 mod rollout;
 mod shell;

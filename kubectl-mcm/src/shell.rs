@@ -10,11 +10,13 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use mcm_api::duration::Duration;
 use mcm_api::keys::label;
-use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
+use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
+use mcm_decisions::rollout_preview::types::{HotPaths, MeasuredDurations};
 use serde_json::Value;
 
 use crate::cli::{Cli, Command, Global, Rollout, joined};
 use crate::error::CliError;
+use crate::plan::{self, PlanKind};
 use crate::preserve;
 use crate::rollout::{self, Progress, UndoPlan, Verdict};
 use crate::status;
@@ -129,6 +131,9 @@ where
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     // Arguments are checked before connecting, so usage errors never wait for a server.
     match &cli.command {
+        Command::Rollout(Rollout::Plan { target, name, .. }) => {
+            plan::plan_target(&joined(target, name.as_deref())).map_err(CliError::Usage)?;
+        }
         Command::Rollout(r) => {
             let (target, name) = match r {
                 Rollout::Status { target, name, .. }
@@ -137,6 +142,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 | Rollout::Restart { target, name }
                 | Rollout::Pause { target, name }
                 | Rollout::Resume { target, name } => (target, name),
+                Rollout::Plan { target, name, .. } => (target, name),
             };
             md_target(target, name.as_deref())?;
         }
@@ -171,9 +177,49 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             target,
             name,
             revision,
+            explain,
         }) => {
             let target = md_target(&target, name.as_deref())?;
-            history(&ctx, &target.name, revision).await
+            if explain {
+                explain_history(&ctx, &target.name).await
+            } else {
+                history(&ctx, &target.name, revision).await
+            }
+        }
+        Command::Rollout(Rollout::Plan {
+            target,
+            name,
+            file,
+            patch,
+            metrics_file,
+        }) => {
+            let (kind, name) =
+                plan::plan_target(&joined(&target, name.as_deref())).map_err(CliError::Usage)?;
+            let file = file
+                .map(|path| {
+                    std::fs::read_to_string(&path).map_err(|e| {
+                        CliError::Usage(format!("cannot read {}: {e}", path.display()))
+                    })
+                })
+                .transpose()?;
+            let durations = match metrics_file {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path).map_err(|e| {
+                        CliError::Usage(format!("cannot read {}: {e}", path.display()))
+                    })?;
+                    plan::durations_from_metrics(&text, &path.display().to_string())
+                }
+                None => MeasuredDurations::default(),
+            };
+            plan_cmd(
+                &ctx,
+                kind,
+                &name,
+                file.as_deref(),
+                patch.as_deref(),
+                &durations,
+            )
+            .await
         }
         Command::Rollout(Rollout::Undo {
             target,
@@ -350,6 +396,69 @@ async fn history(ctx: &Context, name: &str, revision: Option<i64>) -> Result<(),
             );
         }
     }
+    Ok(())
+}
+
+async fn machines_of(ctx: &Context) -> Result<Vec<Machine>, CliError> {
+    let api: Api<Machine> = Api::namespaced(ctx.control.clone(), &ctx.namespace);
+    Ok(api.list(&ListParams::default()).await?.items)
+}
+
+fn classes(ctx: &Context) -> Api<MachineClass> {
+    Api::namespaced(ctx.control.clone(), &ctx.namespace)
+}
+
+async fn explain_history(ctx: &Context, name: &str) -> Result<(), CliError> {
+    let md = deployments(ctx).get(name).await?;
+    let sets = sets_of(ctx).await?;
+    let machines = machines_of(ctx).await?;
+    let classes = classes(ctx).list(&ListParams::default()).await?.items;
+    let revisions = rollout::history(&md, &sets);
+    print!(
+        "{}",
+        plan::explain_history(name, &md, &revisions, &sets, &machines, &classes)
+    );
+    Ok(())
+}
+
+/// `rollout plan`: reads the stored object and what it owns or what uses it, prints the verdict.
+/// The manager does not publish the driver's capabilities, so the providerSpec rules apply; the
+/// estimate uses `durations` (from `--metrics-file`), else it says "no history".
+async fn plan_cmd(
+    ctx: &Context,
+    kind: PlanKind,
+    name: &str,
+    file: Option<&str>,
+    patch: Option<&str>,
+    durations: &MeasuredDurations,
+) -> Result<(), CliError> {
+    let now = jiff::Timestamp::now();
+    let encode = |what: &str, e: serde_json::Error| CliError::Decode {
+        what: what.to_owned(),
+        message: e.to_string(),
+    };
+    let report = match kind {
+        PlanKind::MachineDeployment => {
+            let md = deployments(ctx).get(name).await?;
+            let current = serde_json::to_value(&md).map_err(|e| encode(name, e))?;
+            let new = plan::changed_object(&current, file, patch).map_err(CliError::Usage)?;
+            let sets = sets_of(ctx).await?;
+            let machines = machines_of(ctx).await?;
+            plan::deployment_plan(&md, &new, &sets, &machines, durations, now)
+                .map_err(CliError::Refused)?
+        }
+        PlanKind::MachineClass => {
+            let class = classes(ctx).get(name).await?;
+            let current = serde_json::to_value(&class).map_err(|e| encode(name, e))?;
+            let new = plan::changed_object(&current, file, patch).map_err(CliError::Usage)?;
+            let mds = deployments(ctx).list(&ListParams::default()).await?.items;
+            let sets = sets_of(ctx).await?;
+            let machines = machines_of(ctx).await?;
+            plan::class_plan(&class, &new, &mds, &sets, &machines, HotPaths::Rules, now)
+                .map_err(CliError::Refused)?
+        }
+    };
+    print!("{report}");
     Ok(())
 }
 

@@ -6,7 +6,8 @@
 //!   [`field`]: Kubernetes field errors; [`decode`]: lenient decoding, one error per bad field;
 //!   [`validation`]: the rules (pure); [`ratchet`]: UPDATE ratcheting; [`defaulting`]: JSON
 //!   Patch defaults; [`paths`]: field paths per version.
-//! - [`admission`]: AdmissionReview in, AdmissionReview out (pure).
+//! - [`admission`]: AdmissionReview in, AdmissionReview out (pure); [`preview`]: what an
+//!   update of a MachineDeployment or MachineClass will do to the machines, as warnings.
 //! - [`server`]: axum routers and the TLS accept loop; [`limits`]: connection timeouts, caps
 //!   and which connection to give up (pure); [`pool`]: the books of open connections;
 //!   [`metrics`]: Prometheus metrics.
@@ -21,6 +22,7 @@ pub mod limits;
 pub mod metrics;
 pub mod paths;
 pub mod pool;
+pub mod preview;
 pub mod ratchet;
 pub mod request;
 pub mod self_managed;

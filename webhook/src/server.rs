@@ -28,6 +28,7 @@ use crate::admission::{self, Action, Kind};
 use crate::limits::{CloseReason, ConnectionLimits, Tracked, peer_key};
 use crate::metrics::{ConnectionMetrics, DenialLabels, EndpointLabels, Metrics, RequestLabels};
 use crate::pool::{Admitted, Lease, Pool};
+use crate::preview::{Preview, append_warnings};
 use crate::tls::CertStore;
 
 /// Largest request body accepted (API server requests are ≤3 MiB plus the old object).
@@ -40,15 +41,24 @@ pub struct AppState {
     pub metrics: Metrics,
     /// The serving certificate (readiness: ready once one is loaded).
     pub certs: Arc<CertStore>,
+    /// The rollout preview of validated updates (reads with its own client and deadline).
+    pub preview: Preview,
 }
 
 impl AppState {
     /// State serving the given certificate store.
     #[must_use]
     pub fn new(certs: Arc<CertStore>) -> Arc<Self> {
+        Self::with_preview(certs, Preview::default())
+    }
+
+    /// State serving the given certificate store, previewing updates with `preview`.
+    #[must_use]
+    pub fn with_preview(certs: Arc<CertStore>, preview: Preview) -> Arc<Self> {
         Arc::new(Self {
             metrics: Metrics::default(),
             certs,
+            preview,
         })
     }
 }
@@ -220,7 +230,15 @@ async fn admit(
             return response;
         }
     };
-    let answer = admission::review(kind, action, &body);
+    let mut answer = admission::review(kind, action, &body);
+    // Know before you roll: an allowed update that touches machines says so. Never a denial.
+    if action == Action::Validate
+        && answer.allowed
+        && matches!(kind, Kind::MachineDeployment | Kind::MachineClass)
+    {
+        let lines = state.preview.warnings(kind, &body).await;
+        append_warnings(&mut answer.review, lines);
+    }
     let outcome = if answer.patched {
         "patched"
     } else if answer.allowed {

@@ -402,6 +402,14 @@ const EXCLUDED: &[(&str, &str)] = &[
         "kubectl mcm *preserve node/kp-md-*",
         "e2e transcript (kubectl_plugin_rollout_status_history_undo)",
     ),
+    (
+        "kubectl -n e2e-preview *",
+        "e2e transcript (rollout_preview_matches_what_happened)",
+    ),
+    (
+        "kubectl mcm rollout *pv-*",
+        "e2e transcript (rollout_preview_matches_what_happened)",
+    ),
     // Other clusters: Gardener seeds and shoots, a cluster with the chart, production.
     (
         "kubectl -n $ns *",

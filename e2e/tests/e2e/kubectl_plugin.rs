@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use crate::harness::Outcome;
 
 /// What one `kubectl mcm ...` printed.
-struct Ran {
+pub(crate) struct Ran {
     code: Option<i32>,
-    stdout: String,
+    pub(crate) stdout: String,
     stderr: String,
 }
 
@@ -31,7 +31,7 @@ impl Ran {
 }
 
 /// The kubectl on PATH with a plugin directory holding `kubectl-mcm` in front of PATH.
-struct Plugin {
+pub(crate) struct Plugin {
     kubectl: PathBuf,
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
@@ -40,7 +40,7 @@ struct Plugin {
 
 impl Plugin {
     /// The plugin for the system, or the loud skip when kubectl is missing.
-    fn new(s: &System) -> Result<std::result::Result<Self, Outcome>> {
+    pub(crate) fn new(s: &System) -> Result<std::result::Result<Self, Outcome>> {
         let Some(kubectl) = kubectl_on_path() else {
             println!("SKIPPED: kubectl not found");
             return Ok(Err(Outcome::Skipped(
@@ -93,7 +93,7 @@ impl Plugin {
     }
 
     /// Runs and requires exit 0.
-    async fn ok(&self, args: &[&str]) -> Result<Ran> {
+    pub(crate) async fn ok(&self, args: &[&str]) -> Result<Ran> {
         let ran = self.run(args).await?;
         ensure(ran.code == Some(0), || {
             format!("kubectl mcm {} failed: {}", args.join(" "), ran.text())

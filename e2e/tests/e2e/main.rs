@@ -19,6 +19,7 @@ mod kubectl_plugin;
 mod lifecycle;
 mod outage;
 mod preservation;
+mod preview;
 mod restart;
 mod rollout;
 mod safety;
@@ -231,6 +232,26 @@ async fn gardener_split_mode_pod_with_gardeners_arguments() {
     config.namespace = "shoot--e2e--gardener".to_owned();
     config.start_manager = false;
     run_all(config, vec![scenario], false).await;
+}
+
+/// Know before you roll (issue 25): the webhook's previewed counts of machines updated in place
+/// and replaced equal what the controllers then did. Its own system, so it runs alone:
+/// `cargo nextest run -p mcm-e2e rollout_preview`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_preview_on_its_own_system() {
+    let scenario = Scenario {
+        name: "rollout_preview_matches_what_happened",
+        sandbox_only: false,
+        run: |s| Box::pin(preview::preview_matches_what_happened(s)),
+    };
+    let in_place = Scenario {
+        name: "rollout_preview_in_place_matches_what_happened",
+        sandbox_only: true,
+        run: |s| Box::pin(preview::in_place_preview_matches_what_happened(s)),
+    };
+    let mut config = SystemConfig::new("preview");
+    config.namespace = "e2e-preview".to_owned();
+    run_all(config, vec![scenario, in_place], false).await;
 }
 
 /// API-server outages of 20, 60 and 150 s against a manager that elects a leader (issue 26 item

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use mcm_webhook::limits::ConnectionLimits;
+use mcm_webhook::preview::Preview;
 use mcm_webhook::self_managed::{Policy, Settings};
 use mcm_webhook::server::{self, AppState};
 use mcm_webhook::tls::{CertStore, FileReloader, server_config};
@@ -104,6 +105,24 @@ struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// Milliseconds the rollout preview of a MachineDeployment or MachineClass update may spend
+    /// reading machines (keep it below the webhooks' timeoutSeconds); 0 turns the reads off
+    /// (the preview then estimates from spec.replicas and says so).
+    #[arg(long, default_value_t = 3000)]
+    preview_deadline_millis: u64,
+}
+
+/// A Kubernetes client named as this component in the API server's audit log.
+async fn client() -> anyhow::Result<kube::Client> {
+    let mut config = kube::Config::infer()
+        .await
+        .context("cannot find Kubernetes credentials")?;
+    // Name ourselves in the API server's audit log, as client-go components do.
+    let agent = mcm_api::user_agent::user_agent("machine-webhook", env!("CARGO_PKG_VERSION"));
+    if let Ok(agent) = axum::http::HeaderValue::from_str(&agent) {
+        config.headers.push((axum::http::header::USER_AGENT, agent));
+    }
+    kube::Client::try_from(config).context("cannot build a Kubernetes client")
 }
 
 #[tokio::main]
@@ -123,7 +142,10 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let certs = Arc::new(CertStore::default());
-    let state = AppState::new(certs.clone());
+    let state = AppState::with_preview(
+        certs.clone(),
+        Preview::new(Duration::from_millis(args.preview_deadline_millis)),
+    );
     let period = Duration::from_secs(args.cert_reload_seconds.max(1));
     match args.cert_mode {
         CertMode::File => {
@@ -133,19 +155,20 @@ async fn main() -> anyhow::Result<()> {
             let first = reloader.reload(&certs);
             tracing::info!(outcome = ?first, cert = %args.tls_cert_file.display(), "initial certificate load");
             tokio::spawn(reloader.run(certs.clone(), period));
+            // The preview reads with a client when credentials are around; without one it
+            // estimates and says so.
+            if args.preview_deadline_millis > 0 {
+                match client().await {
+                    Ok(client) => state.preview.set_client(client),
+                    Err(error) => {
+                        tracing::warn!(%error, "rollout preview without an API client");
+                    }
+                }
+            }
         }
         CertMode::SelfManaged => {
-            let mut config = kube::Config::infer()
-                .await
-                .context("cannot find Kubernetes credentials")?;
-            // Name ourselves in the API server's audit log, as client-go components do.
-            let agent =
-                mcm_api::user_agent::user_agent("machine-webhook", env!("CARGO_PKG_VERSION"));
-            if let Ok(agent) = axum::http::HeaderValue::from_str(&agent) {
-                config.headers.push((axum::http::header::USER_AGENT, agent));
-            }
-            let client =
-                kube::Client::try_from(config).context("cannot build a Kubernetes client")?;
+            let client = client().await?;
+            state.preview.set_client(client.clone());
             let svc = &args.service_name;
             let ns = &args.namespace;
             let settings = Settings {

@@ -121,7 +121,7 @@ async fn start() -> Option<Env> {
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(server::serve_tls(
         listener,
-        server::router(state),
+        server::router(state.clone()),
         server_config(store),
     ));
 
@@ -130,6 +130,8 @@ async fn start() -> Option<Env> {
         ..SandboxConfig::default()
     };
     let sandbox = Sandbox::start(config).await.unwrap();
+    // The rollout preview reads the deployment's machines from this API server.
+    state.preview.set_client(sandbox.client());
     let env = Env {
         sandbox,
         dir: tempfile::tempdir().unwrap(),
@@ -383,4 +385,179 @@ async fn valid_objects_are_defaulted_warned_about_and_served_as_v1beta1() {
         serde_json::json!({ "revision": 1 })
     );
     assert_eq!(stored["spec"]["template"]["spec"]["drainTimeout"], "2h0m0s");
+}
+
+/// A MachineDeployment `worker-p` on class `class` with `replicas` and maxSurge 1.
+fn preview_md(class: &str, replicas: u32) -> String {
+    serde_json::json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineDeployment",
+        "metadata": {"name": "worker-p", "namespace": "shoot--demo"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"pool": "p"}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {"metadata": {"labels": {"pool": "p"}},
+                         "spec": {"class": {"kind": "MachineClass", "name": class}}}
+        }
+    })
+    .to_string()
+}
+
+impl Env {
+    async fn uid(&self, kind: &str, name: &str) -> String {
+        let out = self
+            .kubectl(&[
+                "get",
+                kind,
+                name,
+                "-n",
+                "shoot--demo",
+                "-o",
+                "jsonpath={.metadata.uid}",
+            ])
+            .await;
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    async fn apply_json(&self, file: &str, value: &serde_json::Value) {
+        let path = self.write(file, &value.to_string());
+        let out = self.kubectl(&["apply", "-f", &path]).await;
+        assert!(out.status.success(), "{file}: {}", text(&out));
+    }
+}
+
+fn owner(kind: &str, name: &str, uid: &str) -> serde_json::Value {
+    serde_json::json!([{"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": kind, "name": name,
+                        "uid": uid, "controller": true, "blockOwnerDeletion": true}])
+}
+
+/// Know before you roll: a dry-run apply of a template change prints the verdict as a warning
+/// and stores nothing; a class change names the deployment that uses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_apply_of_a_template_change_prints_the_rollout_verdict() {
+    let Some(env) = start().await else { return };
+    let spec = serde_json::json!({"tags": {"team": "a"}});
+    for class in ["small", "large"] {
+        env.apply_json(
+            &format!("class-{class}.json"),
+            &serde_json::json!({"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+                                "metadata": {"name": class, "namespace": "shoot--demo"},
+                                "provider": "virtual", "secretRef": {"name": "cloud", "namespace": "shoot--demo"},
+                                "providerSpec": spec}),
+        )
+        .await;
+    }
+    let md_file = env.write("md.json", &preview_md("small", 3));
+    let out = env.kubectl(&["apply", "-f", &md_file]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let md_uid = env.uid("machinedeployment", "worker-p").await;
+    env.apply_json(
+        "set.json",
+        &serde_json::json!({"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineSet",
+            "metadata": {"name": "worker-p-old", "namespace": "shoot--demo", "labels": {"pool": "p"},
+                         "ownerReferences": owner("MachineDeployment", "worker-p", &md_uid)},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"pool": "p"}},
+                     "template": {"metadata": {"labels": {"pool": "p"}},
+                                  "spec": {"class": {"kind": "MachineClass", "name": "small"}}}}}),
+    )
+    .await;
+    let set_uid = env.uid("machineset", "worker-p-old").await;
+    for i in 0..3 {
+        let name = format!("worker-p-old-{i}");
+        env.apply_json(
+            &format!("{name}.json"),
+            &serde_json::json!({"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+                "metadata": {"name": name, "namespace": "shoot--demo", "labels": {"pool": "p"},
+                             "annotations": {"node.machine.sapcloud.io/last-applied-providerspec": spec.to_string()},
+                             "ownerReferences": owner("MachineSet", "worker-p-old", &set_uid)},
+                "spec": {"class": {"kind": "MachineClass", "name": "small"}, "providerID": format!("virtual:///{name}")}}),
+        )
+        .await;
+        let status = env
+            .kubectl(&[
+                "patch",
+                "machine",
+                &name,
+                "-n",
+                "shoot--demo",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status":{"currentStatus":{"phase":"Running"}}}"#,
+            ])
+            .await;
+        assert!(status.status.success(), "{}", text(&status));
+    }
+
+    // A template change (class rename), asked without changing anything.
+    let changed = env.write("md-large.json", &preview_md("large", 3));
+    let out = env
+        .transcript(
+            &["apply", "-f", &changed, "--dry-run=server"],
+            "apply -f worker-p-large.yaml --dry-run=server",
+        )
+        .await;
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Warning: this change replaces 3 machines of machinedeployment shoot--demo/worker-p by a rolling update (maxSurge 1, maxUnavailable 0: about 3 batches)"),
+        "{stderr}"
+    );
+    let class = env
+        .kubectl(&[
+            "get",
+            "machinedeployment",
+            "worker-p",
+            "-n",
+            "shoot--demo",
+            "-o",
+            "jsonpath={.spec.template.spec.class.name}",
+        ])
+        .await;
+    assert_eq!(
+        String::from_utf8_lossy(&class.stdout),
+        "small",
+        "dry run stored nothing"
+    );
+
+    // A hot-updatable class change names the deployment that uses the class.
+    let hot = env.write(
+        "class-small-hot.json",
+        &serde_json::json!({"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+                            "metadata": {"name": "small", "namespace": "shoot--demo"},
+                            "provider": "virtual", "secretRef": {"name": "cloud", "namespace": "shoot--demo"},
+                            "providerSpec": {"tags": {"team": "b"}}})
+        .to_string(),
+    );
+    let out = env
+        .transcript(
+            &["apply", "-f", &hot, "--dry-run=server"],
+            "apply -f class-small-tags.yaml --dry-run=server",
+        )
+        .await;
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Warning: providerSpec.tags.team is hot-updatable: 3 machines of machinedeployment shoot--demo/worker-p are updated in place through UpdateMachine, none is replaced"),
+        "{stderr}"
+    );
+    // A class nobody uses.
+    let unused = env.write(
+        "class-large-hot.json",
+        &serde_json::json!({"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+                            "metadata": {"name": "large", "namespace": "shoot--demo"},
+                            "provider": "virtual", "secretRef": {"name": "cloud", "namespace": "shoot--demo"},
+                            "providerSpec": {"tags": {"team": "c"}}})
+        .to_string(),
+    );
+    let out = env
+        .kubectl(&["apply", "-f", &unused, "--dry-run=server"])
+        .await;
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("Warning: no MachineDeployment uses machineclass shoot--demo/large: no machine is touched"),
+        "{}",
+        text(&out)
+    );
 }
