@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::types::{FieldChange, FieldEffect, PreviewError};
 use crate::machine::hot_update::{changed_paths, is_hot_updatable};
 use crate::machine_deployment::revision;
-use crate::machine_set::semantic::normalized;
+use crate::machine_set::semantic_equality::normalized;
 
 /// Dotted paths that differ between two normalised values, each prefixed with `prefix` (a change
 /// of the whole value is reported as `prefix` itself).

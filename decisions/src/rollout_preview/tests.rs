@@ -23,9 +23,9 @@ use super::text::{
 use super::types::*;
 use super::verdict::{preview_class, preview_deployment};
 use crate::machine::hot_update::LAST_APPLIED_PROVIDER_SPEC;
-use crate::machine::test_support::{MachineExt, at, machine};
 use crate::machine_deployment::revision;
 use crate::machine_set::claim;
+use crate::test_support::{MachineExt, at, machine};
 
 const NS: &str = "shoot";
 
