@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`: the rollout benchmark (controller/examples/deployment_bench.rs) in release mode:
-# 0 → N machines, a full rollout and deletion, with the real manager and provider binaries; it
-# prints per phase wall time, requests and writes per machine by verb and resource, CPU and peak
-# RSS, and the most machines seen against replicas + maxSurge. Figures only, no timing asserts.
+# 0 → N machines (with the timeline of each machine's stages), a steady state and a SIGKILL restart
+# of the manager with N Running, a full rollout and deletion, with the real manager and provider
+# binaries; it prints per phase wall time, requests and writes by verb and resource, CPU and RSS,
+# and the most machines seen against replicas + maxSurge. Figures only, no timing asserts
+# (docs/performance.md).
 #   BENCH_MACHINES=100 make bench      quick check (under a minute)
 #   BENCH_ARGS="--faults" make bench   with a lagging watch and injected conflicts
 #   scripts/bench.sh --all             every *_bench example of the workspace instead
