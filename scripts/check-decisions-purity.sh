@@ -32,7 +32,8 @@ while IFS= read -r -d '' file; do
 		echo "error: $file is decision code: no clock, environment, I/O, threads or logging" >&2
 		status=1
 	fi
-done < <(find decisions/src -type f -name '*.rs' ! -name '*_tests.rs' ! -name 'upstream_*.rs' \
-	! -name test_support.rs ! -path '*/upstream/*' -print0)
+done < <(find decisions/src -type f -name '*.rs' ! -name '*_tests.rs' ! -name tests.rs \
+	! -name 'upstream_*.rs' ! -name test_support.rs ! -name test_fixtures.rs ! -path '*/upstream/*' \
+	! -path '*/tests/*' -print0)
 [ $status -eq 0 ] && echo "decisions purity: $count file(s) checked, no I/O dependency in the tree"
 exit $status
