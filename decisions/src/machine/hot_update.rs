@@ -128,7 +128,10 @@ pub fn is_hot_updatable(path: &str, hot_paths: &[String]) -> bool {
         .any(|hot| !hot.is_empty() && (path == hot || path.starts_with(&format!("{hot}."))))
 }
 
-fn in_flight(machine: &Machine) -> bool {
+/// Whether a hot update is in flight: the `Update`/`Processing` intent is written and its
+/// `UpdateMachine` has not been recorded as finished.
+#[must_use]
+pub fn in_flight(machine: &Machine) -> bool {
     machine.last_operation().is_some_and(|operation| {
         operation.type_ == Some(MachineOperationType::Update)
             && operation.state == Some(MachineState::Processing)

@@ -9,6 +9,7 @@ use mcm_api::keys::{annotation, finalizer, label, taint};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
 use super::health::node_conditions_changed;
+use super::hot_update::in_flight;
 use crate::vocabulary::{description_of, machine_annotation, phase_of, preserve_expiry_of};
 
 /// Which machine queue an event goes to.
@@ -53,6 +54,13 @@ pub fn route_machine_update(
                 MachineQueue::Machine
             },
         );
+    }
+    // Ours: a hot update whose intent the cache shows only now is finished now. A pass that
+    // planned on the older cache (the retry after a conflicting write, 200 ms later) found the
+    // annotation equal to the class and nothing in flight, and would not come back for 10 minutes
+    // while the VM kept the previous value.
+    if in_flight(new) && !in_flight(old) && new.metadata.deletion_timestamp.is_none() {
+        return Some(MachineQueue::Machine);
     }
     if old.metadata.generation == new.metadata.generation
         && old.metadata.deletion_timestamp == new.metadata.deletion_timestamp
@@ -375,6 +383,22 @@ mod tests {
             Some(MachineQueue::Machine)
         );
         assert_eq!(route_machine_delete(), MachineQueue::Termination);
+        // A hot update's intent appearing in the cache (status only): machine queue.
+        let updating = old.clone().with_operation(
+            crate::machine::hot_update::HOT_UPDATE_INTENT,
+            mcm_api::v1alpha1::MachineState::Processing,
+            mcm_api::v1alpha1::MachineOperationType::Update,
+            at(6),
+        );
+        assert_eq!(
+            route_machine_update(&old, &updating, false),
+            Some(MachineQueue::Machine)
+        );
+        // Still in flight on the next status change: nothing new to route.
+        assert_eq!(
+            route_machine_update(&updating, &updating.clone(), false),
+            None
+        );
     }
 
     #[test]
