@@ -131,7 +131,9 @@ impl MachineController {
                 } => {
                     self.events(machine, &events);
                     if let Some(annotation) = annotation {
-                        *machine = writes::set_machine_annotations(
+                        // The VM is updated: its record must not be lost to a concurrent write of
+                        // the Machine (a retry on a lagging cache would see nothing in flight).
+                        *machine = writes::set_machine_annotations_reread_on_conflict(
                             &self.context,
                             machine,
                             &BTreeMap::from([(

@@ -88,6 +88,32 @@ pub(crate) async fn set_machine_annotations(
     replace_machine(context, &updated).await
 }
 
+/// Like [`set_machine_annotations`], but a conflicting write is retried on the Machine read live
+/// (a few times): for a record of something already done, such as the providerSpec a VM was just
+/// updated to, which must not be lost to a concurrent writer of the object.
+pub(crate) async fn set_machine_annotations_reread_on_conflict(
+    context: &MachineContext,
+    machine: &Machine,
+    changes: &BTreeMap<String, Option<String>>,
+) -> Result<Machine, ReconcileError> {
+    let name = name_of(machine).to_owned();
+    let mut current = machine.clone();
+    let mut attempt = 0;
+    loop {
+        match set_machine_annotations(context, &current, changes).await {
+            Err(error) if error.is_conflict() && attempt < 4 => {
+                attempt += 1;
+                current = context
+                    .namespaced::<Machine>()
+                    .get(&name)
+                    .await
+                    .map_err(api_error("get", "Machine", &name))?;
+            }
+            result => return result,
+        }
+    }
+}
+
 /// The merged data of the class's `secretRef` and `credentialsSecretRef` (the latter wins), read
 /// from the control cluster on demand (Secrets are not cached). A missing Secret counts as empty,
 /// as upstream.
