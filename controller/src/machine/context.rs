@@ -15,6 +15,7 @@ use crate::machine::class_secrets::{ClassSecrets, SecretReadError};
 use crate::machine::creation_flows::{CreationFlowReader, CreationFlows};
 use crate::platform::Platform;
 use crate::platform::freeze::FreezeReader;
+use crate::platform::index::Index;
 use crate::platform::informer::Informer;
 
 /// The Machine controller's context. It owns the creation-flow registry (it writes it).
@@ -35,6 +36,8 @@ pub struct MachineContext {
     pub creation_flows: CreationFlows,
     /// The API-server check's freeze switch (read only).
     pub frozen: FreezeReader,
+    /// Machine names by their `node` label.
+    pub machines_by_node: Index,
 }
 
 /// The termination controller's context (drain, VM and node deletion).
@@ -65,6 +68,8 @@ pub struct NodeContext {
     pub machines: Informer<Machine>,
     /// Nodes of the target cluster.
     pub nodes: Informer<Node>,
+    /// Machine names by their `node` label.
+    pub machines_by_node: Index,
 }
 
 /// The MachineClass (and class Secret finalizer) controller's context.

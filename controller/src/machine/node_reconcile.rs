@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::machine::context::NodeContext;
 use crate::platform::BoxError;
+use crate::platform::index;
 use crate::platform::informer::Change;
 use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine::routing::{
@@ -63,12 +64,15 @@ enum NodeEvent {
 }
 
 fn machines_of(context: &NodeContext, node: &str) -> Vec<Machine> {
-    context
-        .machines
-        .filter(|machine| machine.node_name() == Some(node))
-        .into_iter()
-        .map(|machine| (*machine).clone())
-        .collect()
+    index::lookup(
+        &context.machines_by_node,
+        &context.machines,
+        node,
+        Machine::node_name,
+    )
+    .into_iter()
+    .map(|machine| (*machine).clone())
+    .collect()
 }
 
 /// Runs the Node controller until `shutdown`.

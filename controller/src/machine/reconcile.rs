@@ -38,6 +38,7 @@ use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::MachineContext;
 use crate::machine::settings::controller_settings;
 use crate::platform::BoxError;
+use crate::platform::index;
 use crate::platform::informer::Change;
 use crate::platform::metrics::MachineSample;
 use crate::platform::queue::{Outcome, WorkQueue};
@@ -128,6 +129,11 @@ impl MachineController {
         let queue = self.queue.clone();
         // Weak: the informer (owned by the shell) keeps this handler.
         let context = Arc::downgrade(&self.context);
+        // The names of the cached Nodes, for the Machine handler. Informers call their handlers
+        // under their own lock and the Node handler reads the Machine cache, so the Machine
+        // handler must not read the Node cache (lock-order inversion); this set is a leaf lock.
+        let node_names: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let known_nodes = Arc::clone(&node_names);
         self.context.machines.subscribe(move |change| {
             let creating = |name: &str| {
                 context
@@ -140,7 +146,10 @@ impl MachineController {
                     creating(name_of(machine)),
                 )),
                 Change::Updated { old, new } => {
-                    routing::route_machine_update(old, new, creating(name_of(new)))
+                    let node_in_cache = new.node_name().is_some_and(|node| {
+                        known_nodes.lock().is_ok_and(|names| names.contains(node))
+                    });
+                    routing::route_machine_update(old, new, creating(name_of(new)), node_in_cache)
                 }
                 Change::Deleted(_) => None,
             };
@@ -151,16 +160,23 @@ impl MachineController {
 
         let queue = self.queue.clone();
         let machines = self.context.machines.clone();
+        let machines_by_node = self.context.machines_by_node.clone();
         self.context.nodes.subscribe(move |change| {
             let node = change.object();
             let Some(node_name) = node.metadata.name.as_deref() else {
                 return;
             };
-            let owners: Vec<Machine> = machines
-                .filter(|machine| machine.node_name() == Some(node_name))
-                .iter()
-                .map(|machine| Machine::clone(machine))
-                .collect();
+            if let Ok(mut names) = node_names.lock() {
+                match change {
+                    Change::Deleted(_) => names.remove(node_name),
+                    _ => names.insert(node_name.to_owned()),
+                };
+            }
+            let owners: Vec<Machine> =
+                index::lookup(&machines_by_node, &machines, node_name, Machine::node_name)
+                    .iter()
+                    .map(|machine| Machine::clone(machine))
+                    .collect();
             let routes = match change {
                 Change::Updated { old, new } => routing::route_node_update(old, new, &owners),
                 // A Node appearing or vanishing matters to the health check of its machine
@@ -223,6 +239,7 @@ impl MachineController {
             EntryDecision::Reconcile => machine,
         };
         let retry = self.reconcile(machine).await;
+        tracing::debug!(machine = key, ?retry, "machine pass ended");
         to_outcome(retry)
     }
 
@@ -286,6 +303,8 @@ impl MachineController {
         let mut machine = machine;
         let mut retry = Retry::Long;
         let mut class: Option<ClassContext> = None;
+        // The node as stored by a node write of this pass (fresher than the cache).
+        let mut written_node = None;
         let now = Timestamp::now;
         for step in steps {
             let result = match step {
@@ -297,9 +316,12 @@ impl MachineController {
                     Err(end) => Ok(Step::End(end)),
                 },
                 ReconcileStep::Health => self.health(&mut machine, now()).await,
-                ReconcileStep::SyncMachineNameToNode => self.sync_machine_name(&machine).await,
+                ReconcileStep::SyncMachineNameToNode => {
+                    self.sync_machine_name(&machine, &mut written_node).await
+                }
                 ReconcileStep::SyncNodeTemplates => {
-                    self.sync_node_templates(&machine, class.as_ref()).await
+                    self.sync_node_templates(&machine, class.as_ref(), written_node.as_ref())
+                        .await
                 }
                 ReconcileStep::InPlaceNodeCondition => {
                     self.in_place_node_condition(&machine, now()).await

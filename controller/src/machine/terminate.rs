@@ -85,7 +85,7 @@ fn subscribe(context: &Arc<TerminationContext>, queue: &WorkQueue, shutdown: &Ca
                 // user adding `force-deletion` to cut a stuck drain short) is acted on at once.
                 // Status changes are not: our own status writes would re-run a stage before its
                 // retry period (e.g. DeleteMachine right after an aborted one).
-                routing::route_machine_update(old, new, false).or_else(|| {
+                routing::route_machine_update(old, new, false, false).or_else(|| {
                     (new.metadata.deletion_timestamp.is_some()
                         && old.metadata.labels != new.metadata.labels)
                         .then_some(MachineQueue::Termination)

@@ -148,10 +148,14 @@ pub enum ClientError {
 /// The clients of one manager process.
 #[derive(Clone)]
 pub struct Clients {
-    /// Control cluster client.
+    /// Control cluster client of the Machine-side controllers (upstream's `machine-controller`).
     pub control: Client,
-    /// Target cluster client; `None` with `--target-kubeconfig=none`.
+    /// Target cluster client of the Machine-side controllers; `None` with
+    /// `--target-kubeconfig=none`.
     pub target: Option<Client>,
+    /// The clients of the MachineSet, MachineDeployment and overshooting controllers (upstream's
+    /// separate `machine-controller-manager` process), with throttle buckets of their own.
+    pub controller_manager: ShareClients,
     /// Control cluster client for leader election only, with its own throttle bucket (upstream
     /// also gives leader election its own client): lease renewals must never queue behind a
     /// burst of controller requests, or a busy leader loses its lease.
@@ -368,18 +372,57 @@ fn http2_client(
     Ok(Client::new(service, config.default_namespace))
 }
 
+/// The control and target clients of one upstream binary's share of the controllers.
+#[derive(Clone)]
+pub struct ShareClients {
+    /// Control cluster client.
+    pub control: Client,
+    /// Target cluster client; `None` with `--target-kubeconfig=none`.
+    pub target: Option<Client>,
+}
+
 /// Builds the control client and, unless disabled, the target client. When both use the same
 /// credentials, one client (and its connection pool) serves both.
 ///
 /// Each cluster gets its own `--kube-api-qps`/`--kube-api-burst` bucket (client-go keeps one per
 /// rest config); a shared client shares its bucket. The controllers' clients carry `gate`
 /// ([`WriteGate`]): their writes fail while it is closed. The leader-election client has none.
+///
+/// Upstream runs the controllers as two processes, `machine-controller-manager` (MachineSet,
+/// MachineDeployment, overshooting safety) and the provider's `machine-controller` (the rest),
+/// each with these buckets. Each share here has its own too, so the two together may send what
+/// the Go pair sends with the same flags, no more: in one shared bucket the Machine controller's
+/// four writes per new machine queued behind the MachineSet's creations, and a large scale-up
+/// took the time of one process's budget for both (docs/performance.md).
 pub async fn build(
     control: &KubeconfigSource,
     target: Option<&KubeconfigSource>,
     settings: &ClientSettings,
     gate: &WriteGate,
 ) -> Result<Clients, ClientError> {
+    let machine_controller = share_clients(control, target, settings, gate).await?;
+    let controller_manager = share_clients(control, target, settings, gate).await?;
+    let leader_election = client(
+        control,
+        Cluster::Control,
+        &Throttle::new(settings.qps, settings.burst),
+        None,
+    )
+    .await?;
+    Ok(Clients {
+        control: machine_controller.control,
+        target: machine_controller.target,
+        controller_manager,
+        leader_election,
+    })
+}
+
+async fn share_clients(
+    control: &KubeconfigSource,
+    target: Option<&KubeconfigSource>,
+    settings: &ClientSettings,
+    gate: &WriteGate,
+) -> Result<ShareClients, ClientError> {
     let control_client = client(
         control,
         Cluster::Control,
@@ -400,17 +443,9 @@ pub async fn build(
             .await?,
         ),
     };
-    let leader_election = client(
-        control,
-        Cluster::Control,
-        &Throttle::new(settings.qps, settings.burst),
-        None,
-    )
-    .await?;
-    Ok(Clients {
+    Ok(ShareClients {
         control: control_client,
         target: target_client,
-        leader_election,
     })
 }
 

@@ -31,6 +31,7 @@ use crate::machine::creation_flows::CreationFlows;
 use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::machine_set::context::MachineSetContext;
 use crate::platform::freeze::FreezeSwitch;
+use crate::platform::index::Index;
 use crate::platform::informer::Informer;
 use crate::platform::selection::CONTROLLERS;
 use crate::platform::{COMPONENT, Platform};
@@ -112,6 +113,7 @@ pub fn named(names: &[&str]) -> Vec<ControllerSpec> {
 /// first use), the driver (when connected) and the shared handles.
 pub struct Wiring {
     platform: Arc<Platform>,
+    controller_manager_platform: Arc<Platform>,
     driver: Option<DriverClient>,
     freeze: FreezeSwitch,
     creation_flows: CreationFlows,
@@ -121,27 +123,52 @@ pub struct Wiring {
     machine_deployments: Option<Informer<MachineDeployment>>,
     machine_classes: Option<Informer<MachineClass>>,
     nodes: Option<Informer<Node>>,
+    machines_by_node: Option<Index>,
 }
 
 impl Wiring {
-    /// Wiring over `shell`; `driver` is needed only by controllers that call it.
-    pub fn new(platform: Arc<Platform>, driver: Option<DriverClient>) -> Self {
+    /// Wiring over `platform` (the Machine-side controllers') and `controller_manager_platform`
+    /// (the MachineSet, MachineDeployment and overshooting controllers', with clients of their
+    /// own, see [`super::clients::build`]; tests may pass the same platform twice); `driver` is
+    /// needed only by controllers that call it.
+    pub fn new(
+        platform: Arc<Platform>,
+        controller_manager_platform: Arc<Platform>,
+        driver: Option<DriverClient>,
+    ) -> Self {
         Self {
             freeze: FreezeSwitch::new(platform.metrics.clone()),
             creation_flows: CreationFlows::default(),
             secrets: ClassSecrets::new(platform.control.clone(), platform.namespace.clone()),
             platform,
+            controller_manager_platform,
             driver,
             machines: None,
             machine_sets: None,
             machine_deployments: None,
             machine_classes: None,
             nodes: None,
+            machines_by_node: None,
         }
+    }
+
+    /// Machine names by their `node` label; subscribed while wiring, so it outlives the
+    /// leadership terms as the caches do.
+    fn machines_by_node(&mut self) -> Index {
+        if let Some(index) = &self.machines_by_node {
+            return index.clone();
+        }
+        let index = Index::subscribe(&self.machines(), Machine::node_name);
+        self.machines_by_node = Some(index.clone());
+        index
     }
 
     fn platform(&self) -> Arc<Platform> {
         Arc::clone(&self.platform)
+    }
+
+    fn controller_manager_platform(&self) -> Arc<Platform> {
+        Arc::clone(&self.controller_manager_platform)
     }
 
     fn driver(&self, controller: &str) -> Result<DriverClient, BoxError> {
@@ -298,6 +325,7 @@ fn wire_machine(wiring: &mut Wiring) -> Result<Runner, BoxError> {
         secrets: wiring.secrets.clone(),
         creation_flows: wiring.creation_flows.clone(),
         frozen: wiring.freeze.reader(),
+        machines_by_node: wiring.machines_by_node(),
     };
     Ok(runner(context, crate::machine::reconcile::run))
 }
@@ -321,6 +349,7 @@ fn wire_node(wiring: &mut Wiring) -> Result<Runner, BoxError> {
         platform: wiring.platform(),
         machines: wiring.machines(),
         nodes: wiring.nodes(),
+        machines_by_node: wiring.machines_by_node(),
     };
     Ok(runner(context, crate::machine::node_reconcile::run))
 }
@@ -336,7 +365,7 @@ fn wire_machine_class(wiring: &mut Wiring) -> Result<Runner, BoxError> {
 
 fn wire_machine_set(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = MachineSetContext {
-        platform: wiring.platform(),
+        platform: wiring.controller_manager_platform(),
         machines: wiring.machines(),
         machine_sets: wiring.machine_sets(),
         nodes: wiring.nodes(),
@@ -346,7 +375,7 @@ fn wire_machine_set(wiring: &mut Wiring) -> Result<Runner, BoxError> {
 
 fn wire_machine_deployment(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = MachineDeploymentContext {
-        platform: wiring.platform(),
+        platform: wiring.controller_manager_platform(),
         machines: wiring.machines(),
         machine_sets: wiring.machine_sets(),
         machine_deployments: wiring.machine_deployments(),
@@ -357,7 +386,7 @@ fn wire_machine_deployment(wiring: &mut Wiring) -> Result<Runner, BoxError> {
 
 fn wire_overshoot(wiring: &mut Wiring) -> Result<Runner, BoxError> {
     let context = OvershootContext {
-        platform: wiring.platform(),
+        platform: wiring.controller_manager_platform(),
         machines: wiring.machines(),
         machine_sets: wiring.machine_sets(),
         machine_deployments: wiring.machine_deployments(),
@@ -465,7 +494,13 @@ impl Controller for ControllerSet {
                 context.target.clone(),
                 context.metrics.clone(),
             ));
-            let mut wiring = Wiring::new(platform, driver);
+            let controller_manager_platform = Arc::new(Platform::new(
+                Arc::clone(&context.config),
+                context.controller_manager.control.clone(),
+                context.controller_manager.target.clone(),
+                context.metrics.clone(),
+            ));
+            let mut wiring = Wiring::new(platform, controller_manager_platform, driver);
             let mut runners = Vec::with_capacity(self.specs.len());
             for spec in &self.specs {
                 runners.push((spec.name, (spec.wire)(&mut wiring)?));

@@ -53,10 +53,14 @@ use crate::platform::metrics::{Metrics, MetricsPort};
 pub struct ControllerContext {
     /// The validated configuration.
     pub config: Arc<Config>,
-    /// Control cluster client.
+    /// Control cluster client (of the Machine-side controllers).
     pub control: Client,
-    /// Target cluster client; `None` with `--target-kubeconfig=none`.
+    /// Target cluster client (of the Machine-side controllers); `None` with
+    /// `--target-kubeconfig=none`.
     pub target: Option<Client>,
+    /// The clients of upstream's `machine-controller-manager` share (MachineSet,
+    /// MachineDeployment, overshooting safety), with throttle buckets of their own.
+    pub controller_manager: clients::ShareClients,
     /// Metrics to update.
     pub metrics: Metrics,
     /// Cancelled when the controller must stop.
@@ -344,6 +348,7 @@ async fn manage(
         config: config.clone(),
         control: clients.control.clone(),
         target: clients.target.clone(),
+        controller_manager: clients.controller_manager.clone(),
         metrics: metrics.clone(),
         shutdown: controller_shutdown.clone(),
     };

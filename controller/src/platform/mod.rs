@@ -10,6 +10,7 @@
 pub mod config;
 pub mod events;
 pub mod freeze;
+pub mod index;
 pub mod informer;
 pub mod logging;
 pub mod metrics;

@@ -226,6 +226,23 @@ pub fn plan_reconcile_order(machine: &Machine, frozen: bool) -> ReconcileOrder {
     ReconcileOrder::Steps(steps)
 }
 
+/// Whether the steps after the health check still run in the pass whose health check has just
+/// written the machine's status, taking it from phase `before` to `after`.
+///
+/// Upstream ends every such pass (ShortRetry) and syncs the node in the next one. Ours, timing
+/// only: a machine that has just joined (Pending → Running) gets its node's machine-name label
+/// and node template in the same pass. Those steps read the machine as just written and the node,
+/// not the status, so the next pass would decide exactly the same, one queue trip later; in a
+/// large scale-up those trips were the slowest link (docs/performance.md). Every other status
+/// change still ends the pass as upstream does.
+#[must_use]
+pub fn steps_follow_health_write(
+    before: Option<MachinePhase>,
+    after: Option<MachinePhase>,
+) -> bool {
+    before == Some(MachinePhase::Pending) && after == Some(MachinePhase::Running)
+}
+
 /// Whether the node carries an essential taint (adding/removing one routes the machine, docs/behaviour.md#machine-routing).
 #[must_use]
 pub fn has_essential_taint(node: &Node) -> bool {
@@ -272,6 +289,26 @@ mod tests {
             plan_entry(Some(&machine("m")), false),
             EntryDecision::Reconcile
         );
+    }
+
+    #[test]
+    fn only_a_machine_that_just_joined_continues_after_the_health_write() {
+        use MachinePhase::{CrashLoopBackOff, Failed, Pending, Running, Unknown};
+        assert!(steps_follow_health_write(Some(Pending), Some(Running)));
+        for (before, after) in [
+            (Some(Running), Some(Unknown)),
+            (Some(Unknown), Some(Running)),
+            (Some(Unknown), Some(Failed)),
+            (Some(Pending), Some(Failed)),
+            (Some(Running), Some(Running)),
+            (Some(CrashLoopBackOff), Some(Running)),
+            (None, Some(Running)),
+        ] {
+            assert!(
+                !steps_follow_health_write(before.clone(), after.clone()),
+                "{before:?} -> {after:?}"
+            );
+        }
     }
 
     #[test]

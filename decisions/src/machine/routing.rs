@@ -31,12 +31,14 @@ pub fn route_machine_add(machine: &Machine, in_creation_flow: bool) -> MachineQu
     }
 }
 
-/// Machine update, rules in order; `None` = ignore.
+/// Machine update, rules in order; `None` = ignore. `node_in_cache`: whether the Node named by
+/// the new machine's `node` label is in the target cluster's cache.
 #[must_use]
 pub fn route_machine_update(
     old: &Machine,
     new: &Machine,
     in_creation_flow: bool,
+    node_in_cache: bool,
 ) -> Option<MachineQueue> {
     let old_preserve = machine_annotation(old, annotation::PRESERVE);
     let new_preserve = machine_annotation(new, annotation::PRESERVE);
@@ -60,6 +62,17 @@ pub fn route_machine_update(
     // annotation equal to the class and nothing in flight, and would not come back for 10 minutes
     // while the VM kept the previous value.
     if in_flight(new) && !in_flight(old) && new.metadata.deletion_timestamp.is_none() {
+        return Some(MachineQueue::Machine);
+    }
+    // Ours: a creation pass that ended (its Pending status is in the cache now) after its Node had
+    // already registered is followed by the health check at once. The Node's own events found no
+    // machine while the `node` label was not yet in the cache, and upstream's ShortRetry (5 s)
+    // was the slowest link between a Ready node and a Running machine in a large scale-up.
+    if node_in_cache
+        && phase_of(new) == Some(MachinePhase::Pending)
+        && phase_of(old) != Some(MachinePhase::Pending)
+        && new.metadata.deletion_timestamp.is_none()
+    {
         return Some(MachineQueue::Machine);
     }
     if old.metadata.generation == new.metadata.generation
@@ -348,38 +361,38 @@ mod tests {
         let old = with_generation(machine("m").with_phase(MachinePhase::Running, at(0)), 1);
         // Status-only change: ignored.
         let status_only = old.clone().with_phase(MachinePhase::Unknown, at(5));
-        assert_eq!(route_machine_update(&old, &status_only, false), None);
+        assert_eq!(route_machine_update(&old, &status_only, false, false), None);
         // Preserve annotation changed: machine queue.
         let annotated = old.clone().with_annotation(annotation::PRESERVE, "now");
         assert_eq!(
-            route_machine_update(&old, &annotated, false),
+            route_machine_update(&old, &annotated, false, false),
             Some(MachineQueue::Machine)
         );
         // Annotated and phase changed.
         let moved = annotated.clone().with_phase(MachinePhase::Failed, at(9));
         assert_eq!(
-            route_machine_update(&annotated, &moved, false),
+            route_machine_update(&annotated, &moved, false, false),
             Some(MachineQueue::Machine)
         );
         // A user edits preserveExpiryTime (status only): acted on now.
         let edited = old.clone().with_preserve_expiry(Some(at(100)));
         assert_eq!(
-            route_machine_update(&old, &edited, false),
+            route_machine_update(&old, &edited, false, false),
             Some(MachineQueue::Machine)
         );
         // Generation bump: routed like add; deletion goes to termination.
         let bumped = with_generation(old.clone(), 2);
         assert_eq!(
-            route_machine_update(&old, &bumped, false),
+            route_machine_update(&old, &bumped, false, false),
             Some(MachineQueue::Machine)
         );
         let deleting = with_generation(old.clone().deleting_since(at(3)), 2);
         assert_eq!(
-            route_machine_update(&old, &deleting, false),
+            route_machine_update(&old, &deleting, false, false),
             Some(MachineQueue::Termination)
         );
         assert_eq!(
-            route_machine_update(&old, &deleting, true),
+            route_machine_update(&old, &deleting, true, false),
             Some(MachineQueue::Machine)
         );
         assert_eq!(route_machine_delete(), MachineQueue::Termination);
@@ -391,12 +404,38 @@ mod tests {
             at(6),
         );
         assert_eq!(
-            route_machine_update(&old, &updating, false),
+            route_machine_update(&old, &updating, false, false),
             Some(MachineQueue::Machine)
+        );
+        // The creation pass's Pending status reaches the cache after the Node registered: machine
+        // queue at once; without the Node, or when already Pending, the pass's own retry does.
+        let fresh = with_generation(machine("m"), 1);
+        let pending = fresh.clone().with_phase(MachinePhase::Pending, at(7));
+        assert_eq!(
+            route_machine_update(&fresh, &pending, false, true),
+            Some(MachineQueue::Machine)
+        );
+        assert_eq!(route_machine_update(&fresh, &pending, false, false), None);
+        let crashed = fresh
+            .clone()
+            .with_phase(MachinePhase::CrashLoopBackOff, at(6));
+        assert_eq!(
+            route_machine_update(&crashed, &pending, false, true),
+            Some(MachineQueue::Machine)
+        );
+        let relabelled = pending.clone().with_annotation("a", "b");
+        assert_eq!(
+            route_machine_update(&pending, &relabelled, false, true),
+            None
+        );
+        let deleting_pending = with_generation(pending.clone().deleting_since(at(8)), 1);
+        assert_eq!(
+            route_machine_update(&fresh, &deleting_pending, false, true),
+            Some(MachineQueue::Termination)
         );
         // Still in flight on the next status change: nothing new to route.
         assert_eq!(
-            route_machine_update(&updating, &updating.clone(), false),
+            route_machine_update(&updating, &updating.clone(), false, false),
             None
         );
     }

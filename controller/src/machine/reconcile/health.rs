@@ -37,6 +37,7 @@ impl MachineController {
         now: Timestamp,
     ) -> Result<Step, ReconcileError> {
         let name = name_of(machine).to_owned();
+        let phase_before = phase_of(machine);
         let settings = effective_settings(machine, &self.settings);
         let node = node_name_of(machine).and_then(|node| self.context.nodes.get(node));
         let deployment = machine_label(machine, label::NAME).map(str::to_owned);
@@ -51,7 +52,10 @@ impl MachineController {
                 None => Vec::new(),
             }
         };
-        let mut siblings = read_siblings();
+        // Read only once the permit is granted, the one path that looks at them: copying every
+        // sibling of the deployment on every health pass made a scale-up of N machines cost
+        // O(N²) (the largest CPU consumer at 5,000).
+        let mut siblings: Vec<Arc<Machine>> = Vec::new();
         let mut permit_state = FailurePermit::NotRequested;
         let mut permit = None;
         let plan = loop {
@@ -154,6 +158,13 @@ impl MachineController {
         }
         Ok(match plan.outcome {
             HealthOutcome::Continue { recheck_after } => Step::Continue(recheck_after),
+            HealthOutcome::EndPass { retry, reason }
+                if plan.status.is_some()
+                    && plan::order::steps_follow_health_write(phase_before, phase_of(machine)) =>
+            {
+                tracing::debug!(machine = %name, %reason, "machine joined; node steps follow in this pass");
+                Step::Continue(Some(retry))
+            }
             HealthOutcome::EndPass { retry, reason } => {
                 tracing::debug!(machine = %name, %reason, "health pass ended");
                 Step::End(retry)
