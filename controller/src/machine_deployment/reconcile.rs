@@ -36,7 +36,7 @@ use self::reconciler::Reconciler;
 use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::platform::BoxError;
 use crate::platform::informer::Change;
-use crate::platform::queue::{Outcome, WorkQueue};
+use crate::platform::queue::{OWNER_SYNC_DEBOUNCE, Outcome, WorkQueue};
 use mcm_decisions::machine_deployment::hash_label_migration::{self, LegacyStep};
 use mcm_decisions::machine_deployment::ownership::deployment_for_machine;
 use mcm_decisions::machine_deployment::plan::{self, DeploymentConfig, DeploymentInput, NodeView};
@@ -197,7 +197,7 @@ async fn route(
                     |set| context.machine_sets.get(set),
                     |md| context.machine_deployments.get(md),
                 ) {
-                    queue.add(name);
+                    queue.add_after(name, OWNER_SYNC_DEBOUNCE);
                 }
             }
         }

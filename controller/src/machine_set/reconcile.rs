@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::machine_set::context::MachineSetContext;
 use crate::platform::BoxError;
 use crate::platform::informer::Change;
-use crate::platform::queue::{Outcome, WorkQueue};
+use crate::platform::queue::{OWNER_SYNC_DEBOUNCE, Outcome, WorkQueue};
 use mcm_decisions::machine_set::claim::controller_ref;
 use mcm_decisions::machine_set::expectations::Expectations;
 use mcm_decisions::machine_set::plan::{self, MachineSetAction, MachineSetInput, ReplicaError};
@@ -187,8 +187,15 @@ impl Controller {
             // The full MachineSet list is read at most once per batch, and only for orphans.
             let mut all_sets: Option<Vec<MachineSet>> = None;
             for change in &batch {
+                // Adds and deletes settle the creation and deletion bookkeeping the next step
+                // waits for: at once. Updates (many per machine) share a sync.
+                let at_once = !matches!(change, MachineChange::Updated(..));
                 for name in self.owners_of(change, &mut all_sets) {
-                    self.queue.add(name);
+                    if at_once {
+                        self.queue.add(name);
+                    } else {
+                        self.queue.add_after(name, OWNER_SYNC_DEBOUNCE);
+                    }
                 }
             }
         }

@@ -234,8 +234,14 @@ where
             match event {
                 None => return,
                 Some(Ok(watcher::Event::Init)) => relist = Some(Vec::new()),
-                Some(Ok(watcher::Event::InitApply(object))) => match relist.as_mut() {
-                    Some(buffer) => buffer.push(object),
+                Some(Ok(watcher::Event::InitApply(mut object))) => match relist.as_mut() {
+                    Some(buffer) => {
+                        // The whole list is held until it is complete: without managedFields,
+                        // as the cache keeps it (a relist of 5,000 Nodes and Machines doubled
+                        // the manager's memory for a while after a restart).
+                        object.meta_mut().managed_fields = None;
+                        buffer.push(object);
+                    }
                     None => self.apply(object),
                 },
                 Some(Ok(watcher::Event::InitDone)) => {
