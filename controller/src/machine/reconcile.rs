@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
 use mcm_api::keys::finalizer;
 use mcm_api::v1alpha1::{Machine, MachineClass};
 use tokio_util::sync::CancellationToken;
@@ -38,7 +39,7 @@ use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::MachineContext;
 use crate::machine::settings::controller_settings;
 use crate::platform::BoxError;
-use crate::platform::index;
+use crate::platform::index::{self, Index};
 use crate::platform::informer::Change;
 use crate::platform::metrics::MachineSample;
 use crate::platform::queue::{Outcome, WorkQueue};
@@ -129,11 +130,10 @@ impl MachineController {
         let queue = self.queue.clone();
         // Weak: the informer (owned by the shell) keeps this handler.
         let context = Arc::downgrade(&self.context);
-        // The names of the cached Nodes, for the Machine handler. Informers call their handlers
-        // under their own lock and the Node handler reads the Machine cache, so the Machine
-        // handler must not read the Node cache (lock-order inversion); this set is a leaf lock.
-        let node_names: Arc<Mutex<HashSet<String>>> = Arc::default();
-        let known_nodes = Arc::clone(&node_names);
+        // Informers call their handlers under their own lock and the Node handler reads the
+        // Machine cache, so the Machine handler must not read the Node cache (lock-order
+        // inversion): it asks this index of the cached Node names (a leaf lock) instead.
+        let cached_nodes = Index::subscribe(&self.context.nodes, own_name);
         self.context.machines.subscribe(move |change| {
             let creating = |name: &str| {
                 context
@@ -146,9 +146,9 @@ impl MachineController {
                     creating(name_of(machine)),
                 )),
                 Change::Updated { old, new } => {
-                    let node_in_cache = new.node_name().is_some_and(|node| {
-                        known_nodes.lock().is_ok_and(|names| names.contains(node))
-                    });
+                    let node_in_cache = new
+                        .node_name()
+                        .is_some_and(|node| cached_nodes.contains(node));
                     routing::route_machine_update(old, new, creating(name_of(new)), node_in_cache)
                 }
                 Change::Deleted(_) => None,
@@ -166,12 +166,6 @@ impl MachineController {
             let Some(node_name) = node.metadata.name.as_deref() else {
                 return;
             };
-            if let Ok(mut names) = node_names.lock() {
-                match change {
-                    Change::Deleted(_) => names.remove(node_name),
-                    _ => names.insert(node_name.to_owned()),
-                };
-            }
             let owners: Vec<Machine> =
                 index::lookup(&machines_by_node, &machines, node_name, Machine::node_name)
                     .iter()
@@ -404,6 +398,11 @@ impl MachineController {
             self.event(machine, event);
         }
     }
+}
+
+/// A Node's own name, as the key of the index of cached Nodes.
+fn own_name(node: &Node) -> Option<&str> {
+    node.metadata.name.as_deref()
 }
 
 fn to_outcome(retry: Retry) -> Outcome {

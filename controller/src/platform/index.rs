@@ -54,6 +54,11 @@ impl Index {
         }
     }
 
+    /// Whether some object has the key `key`.
+    pub fn contains(&self, key: &str) -> bool {
+        self.lock().contains_key(key)
+    }
+
     /// The names of the objects whose key is `key`, sorted.
     pub fn names(&self, key: &str) -> Vec<String> {
         self.lock()
@@ -156,6 +161,8 @@ mod tests {
 
         informer.delete(object("a", Some("n2"), "7"));
         assert_eq!(index.names("n2"), vec!["c".to_owned()]);
+        assert!(index.contains("n2"));
+        assert!(!index.contains("n1"));
         let found = lookup(&index, &informer, "n2", node_of);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].name_any(), "c");
