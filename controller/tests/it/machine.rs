@@ -1476,7 +1476,13 @@ async fn machine_writes_converge_under_conflicts() {
             target_faults
                 .counters()
                 .get(mcm_sandbox::faults::Verb::Update, "nodes", 409);
-        assert_eq!(node_conflicts, 2, "both injected node conflicts were hit");
+        // At least: the node template now follows the label write in the same pass, on the
+        // node as stored by that write, and a node change in between (the fleet's own status
+        // update) is a real conflict on top of the injected ones, retried like them.
+        assert!(
+            node_conflicts >= 2,
+            "both injected node conflicts were hit ({node_conflicts})"
+        );
     }
     assert_eq!(world.fleet.vms().len(), 2);
     world.stop_manager().await.unwrap();
