@@ -54,7 +54,9 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, ObjectList, PartialObjectMeta, Patch, PatchParams, PostParams,
+};
 use kube::runtime::watcher;
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineSet};
 use mcm_sandbox::{ErrorRule, RequestCounters, Sandbox, SandboxConfig, Verb};
@@ -825,6 +827,17 @@ fn print_requests(cluster: &str, rows: &BTreeMap<(String, String), u64>, per: f6
     }
 }
 
+/// The objects a list with a limit stands for: its items and the remaining count.
+fn listed_count<K: Clone>(list: kube::Result<ObjectList<PartialObjectMeta<K>>>) -> usize {
+    list.map_or(usize::MAX, |l| {
+        l.items.len()
+            + l.metadata
+                .remaining_item_count
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(0)
+    })
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -1062,7 +1075,11 @@ async fn main() {
         restart_window,
     )
     .await;
-    let roll = bench
+    // `--skip-roll` leaves the rollout out, e.g. to profile the deletion of a large fleet.
+    let roll = if flag("--skip-roll") {
+        None
+    } else {
+        Some(bench
         .phase(
             "roll N → new class",
             nu,
@@ -1082,7 +1099,8 @@ async fn main() {
             },
             complete("bench-b"),
         )
-        .await;
+        .await)
+    };
     let machines: Api<Machine> = Api::namespaced(control.clone(), NAMESPACE);
     let sets: Api<MachineSet> = Api::namespaced(control.clone(), NAMESPACE);
     let delete = bench
@@ -1101,14 +1119,14 @@ async fn main() {
                 let (machines, sets, deployments) =
                     (machines.clone(), sets.clone(), deployments.clone());
                 async move {
-                    let m = machines
-                        .list_metadata(&ListParams::default())
-                        .await
-                        .map_or(usize::MAX, |l| l.items.len());
-                    let s = sets
-                        .list_metadata(&ListParams::default())
-                        .await
-                        .map_or(usize::MAX, |l| l.items.len());
+                    // One item and the remaining count: a full list of thousands of machines per
+                    // poll cost the sandbox more than the deletion it watched.
+                    let m = listed_count(
+                        machines
+                            .list_metadata(&ListParams::default().limit(1))
+                            .await,
+                    );
+                    let s = listed_count(sets.list_metadata(&ListParams::default().limit(1)).await);
                     let d = deployments.get_opt(DEPLOYMENT).await.ok().flatten();
                     (
                         m == 0 && s == 0 && d.is_none(),
@@ -1119,7 +1137,10 @@ async fn main() {
         )
         .await;
 
-    let phases = [&scale_up, &roll, &delete];
+    let phases: Vec<&Phase> = [Some(&scale_up), roll.as_ref(), Some(&delete)]
+        .into_iter()
+        .flatten()
+        .collect();
     let nf = f64::from(n.max(1));
     let surge = (n + 9) / 10;
     println!(
@@ -1147,7 +1168,7 @@ async fn main() {
         "sbx MiB",
         "max/bound"
     );
-    for p in phases {
+    for p in &phases {
         // The delete phase reads three lists per poll.
         let own = if p.name == "delete" {
             p.own_control_reads * 3
@@ -1179,21 +1200,23 @@ async fn main() {
         lifecycle as f64 / nf,
         (lifecycle - lifecycle_events) as f64 / nf
     );
-    println!(
-        "rollout: {:.2} control writes per replaced machine; new MachineSet {} after the template change; fewest Running during it {} (floor {n})",
-        writes(&roll.control) as f64 / nf,
-        roll.rollout_start
-            .map_or("never seen".to_owned(), |s| format!("{:.3} s", s)),
-        roll.seen
-            .min_running
-            .map_or("n/a".to_owned(), |m| m.to_string()),
-    );
+    if let Some(roll) = &roll {
+        println!(
+            "rollout: {:.2} control writes per replaced machine; new MachineSet {} after the template change; fewest Running during it {} (floor {n})",
+            writes(&roll.control) as f64 / nf,
+            roll.rollout_start
+                .map_or("never seen".to_owned(), |s| format!("{:.3} s", s)),
+            roll.seen
+                .min_running
+                .map_or("n/a".to_owned(), |m| m.to_string()),
+        );
+    }
     println!(
         "manager RSS: idle {:.1} MiB; sandboxes (this process): idle {:.1} MiB",
         mib(manager_idle_rss),
         mib(sandbox_idle_rss)
     );
-    for p in phases {
+    for p in &phases {
         println!("  writes in {}:", p.name);
         print_writes("control", &p.control, nf);
         print_writes("target", &p.target, nf);
@@ -1276,7 +1299,9 @@ async fn main() {
     let surge_broken = phases
         .iter()
         .any(|p| p.seen.max_machines > usize::try_from(n + surge).unwrap_or(usize::MAX));
-    let floor_broken = roll.seen.min_running.is_some_and(|m| m < nu);
+    let floor_broken = roll
+        .as_ref()
+        .is_some_and(|roll| roll.seen.min_running.is_some_and(|m| m < nu));
     drop(manager);
     drop(provider);
     if std::env::var_os("BENCH_KEEP_LOGS").is_some() {

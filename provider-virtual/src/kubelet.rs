@@ -112,11 +112,26 @@ pub struct Kubelet {
 struct Heartbeats {
     tasks: JoinSet<(String, NodeClock)>,
     nodes: HashMap<tokio::task::Id, String>,
+    /// The nodes of `nodes`, for the per-VM check of every tick: a scan of `nodes` there made
+    /// each tick cost O(VMs × running heartbeats), most of the provider's CPU at 5,000 nodes
+    /// (docs/performance.md).
+    busy_nodes: HashSet<String>,
 }
 
 impl Heartbeats {
     fn busy(&self, node: &str) -> bool {
-        self.nodes.values().any(|busy| busy == node)
+        self.busy_nodes.contains(node)
+    }
+
+    fn started(&mut self, id: tokio::task::Id, node: String) {
+        self.busy_nodes.insert(node.clone());
+        self.nodes.insert(id, node);
+    }
+
+    fn ended(&mut self, id: tokio::task::Id) -> Option<String> {
+        let node = self.nodes.remove(&id)?;
+        self.busy_nodes.remove(&node);
+        Some(node)
     }
 
     /// The clocks of the heartbeats that finished since the last call.
@@ -125,12 +140,12 @@ impl Heartbeats {
         while let Some(result) = self.tasks.try_join_next_with_id() {
             match result {
                 Ok((id, (node, clock))) => {
-                    self.nodes.remove(&id);
+                    self.ended(id);
                     done.push((node, clock));
                 }
                 Err(error) => {
                     // The node keeps its previous clock; its next heartbeat starts afresh.
-                    let node = self.nodes.remove(&error.id()).unwrap_or_default();
+                    let node = self.ended(error.id()).unwrap_or_default();
                     tracing::warn!(%node, %error, "heartbeat task failed");
                 }
             }
@@ -404,7 +419,7 @@ impl Kubelet {
                     this.heartbeat(&owned, clock, key, actions, node_uid, now)
                         .await
                 });
-                heartbeats.nodes.insert(task.id(), vm.node_name.clone());
+                heartbeats.started(task.id(), vm.node_name.clone());
             }
         }
 
@@ -663,5 +678,38 @@ impl<F: std::future::Future<Output = Result<(), reflector::store::WriterDropped>
 {
     fn now_or_never_ready(self) -> bool {
         matches!(futures::FutureExt::now_or_never(self), Some(Ok(())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_node_is_busy_while_its_heartbeat_runs_and_free_once_it_ended() {
+        let mut heartbeats = Heartbeats::default();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let task = heartbeats.tasks.spawn(async move {
+            let _ = released.await;
+            ("node-a".to_owned(), NodeClock::default())
+        });
+        heartbeats.started(task.id(), "node-a".to_owned());
+        assert!(heartbeats.busy("node-a"));
+        assert!(!heartbeats.busy("node-b"), "another node is not busy");
+        assert!(heartbeats.finished().is_empty(), "the heartbeat still runs");
+        assert!(heartbeats.busy("node-a"));
+
+        let _ = release.send(());
+        let mut done = Vec::new();
+        while done.is_empty() {
+            tokio::task::yield_now().await;
+            done = heartbeats.finished();
+        }
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].0, "node-a");
+        assert!(
+            !heartbeats.busy("node-a"),
+            "a finished heartbeat frees its node"
+        );
     }
 }

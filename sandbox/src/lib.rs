@@ -622,20 +622,28 @@ async fn serve(
     }
 }
 
+/// The shortest pause between a write that concerns the garbage collector and its pass.
+const GC_MIN_PAUSE: Duration = Duration::from_millis(100);
+
 /// The garbage collector and PDB status keeper.
 async fn background(store: Arc<store::Store>, shutdown: CancellationToken) {
     let gc_store = store.clone();
     let gc_shutdown = shutdown.clone();
     tokio::spawn(async move {
+        let mut pause = GC_MIN_PAUSE;
         loop {
             tokio::select! {
                 _ = gc_shutdown.cancelled() => break,
                 _ = gc_store.gc_wake.notified() => {}
             }
-            // Coalesce bursts of writes into one pass (a pass scans every object).
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // Coalesce bursts of writes into one pass: a pass scans every object, so the pause
+            // grows with the last pass, keeping the collector below a fifth of a core on a
+            // large store under constant deletions (docs/performance.md).
+            tokio::time::sleep(pause.max(GC_MIN_PAUSE)).await;
             let s = gc_store.clone();
+            let started = std::time::Instant::now();
             let _ = tokio::task::spawn_blocking(move || s.collect_garbage()).await;
+            pause = started.elapsed() * 4;
         }
     });
     loop {

@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use self::state::Termination;
 use crate::machine::context::TerminationContext;
 use crate::platform::BoxError;
+use crate::platform::index;
 use crate::platform::informer::Change;
 use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine::deletion::{self, DeletionStage};
@@ -152,9 +153,14 @@ fn subscribe(context: &Arc<TerminationContext>, queue: &WorkQueue, shutdown: &Ca
                     None => return,
                 },
             };
-            for machine in context.machines.filter(|machine| {
+            let on_node = index::lookup(
+                &context.machines_by_node,
+                &context.machines,
+                &node,
+                Machine::node_name,
+            );
+            for machine in on_node.into_iter().filter(|machine| {
                 machine.metadata.deletion_timestamp.is_some()
-                    && machine.node_name() == Some(node.as_str())
                     && deletion::deletion_stage(machine, false) == DeletionStage::Drain
             }) {
                 if let Some(name) = machine.metadata.name.as_deref() {

@@ -340,6 +340,11 @@ fn wire_termination(wiring: &mut Wiring) -> Result<Runner, BoxError> {
         secrets: wiring.secrets.clone(),
         creation_flows: wiring.creation_flows.reader(),
         frozen: wiring.freeze.reader(),
+        machines_by_node: wiring.machines_by_node(),
+        nodes_by_machine_name: Index::subscribe(
+            &wiring.nodes(),
+            crate::machine::context::node_machine_name,
+        ),
     };
     Ok(runner(context, crate::machine::terminate::run))
 }

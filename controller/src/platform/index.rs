@@ -7,7 +7,7 @@
 //! (at 5,000 machines most of the manager's CPU, docs/performance.md); the index answers in
 //! O(1).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -20,7 +20,7 @@ use super::informer::{Change, Informer};
 /// subscription) and never held while taking another one.
 #[derive(Clone, Default)]
 pub struct Index {
-    names: Arc<Mutex<HashMap<String, BTreeSet<String>>>>,
+    names: Arc<Mutex<HashMap<String, Vec<String>>>>,
 }
 
 impl Index {
@@ -36,7 +36,7 @@ impl Index {
         index
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, BTreeSet<String>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<String>>> {
         self.names
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -46,6 +46,8 @@ impl Index {
         let mut names = self.lock();
         match change {
             Change::Added(object) => insert(&mut names, &**object, key),
+            // Most updates keep the key (a status write): nothing to do.
+            Change::Updated { old, new } if key(old) == key(new) => {}
             Change::Updated { old, new } => {
                 remove(&mut names, &**old, key);
                 insert(&mut names, &**new, key);
@@ -61,22 +63,22 @@ impl Index {
 
     /// The names of the objects whose key is `key`, sorted.
     pub fn names(&self, key: &str) -> Vec<String> {
-        self.lock()
-            .get(key)
-            .map(|set| set.iter().cloned().collect())
-            .unwrap_or_default()
+        self.lock().get(key).cloned().unwrap_or_default()
     }
 }
 
 fn remove<K: Resource>(
-    names: &mut HashMap<String, BTreeSet<String>>,
+    names: &mut HashMap<String, Vec<String>>,
     object: &K,
     key: fn(&K) -> Option<&str>,
 ) {
     if let Some(key) = key(object)
         && let Some(set) = names.get_mut(key)
     {
-        set.remove(&object.name_any());
+        let name = object.meta().name.as_deref().unwrap_or_default();
+        if let Ok(at) = set.binary_search_by(|held| held.as_str().cmp(name)) {
+            set.remove(at);
+        }
         if set.is_empty() {
             names.remove(key);
         }
@@ -84,15 +86,18 @@ fn remove<K: Resource>(
 }
 
 fn insert<K: Resource>(
-    names: &mut HashMap<String, BTreeSet<String>>,
+    names: &mut HashMap<String, Vec<String>>,
     object: &K,
     key: fn(&K) -> Option<&str>,
 ) {
     if let Some(key) = key(object) {
-        names
-            .entry(key.to_owned())
-            .or_default()
-            .insert(object.name_any());
+        let name = object.name_any();
+        // A sorted Vec, not a set: nearly every key has one name, and a one-element BTreeSet
+        // allocates a whole node (several hundred bytes per cached Node at 5,000 machines).
+        let set = names.entry(key.to_owned()).or_default();
+        if let Err(at) = set.binary_search(&name) {
+            set.insert(at, name);
+        }
     }
 }
 

@@ -12,6 +12,7 @@
 //! surge only skips the MachineSet it concerns. Like upstream, at most one overshoot freeze or
 //! unfreeze happens per run (steps 2–4 always run).
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -237,7 +238,7 @@ pub fn unfreeze_machine_deployment(md: &mut MachineDeployment) {
 /// Machines counted for a MachineSet: labels contain the template labels and an owner reference
 /// (any kind) names the set; a machine with two such references counts twice (as upstream).
 #[must_use]
-pub fn machine_count(ms: &MachineSet, machines: &[Machine]) -> usize {
+pub fn machine_count<M: Borrow<Machine>>(ms: &MachineSet, machines: &[M]) -> usize {
     let name = ms.metadata.name.as_deref().unwrap_or("");
     let template_labels = ms
         .spec
@@ -248,7 +249,8 @@ pub fn machine_count(ms: &MachineSet, machines: &[Machine]) -> usize {
         .unwrap_or_default();
     machines
         .iter()
-        .filter(|m| m.metadata.namespace == ms.metadata.namespace)
+        .map(Borrow::borrow)
+        .filter(|m: &&Machine| m.metadata.namespace == ms.metadata.namespace)
         .filter(|m| {
             let labels = m.metadata.labels.as_ref();
             template_labels
@@ -313,10 +315,10 @@ fn name(meta: &ObjectMeta) -> String {
 
 /// One run of the overshooting safety controller (docs/behaviour.md#overshooting steps 1–4).
 #[must_use]
-pub fn plan(
+pub fn plan<M: Borrow<Machine>>(
     machine_sets: &[MachineSet],
     deployments: &[MachineDeployment],
-    machines: &[Machine],
+    machines: &[M],
     config: OvershootConfig,
     now: Timestamp,
 ) -> OvershootPlan {

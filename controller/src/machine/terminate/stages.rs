@@ -15,6 +15,7 @@ use super::writes::{
     remove_machine_finalizer, secret_data, set_node_condition, set_node_label, write_status,
 };
 use crate::drain::reconcile::{DrainTarget, drain_pass};
+use crate::platform::index;
 use crate::platform::metrics::{DrainLabels, MachineDurationLabels};
 use crate::platform::queue::Outcome;
 use mcm_decisions::drain::plan::{
@@ -273,17 +274,14 @@ async fn get_vm_status(
 ) -> Step {
     let context = &termination.context;
     let name = machine_name(&machine).to_owned();
-    let node_with_machine_name = context
-        .nodes
-        .filter(|node| {
-            node.metadata
-                .labels
-                .as_ref()
-                .and_then(|labels| labels.get(label::NODE_MACHINE_NAME))
-                .is_some_and(|value| *value == name)
-        })
-        .first()
-        .and_then(|node| node.metadata.name.clone());
+    let node_with_machine_name = index::lookup(
+        &context.nodes_by_machine_name,
+        &context.nodes,
+        &name,
+        crate::machine::context::node_machine_name,
+    )
+    .first()
+    .and_then(|node| node.metadata.name.clone());
     let mut driver = None;
     let mut label_update = None;
     loop {

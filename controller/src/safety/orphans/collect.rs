@@ -111,12 +111,7 @@ async fn collect_class(
         return;
     }
     // The cache is read after the listing: a machine created before its VM is then always seen.
-    let machines: Vec<Machine> = context
-        .machines
-        .list()
-        .iter()
-        .map(|m| Machine::clone(m))
-        .collect();
+    let machines = context.machines.list();
     for orphan in orphan_vms(&listed, &machines) {
         let synthetic = synthetic_machine(&orphan, class);
         let started = Instant::now();
@@ -204,18 +199,8 @@ async fn mark_orphan_nodes(
     target: &kube::Client,
     report: &mut CollectionReport,
 ) {
-    let nodes: Vec<Node> = context
-        .nodes
-        .list()
-        .iter()
-        .map(|n| Node::clone(n))
-        .collect();
-    let machines: Vec<Machine> = context
-        .machines
-        .list()
-        .iter()
-        .map(|m| Machine::clone(m))
-        .collect();
+    let nodes = context.nodes.list();
+    let machines = context.machines.list();
     let resource_versions: BTreeMap<String, Option<String>> = nodes
         .iter()
         .filter_map(|n| {
