@@ -166,11 +166,8 @@ impl MachineController {
             let Some(node_name) = node.metadata.name.as_deref() else {
                 return;
             };
-            let owners: Vec<Machine> =
-                index::lookup(&machines_by_node, &machines, node_name, Machine::node_name)
-                    .iter()
-                    .map(|machine| Machine::clone(machine))
-                    .collect();
+            // Shared, not copied: this runs for every Node event (heartbeats included).
+            let owners = index::lookup(&machines_by_node, &machines, node_name, Machine::node_name);
             let routes = match change {
                 Change::Updated { old, new } => routing::route_node_update(old, new, &owners),
                 // A Node appearing or vanishing matters to the health check of its machine

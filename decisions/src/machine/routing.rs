@@ -4,6 +4,8 @@
 //! (e.g. a user editing it) routes the machine even though it is a status-only update, so it is
 //! acted on without waiting for a resync (upstream ignores status-only updates, docs/behaviour.md#q3).
 
+use std::borrow::Borrow;
+
 use k8s_openapi::api::core::v1::Node;
 use mcm_api::keys::{annotation, finalizer, label, taint};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
@@ -171,13 +173,14 @@ pub enum NodeRoute {
 ///
 /// # Errors
 /// When several machines carry the label.
-pub fn machine_for_node<'a>(
+pub fn machine_for_node<'a, M: Borrow<Machine>>(
     node_name: &str,
-    machines: &'a [Machine],
+    machines: &'a [M],
 ) -> Result<Option<&'a Machine>, String> {
     let matching: Vec<&Machine> = machines
         .iter()
-        .filter(|m| m.node_name() == Some(node_name))
+        .map(Borrow::borrow)
+        .filter(|m: &&Machine| m.node_name() == Some(node_name))
         .collect();
     match matching.as_slice() {
         [] => Ok(None),
@@ -220,7 +223,11 @@ fn taint_keys(node: &Node) -> Vec<(String, String)> {
 /// Node update; `machines` are the machines of the namespace (the lookup by `node` label happens
 /// here).
 #[must_use]
-pub fn route_node_update(old: &Node, new: &Node, machines: &[Machine]) -> Vec<NodeRoute> {
+pub fn route_node_update<M: Borrow<Machine>>(
+    old: &Node,
+    new: &Node,
+    machines: &[M],
+) -> Vec<NodeRoute> {
     if is_not_managed(new) {
         return Vec::new();
     }
