@@ -60,7 +60,7 @@ pub struct TerminationContext {
     pub frozen: FreezeReader,
     /// Machine names by their `node` label.
     pub machines_by_node: Index,
-    /// Node names by their machine-name label (`node.machine.sapcloud.io/machine-name`).
+    /// Node names by their machine-name label (`node.gardener.cloud/machine-name`).
     pub nodes_by_machine_name: Index,
 }
 
@@ -129,13 +129,4 @@ impl TerminationContext {
     ) -> Result<BTreeMap<String, Vec<u8>>, SecretReadError> {
         self.secrets.class_secret_data(class).await
     }
-}
-
-/// The machine-name label of a node, the key of [`TerminationContext::nodes_by_machine_name`].
-pub fn node_machine_name(node: &Node) -> Option<&str> {
-    node.metadata
-        .labels
-        .as_ref()?
-        .get(mcm_api::keys::label::NODE_MACHINE_NAME)
-        .map(String::as_str)
 }

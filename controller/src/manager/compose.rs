@@ -343,7 +343,7 @@ fn wire_termination(wiring: &mut Wiring) -> Result<Runner, BoxError> {
         machines_by_node: wiring.machines_by_node(),
         nodes_by_machine_name: Index::subscribe(
             &wiring.nodes(),
-            crate::machine::context::node_machine_name,
+            mcm_decisions::machine::node_sync::machine_name_label,
         ),
     };
     Ok(runner(context, crate::machine::terminate::run))

@@ -52,17 +52,22 @@ fn node_name(node: &Node) -> String {
     node.metadata.name.clone().unwrap_or_default()
 }
 
+/// The machine a Node names in its label `node.gardener.cloud/machine-name`.
+#[must_use]
+pub fn machine_name_label(node: &Node) -> Option<&str> {
+    node.metadata
+        .labels
+        .as_ref()?
+        .get(label::NODE_MACHINE_NAME)
+        .map(String::as_str)
+}
+
 /// `syncMachineNameToNode`: the Node with label `node.gardener.cloud/machine-name=<machine>`, or
 /// `None` when it already has it.
 #[must_use]
 pub fn sync_machine_name_label(machine: &Machine, node: &Node) -> Option<Node> {
     let name = name_of(machine);
-    let current = node
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(label::NODE_MACHINE_NAME));
-    if current.map(String::as_str) == Some(name) {
+    if machine_name_label(node) == Some(name) {
         return None;
     }
     let mut updated = node.clone();

@@ -278,7 +278,7 @@ async fn get_vm_status(
         &context.nodes_by_machine_name,
         &context.nodes,
         &name,
-        crate::machine::context::node_machine_name,
+        mcm_decisions::machine::node_sync::machine_name_label,
     )
     .first()
     .and_then(|node| node.metadata.name.clone());
