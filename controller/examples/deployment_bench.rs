@@ -62,6 +62,11 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachinePhase, 
 use mcm_sandbox::{ErrorRule, RequestCounters, Sandbox, SandboxConfig, Verb};
 use serde_json::json;
 
+/// The sandboxes run in this process: mimalloc, as the manager, rather than glibc's allocator,
+/// whose malloc and free took a quarter of their CPU in a 1,000-machine scale-up.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const NAMESPACE: &str = "default";
 const DEPLOYMENT: &str = "bench";
 

@@ -39,6 +39,11 @@ use serde_json::json;
 use std::io::{BufRead as _, Read as _};
 use tokio_util::sync::CancellationToken;
 
+/// The sandboxes run in this process: mimalloc, as the manager, rather than glibc's allocator,
+/// whose malloc and free took a quarter of their CPU in a 1,000-machine scale-up.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const NAMESPACE: &str = "default";
 const CLASS: &str = "bench";
 

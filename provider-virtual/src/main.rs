@@ -14,6 +14,11 @@ use mcm_provider_virtual::metrics::{Metered, Metrics};
 use mcm_provider_virtual::node::HeartbeatConfig;
 use tokio_util::sync::CancellationToken;
 
+/// mimalloc rather than glibc's allocator, as the manager: the simulated kubelets allocate a
+/// request and a response per heartbeat of every node (docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A machine driver whose VMs are simulated and whose Nodes join the target cluster.
 #[derive(Debug, Parser)]
 #[command(name = "provider-virtual", version)]

@@ -278,6 +278,61 @@ async fn record_driver(world: &mut World, stop: &CancellationToken) -> Arc<Recor
 
 // ---------------------------------------------------------------------------------------------
 
+/// Class `name`, ready, whose Secret holds `user_data`.
+async fn ready_class_with_user_data(world: &World, name: &str, user_data: &str) {
+    ready_class(world, name, serde_json::json!({})).await;
+    Api::<Secret>::namespaced(world.control.clone(), NAMESPACE)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"stringData": {"userData": user_data}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// docs/behaviour.md#creation-flow: a bootstrap token Secret that exists before the machine's first
+/// creation pass (left by a manager that stopped between creating it and storing the VM) is the
+/// one the VM receives. The first pass creates the Secret without reading it first, so this is
+/// the path where the creation answers 409 and the existing Secret is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_bootstrap_token_is_reused_by_the_first_creation() {
+    let mut world = World::start().await;
+    let stop = CancellationToken::new();
+    let driver = record_driver(&mut world, &stop).await;
+    ready_class_with_user_data(&world, "c1", "token=<<BOOTSTRAP_TOKEN>>\n").await;
+    let tokens: Api<Secret> = Api::namespaced(world.target.clone(), "kube-system");
+    let left_over: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "bootstrap-token-6e652d", "namespace": "kube-system"},
+        "type": "bootstrap.kubernetes.io/token",
+        "stringData": {"token-id": "6e652d", "token-secret": "0123456789abcdef"}
+    }))
+    .unwrap();
+    tokens
+        .create(&PostParams::default(), &left_over)
+        .await
+        .unwrap();
+    world.start_manager(machine_shell(), &[]).await;
+    create_machine(&world, "machine-a1", "c1", serde_json::json!({})).await;
+
+    eventually("CreateMachine to receive the user data", LIMIT, || async {
+        driver.user_data.lock().unwrap().get("machine-a1").cloned()
+    })
+    .await;
+    let user_data = driver
+        .user_data
+        .lock()
+        .unwrap()
+        .get("machine-a1")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(user_data, "token=6e652d.0123456789abcdef\n");
+    wait_phase(&world, "machine-a1", MachinePhase::Running).await;
+    world.stop_manager().await.unwrap();
+    stop.cancel();
+}
+
 /// docs/behaviour.md#creation-flow happy path, user-data placeholders and bootstrap token, docs/behaviour.md#health-check Pending → Running with the
 /// startup taint removed, docs/behaviour.md#node-sync machine-name label, docs/behaviour.md#metrics-mc metrics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -285,19 +340,13 @@ async fn machine_is_created_and_runs_with_its_node() {
     let mut world = World::start().await;
     let stop = CancellationToken::new();
     let driver = record_driver(&mut world, &stop).await;
-    ready_class(&world, "c1", serde_json::json!({})).await;
     // User data with both placeholders.
-    let secrets: Api<Secret> = Api::namespaced(world.control.clone(), NAMESPACE);
-    secrets
-        .patch(
-            "c1",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"stringData": {
-                "userData": "name=<<MACHINE_NAME>>\ntoken=<<BOOTSTRAP_TOKEN>>\n"
-            }})),
-        )
-        .await
-        .unwrap();
+    ready_class_with_user_data(
+        &world,
+        "c1",
+        "name=<<MACHINE_NAME>>\ntoken=<<BOOTSTRAP_TOKEN>>\n",
+    )
+    .await;
     // A Node that already carries the startup taint; provider-virtual takes it over at boot.
     let node: Node = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Node",
@@ -418,6 +467,26 @@ async fn node_template_is_synced_to_the_node() {
         )
         .await
         .unwrap();
+    // Every stored version of the Node, to see what each write carried.
+    let versions: Arc<Mutex<Vec<Node>>> = Arc::default();
+    let recorder = {
+        use futures::StreamExt as _;
+        let versions = Arc::clone(&versions);
+        let stream =
+            kube::runtime::watcher(world.nodes(), kube::runtime::watcher::Config::default());
+        tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            while let Some(event) = stream.next().await {
+                if let Ok(
+                    kube::runtime::watcher::Event::Apply(node)
+                    | kube::runtime::watcher::Event::InitApply(node),
+                ) = event
+                {
+                    versions.lock().unwrap().push(node);
+                }
+            }
+        })
+    };
     world.start_manager(machine_shell(), &[]).await;
     create_machine(
         &world,
@@ -460,6 +529,33 @@ async fn node_template_is_synced_to_the_node() {
     );
     // A label nobody templated (from provider-virtual) stays.
     assert!(node.labels().contains_key("kubernetes.io/hostname"));
+    // The machine-name label was stored with the template, in one Node update: no stored version
+    // has the one without the other.
+    assert_eq!(
+        node.labels()
+            .get("node.gardener.cloud/machine-name")
+            .map(String::as_str),
+        Some("machine-t1")
+    );
+    recorder.abort();
+    let versions = versions.lock().unwrap().clone();
+    assert!(
+        versions
+            .iter()
+            .any(|n| n.labels().contains_key("node.gardener.cloud/machine-name")),
+        "the watch saw no version with the machine-name label"
+    );
+    for version in &versions {
+        assert_eq!(
+            version
+                .labels()
+                .contains_key("node.gardener.cloud/machine-name"),
+            version.labels().get("team").map(String::as_str) == Some("a"),
+            "resourceVersion {:?} has one of the machine-name label and the template without the other: {:?}",
+            version.resource_version(),
+            version.labels()
+        );
+    }
 
     world
         .machines()

@@ -136,7 +136,9 @@ pub const STATUS_COUNT_WRITE_INTERVAL: SignedDuration = SignedDuration::from_sec
 /// written is also a MachineDeployment status write: at 1,000 machines that was about half a
 /// control-cluster write per machine. Counts are therefore written at most once per
 /// [`STATUS_COUNT_WRITE_INTERVAL`], the last value always (the shell requeues for it).
-/// Conditions, failed machines and a new generation are written at once.
+/// Conditions, failed machines, a new generation and counts that reached the set's replicas
+/// (every machine ready and available: the write a scale-up or a rollout waits for) are written
+/// at once.
 #[must_use]
 pub fn status_write_delay(
     ms: &MachineSet,
@@ -148,12 +150,26 @@ pub fn status_write_delay(
     let counts_only = semantic_equality::equal(&old.conditions, &new.conditions)
         && semantic_equality::equal(&old.failed_machines, &new.failed_machines)
         && ms.metadata.generation == old.observed_generation;
-    if !counts_only {
+    if !counts_only || settled(ms, new) {
         return None;
     }
     let since = now.duration_since(last_written?);
     (since >= SignedDuration::ZERO && since < STATUS_COUNT_WRITE_INTERVAL)
         .then(|| STATUS_COUNT_WRITE_INTERVAL - since)
+}
+
+/// Whether `new` counts every wanted machine as there, labelled, ready and available: the set
+/// has reached its spec, and the MachineDeployment waits for exactly this write.
+fn settled(ms: &MachineSet, new: &MachineSetStatus) -> bool {
+    let wanted = ms.spec.replicas.unwrap_or(0);
+    [
+        new.replicas,
+        new.fully_labeled_replicas,
+        new.ready_replicas,
+        new.available_replicas,
+    ]
+    .iter()
+    .all(|count| count.unwrap_or(0) == wanted)
 }
 
 #[cfg(test)]

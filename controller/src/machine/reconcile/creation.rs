@@ -37,7 +37,17 @@ impl MachineController {
             tracing::warn!(machine = %name, %warning, "machine settings");
         }
         let token = if self.settings.target_cluster {
-            match self.bootstrap_token(&name, settings.creation_timeout).await {
+            // A machine without a providerID has no VM yet: its token Secret is most likely
+            // still to be created.
+            let likely_new = machine
+                .spec
+                .provider_id
+                .as_deref()
+                .is_none_or(str::is_empty);
+            match self
+                .bootstrap_token(&name, settings.creation_timeout, likely_new)
+                .await
+            {
                 Ok(token) => Some(token),
                 Err(message) => {
                     tracing::warn!(machine = %name, %message, "cannot prepare the bootstrap token");
@@ -262,10 +272,18 @@ impl MachineController {
 
     /// The bootstrap token `<id>.<secret>` of `machine`: the existing Secret in the target
     /// cluster's `kube-system`, or a new one (expiring after the creation timeout).
+    /// The bootstrap token of `machine`: read from its Secret in the target cluster, or created
+    /// with the Secret when there is none (upstream's `getBootstrapTokenOrCreateIfNotExist`).
+    ///
+    /// `likely_new` (the machine has no VM yet) tries the creation first and reads only when the
+    /// Secret exists (409): the first creation pass of a machine then costs one request instead
+    /// of a read that finds nothing and a creation. In a scale-up of 1,000 that is 1,000 fewer
+    /// requests in the target cluster's `--kube-api-qps` budget, ahead of every CreateMachine.
     async fn bootstrap_token(
         &self,
         machine: &str,
         creation_timeout: mcm_api::duration::Duration,
+        likely_new: bool,
     ) -> Result<String, String> {
         let Some(target) = self.context.target.clone() else {
             return Err("no target cluster".to_owned());
@@ -273,12 +291,28 @@ impl MachineController {
         let token_id = plan::creation::bootstrap_token_id(machine).map_err(|e| e.to_string())?;
         let name = plan::creation::bootstrap_token_secret_name(&token_id);
         let api: Api<Secret> = Api::namespaced(target, BOOTSTRAP_TOKEN_NAMESPACE);
-        let existing = api
-            .get_opt(&name)
-            .await
-            .map_err(|error| format!("get Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}"))?;
-        if let Some(secret) = existing {
-            return plan::creation::bootstrap_token_from_secret(&secret).map_err(|e| e.to_string());
+        let read = |api: Api<Secret>| {
+            let name = name.clone();
+            async move {
+                api.get(&name)
+                    .await
+                    .map_err(|error| {
+                        format!("get Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}")
+                    })
+                    .and_then(|secret| {
+                        plan::creation::bootstrap_token_from_secret(&secret)
+                            .map_err(|e| e.to_string())
+                    })
+            }
+        };
+        if !likely_new {
+            let existing = api.get_opt(&name).await.map_err(|error| {
+                format!("get Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}")
+            })?;
+            if let Some(secret) = existing {
+                return plan::creation::bootstrap_token_from_secret(&secret)
+                    .map_err(|e| e.to_string());
+            }
         }
         let token_secret = random_token_secret()?;
         let secret = plan::creation::bootstrap_token_secret(
@@ -293,13 +327,8 @@ impl MachineController {
             Ok(created) => {
                 plan::creation::bootstrap_token_from_secret(&created).map_err(|e| e.to_string())
             }
-            // Another pass created it meanwhile: use that one.
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                let secret = api.get(&name).await.map_err(|error| {
-                    format!("get Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}")
-                })?;
-                plan::creation::bootstrap_token_from_secret(&secret).map_err(|e| e.to_string())
-            }
+            // It exists (an earlier pass, or another pass meanwhile): use that one.
+            Err(kube::Error::Api(status)) if status.code == 409 => read(api).await,
             Err(error) => Err(format!(
                 "create Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}"
             )),

@@ -1,5 +1,6 @@
 //! Executes the node metadata sync (docs/behaviour.md#node-sync): the machine-name label, the node template's labels,
-//! annotations and taints (tracked by the last-applied annotation) and the virtual capacity.
+//! annotations and taints (tracked by the last-applied annotation) and the virtual capacity, in
+//! one Node update per pass where upstream writes the label and the templates apart.
 
 use std::sync::Arc;
 
@@ -7,60 +8,79 @@ use k8s_openapi::api::core::v1::Node;
 use mcm_api::v1alpha1::Machine;
 
 use super::error::ReconcileError;
-use super::{ClassContext, MachineController, Step, writes};
+use super::{ClassContext, MachineController, PassNode, Step, writes};
 use mcm_decisions::machine as plan;
 use mcm_decisions::vocabulary::{Event, Retry, name_of, node_name_of};
 
 impl MachineController {
-    /// `syncMachineNameToNode`. The node as stored by its write is left in `written` for the
-    /// node-template step of the same pass.
+    /// `syncMachineNameToNode`: sets the label on the pass's node; the node-template step writes
+    /// it.
     pub(crate) async fn sync_machine_name(
         &self,
         machine: &Machine,
-        written: &mut Option<Arc<Node>>,
+        pass_node: &mut PassNode,
     ) -> Result<Step, ReconcileError> {
-        let Some(node) = self.node_of(machine, written.as_ref()) else {
+        let Some(node) = self.node_of(machine, pass_node.node.as_ref()) else {
             return Ok(Step::Continue(None));
         };
         if let Some(updated) = plan::node_sync::sync_machine_name_label(machine, &node) {
-            let stored = writes::replace_node(&self.context, &updated).await?;
-            tracing::info!(
-                machine = name_of(machine),
-                "machine-name label set on the node"
-            );
-            // Upstream ends the pass here (ShortRetry) because its next step would read the
-            // older cached node; ours hands the stored node on instead.
-            *written = Some(Arc::new(stored));
+            pass_node.node = Some(Arc::new(updated));
+            pass_node.unwritten_label = true;
             return Ok(Step::Continue(Some(Retry::Short)));
         }
         Ok(Step::Continue(None))
     }
 
-    /// The machine's node: as written earlier in this pass, else from the cache.
-    fn node_of(&self, machine: &Machine, written: Option<&Arc<Node>>) -> Option<Arc<Node>> {
+    /// The machine's node: as changed earlier in this pass, else from the cache.
+    fn node_of(&self, machine: &Machine, changed: Option<&Arc<Node>>) -> Option<Arc<Node>> {
         let name = node_name_of(machine)?;
-        match written {
+        match changed {
             Some(node) if node.metadata.name.as_deref() == Some(name) => Some(Arc::clone(node)),
             _ => self.context.nodes.get(name),
         }
     }
 
-    /// `syncNodeTemplates`, on the node as written earlier in this pass (`written`) or cached.
+    /// Stores the machine-name label set earlier in this pass, when nothing else writes it.
+    async fn write_label(
+        &self,
+        machine: &Machine,
+        pass_node: &mut PassNode,
+    ) -> Result<(), ReconcileError> {
+        if !std::mem::take(&mut pass_node.unwritten_label) {
+            return Ok(());
+        }
+        if let Some(node) = pass_node.node.take() {
+            let stored = writes::replace_node(&self.context, &node).await?;
+            pass_node.node = Some(Arc::new(stored));
+            tracing::info!(
+                machine = name_of(machine),
+                "machine-name label set on the node"
+            );
+        }
+        Ok(())
+    }
+
+    /// `syncNodeTemplates`, on the node as changed earlier in this pass or cached; writes the
+    /// machine-name label of [`Self::sync_machine_name`] with its own changes.
     pub(crate) async fn sync_node_templates(
         &self,
         machine: &Machine,
         class: Option<&ClassContext>,
-        written: Option<&Arc<Node>>,
+        pass_node: &mut PassNode,
     ) -> Result<Step, ReconcileError> {
-        let node = self.node_of(machine, written);
+        let node = self.node_of(machine, pass_node.node.as_ref());
         let update = match plan::node_sync::sync_node_templates_if_present(
             machine,
             class.map(|class| class.class.as_ref()),
             node.as_deref(),
         ) {
             Ok(Some(update)) => update,
-            Ok(None) => return Ok(Step::Continue(None)),
+            Ok(None) => {
+                self.write_label(machine, pass_node).await?;
+                return Ok(Step::Continue(None));
+            }
             Err(error) => {
+                self.write_label(machine, pass_node).await?;
                 self.event(
                     machine,
                     &Event::warning("NodeTemplateSyncFailed", error.to_string()),
@@ -73,8 +93,15 @@ impl MachineController {
             let stored = writes::replace_node_status(&self.context, &desired).await?;
             desired.metadata.resource_version = stored.metadata.resource_version;
         }
-        if update.object_changed {
+        let with_label = std::mem::take(&mut pass_node.unwritten_label);
+        if update.object_changed || with_label {
             writes::replace_node(&self.context, &desired).await?;
+        }
+        if with_label {
+            tracing::info!(
+                machine = name_of(machine),
+                "machine-name label set on the node"
+            );
         }
         tracing::info!(
             machine = name_of(machine),

@@ -104,4 +104,37 @@ fn count_changes_are_written_at_most_once_per_interval_and_others_at_once() {
         status_write_delay(&new_generation, &counts, Some(recent), now),
         None
     );
+    // Counts that reach the spec (all 3 there, labelled, ready and available) are written at
+    // once: a scale-up is complete only when this write lands.
+    let settled = MachineSetStatus {
+        replicas: Some(3),
+        fully_labeled_replicas: Some(3),
+        ready_replicas: Some(3),
+        available_replicas: Some(3),
+        observed_generation: Some(1),
+        ..MachineSetStatus::default()
+    };
+    assert_eq!(status_write_delay(&s, &settled, Some(recent), now), None);
+    // One short of it (2 of 3 available) is still held back.
+    let almost = MachineSetStatus {
+        available_replicas: Some(2),
+        ..settled.clone()
+    };
+    assert_eq!(
+        status_write_delay(&s, &almost, Some(recent), now),
+        Some(STATUS_COUNT_WRITE_INTERVAL - SignedDuration::from_millis(300))
+    );
+    // Scaled to zero: no machine left is the settled state too.
+    let mut to_zero = ms(0);
+    to_zero.metadata.generation = Some(1);
+    to_zero.status = s.status.clone();
+    let none_left = MachineSetStatus {
+        replicas: Some(0),
+        observed_generation: Some(1),
+        ..MachineSetStatus::default()
+    };
+    assert_eq!(
+        status_write_delay(&to_zero, &none_left, Some(recent), now),
+        None
+    );
 }
