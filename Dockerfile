@@ -46,6 +46,10 @@ COPY --from=builder /out/machine-controller-manager /out/machine-webhook /out/pr
 COPY --from=builder /out/links/ /usr/local/bin/
 WORKDIR /
 USER 65532:65532
+# mimalloc (the binaries' allocator) returns freed pages to the system after a delay of 1 s, but
+# only when it allocates or frees again: after a relist or a mass deletion an idle manager kept
+# some 40 MiB it no longer used. 0 returns them at once (docs/performance.md, manager memory).
+ENV MIMALLOC_PURGE_DELAY=0
 
 FROM runtime AS machine-webhook
 LABEL org.opencontainers.image.title="machine-webhook"

@@ -171,6 +171,8 @@ backoffs=()
 restart_due=()
 # Plain log files without colour codes (tracing-subscriber honours NO_COLOR).
 export NO_COLOR=1
+# As the image does (Dockerfile): mimalloc returns freed memory at once.
+export MIMALLOC_PURGE_DELAY="${MIMALLOC_PURGE_DELAY:-0}"
 # Children run in their own session (setsid) so that Ctrl-C reaches only this script, which then
 # stops them in reverse start order: the manager first, the API server last.
 start() { # <name> <command...>

@@ -205,9 +205,14 @@ impl ChildProcess {
         words.push(program.display().to_string());
         // Its own process group: a wrapper (heaptrack's script) may run the program as a child,
         // which killing the wrapper alone would leave running.
+        // As the image sets it (Dockerfile): freed memory goes back to the system at once, not
+        // after mimalloc's 1 s delay that an idle process may never reach. Set it to measure
+        // another value.
+        let purge_delay = std::env::var("MIMALLOC_PURGE_DELAY").unwrap_or_else(|_| "0".to_owned());
         let child = Command::new(&words[0])
             .args(&words[1..])
             .args(args)
+            .env("MIMALLOC_PURGE_DELAY", purge_delay)
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .process_group(0)

@@ -16,8 +16,9 @@ use mcm_controller::platform::selection::Share;
 use tokio_util::sync::CancellationToken;
 
 /// mimalloc returns freed memory to the system; with glibc's allocator the RSS stayed at the
-/// peak of a rollout or a mass deletion long after it (see `make bench`). The `system-allocator`
-/// feature turns it off for heap profilers that hook malloc.
+/// peak of a rollout or a mass deletion long after it (see `make bench`). The image sets
+/// `MIMALLOC_PURGE_DELAY=0` so that it does so at once (docs/performance.md). The
+/// `system-allocator` feature turns it off for heap profilers that hook malloc.
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
