@@ -891,11 +891,16 @@ async fn kubectl_scale_and_the_scale_subresource_resize_the_deployment() {
     assert_eq!(scale.spec.and_then(|s| s.replicas), Some(1));
     match world.control_sandbox.as_ref() {
         Some(sandbox) if which_kubectl() => {
+            // A discovery cache of this sandbox's own: kubectl's default one is keyed by
+            // host:port, and an earlier sandbox on the same port (a target cluster, without the
+            // machine API) made it answer "the server could not find the requested resource".
+            let cache = sandbox.kubeconfig_path().with_file_name("kubectl-cache");
             let out = std::process::Command::new("kubectl")
                 .arg(format!(
                     "--kubeconfig={}",
                     sandbox.kubeconfig_path().display()
                 ))
+                .arg(format!("--cache-dir={}", cache.display()))
                 .args([
                     "-n",
                     NAMESPACE,

@@ -929,9 +929,13 @@ async fn events_carry_last_timestamp_for_kubectl_get_events() {
     let Some(sandbox) = world.control_sandbox.as_ref() else {
         return;
     };
+    // Its own discovery cache: kubectl's default one is keyed by host:port, which an earlier
+    // sandbox may have used.
     let kubectl = std::process::Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(sandbox.kubeconfig_path())
+        .arg("--cache-dir")
+        .arg(sandbox.kubeconfig_path().with_file_name("kubectl-cache"))
         .args(["get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp"])
         .output();
     match kubectl {
