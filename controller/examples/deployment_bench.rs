@@ -203,8 +203,6 @@ impl ChildProcess {
             .map(|w| w.split_whitespace().map(str::to_owned).collect())
             .unwrap_or_default();
         words.push(program.display().to_string());
-        // Its own process group: a wrapper (heaptrack's script) may run the program as a child,
-        // which killing the wrapper alone would leave running.
         // As the image sets it (Dockerfile): freed memory goes back to the system at once, not
         // after mimalloc's 1 s delay that an idle process may never reach. Set it to measure
         // another value.
@@ -215,6 +213,8 @@ impl ChildProcess {
             .env("MIMALLOC_PURGE_DELAY", purge_delay)
             .stdout(log.try_clone().unwrap())
             .stderr(log)
+            // Its own process group: a wrapper (heaptrack's script) may run the program as a
+            // child, which killing the wrapper alone would leave running.
             .process_group(0)
             .spawn()
             .unwrap();

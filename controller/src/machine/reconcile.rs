@@ -294,8 +294,9 @@ impl MachineController {
         let mut machine = machine;
         let mut retry = Retry::Long;
         let mut class: Option<ClassContext> = None;
-        // The node as this pass changed it (fresher than the cache).
-        let mut pass_node = PassNode::default();
+        // The machine's node with the machine-name label this pass set, not stored yet: the
+        // node-template step stores it with its own changes, in one Node update.
+        let mut labelled_node = None;
         let now = Timestamp::now;
         for step in steps {
             let result = match step {
@@ -308,10 +309,10 @@ impl MachineController {
                 },
                 ReconcileStep::Health => self.health(&mut machine, now()).await,
                 ReconcileStep::SyncMachineNameToNode => {
-                    self.sync_machine_name(&machine, &mut pass_node).await
+                    self.sync_machine_name(&machine, &mut labelled_node).await
                 }
                 ReconcileStep::SyncNodeTemplates => {
-                    self.sync_node_templates(&machine, class.as_ref(), &mut pass_node)
+                    self.sync_node_templates(&machine, class.as_ref(), labelled_node.take())
                         .await
                 }
                 ReconcileStep::InPlaceNodeCondition => {
@@ -395,21 +396,6 @@ impl MachineController {
             self.event(machine, event);
         }
     }
-}
-
-/// The machine's node as this pass changed it.
-///
-/// The machine-name label is not written on its own: the node-template step that follows in the
-/// same pass writes it with the template's changes, one Node update instead of two (upstream
-/// writes the label, ends the pass and comes back after ShortRetry for the templates). In a
-/// scale-up of 1,000 that was 1,000 fewer requests in the target cluster's `--kube-api-qps`
-/// budget.
-#[derive(Default)]
-pub(crate) struct PassNode {
-    /// The node with this pass's changes; `None` until a step changes it.
-    node: Option<Arc<Node>>,
-    /// `node` carries the machine-name label, which is not stored yet.
-    unwritten_label: bool,
 }
 
 /// A Node's own name, as the key of the index of cached Nodes.

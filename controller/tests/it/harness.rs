@@ -350,6 +350,19 @@ async fn ensure_namespace(client: &Client, name: &str) {
     }
 }
 
+/// `kubectl` against `sandbox`, with a discovery cache of that sandbox's own: kubectl's default
+/// cache is keyed by host:port, and an earlier sandbox on the same port (a target cluster, without
+/// the machine API) made it answer "the server could not find the requested resource".
+pub fn kubectl(sandbox: &Sandbox) -> std::process::Command {
+    let mut command = std::process::Command::new("kubectl");
+    command
+        .arg("--kubeconfig")
+        .arg(sandbox.kubeconfig_path())
+        .arg("--cache-dir")
+        .arg(sandbox.kubeconfig_path().with_file_name("kubectl-cache"));
+    command
+}
+
 /// Polls `check` every 50 ms until it returns `Some`, or panics after `limit` saying what was
 /// awaited. A liveness bound, not a performance assertion: keep limits generous.
 pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T

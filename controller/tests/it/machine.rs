@@ -316,17 +316,10 @@ async fn an_existing_bootstrap_token_is_reused_by_the_first_creation() {
     world.start_manager(machine_shell(), &[]).await;
     create_machine(&world, "machine-a1", "c1", serde_json::json!({})).await;
 
-    eventually("CreateMachine to receive the user data", LIMIT, || async {
+    let user_data = eventually("CreateMachine to receive the user data", LIMIT, || async {
         driver.user_data.lock().unwrap().get("machine-a1").cloned()
     })
     .await;
-    let user_data = driver
-        .user_data
-        .lock()
-        .unwrap()
-        .get("machine-a1")
-        .cloned()
-        .unwrap_or_default();
     assert_eq!(user_data, "token=6e652d.0123456789abcdef\n");
     wait_phase(&world, "machine-a1", MachinePhase::Running).await;
     world.stop_manager().await.unwrap();

@@ -18,7 +18,7 @@ use mcm_controller::manager::compose::{ControllerSpec, named};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::harness::{NAMESPACE, World, eventually, scrape};
+use crate::harness::{NAMESPACE, World, eventually, kubectl, scrape};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -891,16 +891,7 @@ async fn kubectl_scale_and_the_scale_subresource_resize_the_deployment() {
     assert_eq!(scale.spec.and_then(|s| s.replicas), Some(1));
     match world.control_sandbox.as_ref() {
         Some(sandbox) if which_kubectl() => {
-            // A discovery cache of this sandbox's own: kubectl's default one is keyed by
-            // host:port, and an earlier sandbox on the same port (a target cluster, without the
-            // machine API) made it answer "the server could not find the requested resource".
-            let cache = sandbox.kubeconfig_path().with_file_name("kubectl-cache");
-            let out = std::process::Command::new("kubectl")
-                .arg(format!(
-                    "--kubeconfig={}",
-                    sandbox.kubeconfig_path().display()
-                ))
-                .arg(format!("--cache-dir={}", cache.display()))
+            let out = kubectl(sandbox)
                 .args([
                     "-n",
                     NAMESPACE,

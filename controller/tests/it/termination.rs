@@ -20,7 +20,7 @@ use mcm_provider_proto::{DriverClient, SecretData};
 use mcm_sandbox::faults::{ErrorRule, Verb};
 use serde_json::{Value, json};
 
-use crate::harness::{NAMESPACE, World, events_with_reason, eventually, scrape};
+use crate::harness::{NAMESPACE, World, events_with_reason, eventually, kubectl, scrape};
 
 const LIMIT: Duration = Duration::from_secs(60);
 /// Namespace of the workload pods in the target cluster.
@@ -929,16 +929,10 @@ async fn events_carry_last_timestamp_for_kubectl_get_events() {
     let Some(sandbox) = world.control_sandbox.as_ref() else {
         return;
     };
-    // Its own discovery cache: kubectl's default one is keyed by host:port, which an earlier
-    // sandbox may have used.
-    let kubectl = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(sandbox.kubeconfig_path())
-        .arg("--cache-dir")
-        .arg(sandbox.kubeconfig_path().with_file_name("kubectl-cache"))
+    let listed = kubectl(sandbox)
         .args(["get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp"])
         .output();
-    match kubectl {
+    match listed {
         Err(error) => eprintln!("SKIPPED: kubectl not runnable ({error}); the API check passed"),
         Ok(output) => {
             let stdout = String::from_utf8_lossy(&output.stdout);

@@ -271,9 +271,8 @@ impl MachineController {
     }
 
     /// The bootstrap token `<id>.<secret>` of `machine`: the existing Secret in the target
-    /// cluster's `kube-system`, or a new one (expiring after the creation timeout).
-    /// The bootstrap token of `machine`: read from its Secret in the target cluster, or created
-    /// with the Secret when there is none (upstream's `getBootstrapTokenOrCreateIfNotExist`).
+    /// cluster's `kube-system`, or a new one (expiring after the creation timeout); upstream's
+    /// `getBootstrapTokenOrCreateIfNotExist`.
     ///
     /// `likely_new` (the machine has no VM yet) tries the creation first and reads only when the
     /// Secret exists (409): the first creation pass of a machine then costs one request instead
@@ -291,28 +290,13 @@ impl MachineController {
         let token_id = plan::creation::bootstrap_token_id(machine).map_err(|e| e.to_string())?;
         let name = plan::creation::bootstrap_token_secret_name(&token_id);
         let api: Api<Secret> = Api::namespaced(target, BOOTSTRAP_TOKEN_NAMESPACE);
-        let read = |api: Api<Secret>| {
-            let name = name.clone();
-            async move {
-                api.get(&name)
-                    .await
-                    .map_err(|error| {
-                        format!("get Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}")
-                    })
-                    .and_then(|secret| {
-                        plan::creation::bootstrap_token_from_secret(&secret)
-                            .map_err(|e| e.to_string())
-                    })
-            }
+        let get_failed =
+            |error: kube::Error| format!("get Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}");
+        let token_of = |secret: &Secret| {
+            plan::creation::bootstrap_token_from_secret(secret).map_err(|e| e.to_string())
         };
-        if !likely_new {
-            let existing = api.get_opt(&name).await.map_err(|error| {
-                format!("get Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}")
-            })?;
-            if let Some(secret) = existing {
-                return plan::creation::bootstrap_token_from_secret(&secret)
-                    .map_err(|e| e.to_string());
-            }
+        if !likely_new && let Some(secret) = api.get_opt(&name).await.map_err(get_failed)? {
+            return token_of(&secret);
         }
         let token_secret = random_token_secret()?;
         let secret = plan::creation::bootstrap_token_secret(
@@ -324,11 +308,11 @@ impl MachineController {
             Timestamp::now(),
         );
         match api.create(&PostParams::default(), &secret).await {
-            Ok(created) => {
-                plan::creation::bootstrap_token_from_secret(&created).map_err(|e| e.to_string())
-            }
+            Ok(created) => token_of(&created),
             // It exists (an earlier pass, or another pass meanwhile): use that one.
-            Err(kube::Error::Api(status)) if status.code == 409 => read(api).await,
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                token_of(&api.get(&name).await.map_err(get_failed)?)
+            }
             Err(error) => Err(format!(
                 "create Secret {BOOTSTRAP_TOKEN_NAMESPACE}/{name}: {error}"
             )),

@@ -8,67 +8,58 @@ use k8s_openapi::api::core::v1::Node;
 use mcm_api::v1alpha1::Machine;
 
 use super::error::ReconcileError;
-use super::{ClassContext, MachineController, PassNode, Step, writes};
+use super::{ClassContext, MachineController, Step, writes};
 use mcm_decisions::machine as plan;
 use mcm_decisions::vocabulary::{Event, Retry, name_of, node_name_of};
 
 impl MachineController {
-    /// `syncMachineNameToNode`: sets the label on the pass's node; the node-template step writes
-    /// it.
+    /// `syncMachineNameToNode`: leaves the node with the label in `labelled`, for the
+    /// node-template step of the same pass to store. Upstream writes the label, ends the pass and
+    /// comes back after ShortRetry for the templates; one Node update instead of two was 1,000
+    /// fewer requests in the target cluster's `--kube-api-qps` budget in a scale-up of 1,000.
     pub(crate) async fn sync_machine_name(
         &self,
         machine: &Machine,
-        pass_node: &mut PassNode,
+        labelled: &mut Option<Arc<Node>>,
     ) -> Result<Step, ReconcileError> {
-        let Some(node) = self.node_of(machine, pass_node.node.as_ref()) else {
+        let Some(node) = self.node_of(machine) else {
             return Ok(Step::Continue(None));
         };
         if let Some(updated) = plan::node_sync::sync_machine_name_label(machine, &node) {
-            pass_node.node = Some(Arc::new(updated));
-            pass_node.unwritten_label = true;
+            *labelled = Some(Arc::new(updated));
             return Ok(Step::Continue(Some(Retry::Short)));
         }
         Ok(Step::Continue(None))
     }
 
-    /// The machine's node: as changed earlier in this pass, else from the cache.
-    fn node_of(&self, machine: &Machine, changed: Option<&Arc<Node>>) -> Option<Arc<Node>> {
-        let name = node_name_of(machine)?;
-        match changed {
-            Some(node) if node.metadata.name.as_deref() == Some(name) => Some(Arc::clone(node)),
-            _ => self.context.nodes.get(name),
-        }
+    /// The machine's node from the cache.
+    fn node_of(&self, machine: &Machine) -> Option<Arc<Node>> {
+        self.context.nodes.get(node_name_of(machine)?)
     }
 
-    /// Stores the machine-name label set earlier in this pass, when nothing else writes it.
-    async fn write_label(
+    /// Stores the machine-name label of [`Self::sync_machine_name`] on its own, when the
+    /// template brings no write to carry it.
+    async fn store_label(
         &self,
         machine: &Machine,
-        pass_node: &mut PassNode,
+        labelled: Option<Arc<Node>>,
     ) -> Result<(), ReconcileError> {
-        if !std::mem::take(&mut pass_node.unwritten_label) {
-            return Ok(());
-        }
-        if let Some(node) = pass_node.node.take() {
-            let stored = writes::replace_node(&self.context, &node).await?;
-            pass_node.node = Some(Arc::new(stored));
-            tracing::info!(
-                machine = name_of(machine),
-                "machine-name label set on the node"
-            );
+        if let Some(node) = labelled {
+            writes::replace_node(&self.context, &node).await?;
+            log_label_stored(machine);
         }
         Ok(())
     }
 
-    /// `syncNodeTemplates`, on the node as changed earlier in this pass or cached; writes the
-    /// machine-name label of [`Self::sync_machine_name`] with its own changes.
+    /// `syncNodeTemplates`, on the node `labelled` by [`Self::sync_machine_name`] in this pass
+    /// (stored with the template's changes) or on the cached one.
     pub(crate) async fn sync_node_templates(
         &self,
         machine: &Machine,
         class: Option<&ClassContext>,
-        pass_node: &mut PassNode,
+        labelled: Option<Arc<Node>>,
     ) -> Result<Step, ReconcileError> {
-        let node = self.node_of(machine, pass_node.node.as_ref());
+        let node = labelled.clone().or_else(|| self.node_of(machine));
         let update = match plan::node_sync::sync_node_templates_if_present(
             machine,
             class.map(|class| class.class.as_ref()),
@@ -76,11 +67,11 @@ impl MachineController {
         ) {
             Ok(Some(update)) => update,
             Ok(None) => {
-                self.write_label(machine, pass_node).await?;
+                self.store_label(machine, labelled).await?;
                 return Ok(Step::Continue(None));
             }
             Err(error) => {
-                self.write_label(machine, pass_node).await?;
+                self.store_label(machine, labelled).await?;
                 self.event(
                     machine,
                     &Event::warning("NodeTemplateSyncFailed", error.to_string()),
@@ -93,15 +84,11 @@ impl MachineController {
             let stored = writes::replace_node_status(&self.context, &desired).await?;
             desired.metadata.resource_version = stored.metadata.resource_version;
         }
-        let with_label = std::mem::take(&mut pass_node.unwritten_label);
-        if update.object_changed || with_label {
+        if update.object_changed || labelled.is_some() {
             writes::replace_node(&self.context, &desired).await?;
         }
-        if with_label {
-            tracing::info!(
-                machine = name_of(machine),
-                "machine-name label set on the node"
-            );
+        if labelled.is_some() {
+            log_label_stored(machine);
         }
         tracing::info!(
             machine = name_of(machine),
@@ -109,4 +96,11 @@ impl MachineController {
         );
         Ok(Step::End(Retry::Short))
     }
+}
+
+fn log_label_stored(machine: &Machine) {
+    tracing::info!(
+        machine = name_of(machine),
+        "machine-name label set on the node"
+    );
 }
