@@ -110,7 +110,7 @@ pub fn run(
                     .iter()
                     .map(|machine| MachineSample::from_machine(machine))
                     .collect();
-                metrics.replace_machines(&samples);
+                metrics.replace_machines(samples);
             }));
         let workers = controller.context.config.concurrent_syncs.max(1);
         let worker = Arc::clone(&controller);

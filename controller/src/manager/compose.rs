@@ -33,6 +33,7 @@ use crate::machine_set::context::MachineSetContext;
 use crate::platform::freeze::FreezeSwitch;
 use crate::platform::index::Index;
 use crate::platform::informer::Informer;
+use crate::platform::node_cache;
 use crate::platform::selection::CONTROLLERS;
 use crate::platform::{COMPONENT, Platform};
 use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
@@ -204,7 +205,7 @@ impl Wiring {
 
     fn nodes(&mut self) -> Informer<Node> {
         self.nodes
-            .get_or_insert_with(|| Informer::new("nodes"))
+            .get_or_insert_with(|| Informer::pruning("nodes", node_cache::prune))
             .clone()
     }
 

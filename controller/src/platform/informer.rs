@@ -60,6 +60,8 @@ pub struct Informer<K> {
     kind: &'static str,
     state: Arc<Mutex<State<K>>>,
     synced: tokio::sync::watch::Sender<bool>,
+    /// Leaves out of each object what no controller reads, before it is cached.
+    prune: fn(&mut K),
 }
 
 impl<K> Clone for Informer<K> {
@@ -68,6 +70,7 @@ impl<K> Clone for Informer<K> {
             kind: self.kind,
             state: Arc::clone(&self.state),
             synced: self.synced.clone(),
+            prune: self.prune,
         }
     }
 }
@@ -77,8 +80,16 @@ where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     /// An empty informer for `kind` (used in logs). Feed it with [`Informer::run`] or, in tests,
-    /// with [`Informer::apply`] / [`Informer::delete`].
+    /// with [`Informer::apply`] / [`Informer::delete`]. Cached objects are kept without their
+    /// managedFields.
     pub fn new(kind: &'static str) -> Self {
+        Self::pruning(kind, drop_managed_fields)
+    }
+
+    /// An empty informer for `kind` whose cache keeps each object as `prune` leaves it. `prune`
+    /// must keep every field a controller reads, and every field a write built from a cached
+    /// object would otherwise erase (see `platform::node_cache`).
+    pub fn pruning(kind: &'static str, prune: fn(&mut K)) -> Self {
         let (synced, _) = tokio::sync::watch::channel(false);
         Self {
             kind,
@@ -88,7 +99,14 @@ where
                 synced: false,
             })),
             synced,
+            prune,
         }
+    }
+
+    /// `object` as the cache keeps it.
+    fn cached(&self, mut object: K) -> Arc<K> {
+        (self.prune)(&mut object);
+        Arc::new(object)
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {
@@ -168,6 +186,7 @@ where
 
     /// Puts `object` into the cache and notifies subscribers (a watch ADDED/MODIFIED).
     pub fn apply(&self, object: K) {
+        let object = self.cached(object);
         let mut state = self.lock();
         let change = upsert(&mut state.objects, object);
         if let Some(change) = change {
@@ -189,6 +208,15 @@ where
     /// Replaces the whole cache with a fresh list, telling subscribers what was added, changed
     /// and removed, and marks the informer synced.
     pub fn replace(&self, objects: Vec<K>) {
+        let objects = objects
+            .into_iter()
+            .map(|object| self.cached(object))
+            .collect();
+        self.replace_cached(objects);
+    }
+
+    /// [`Informer::replace`] with objects already as the cache keeps them.
+    fn replace_cached(&self, objects: Vec<Arc<K>>) {
         let mut state = self.lock();
         let mut seen = std::collections::HashSet::with_capacity(objects.len());
         for object in objects {
@@ -225,7 +253,7 @@ where
     pub async fn run(self, api: Api<K>, config: watcher::Config, shutdown: CancellationToken) {
         let stream = watcher(api, config).default_backoff();
         futures::pin_mut!(stream);
-        let mut relist: Option<Vec<K>> = None;
+        let mut relist: Option<Vec<Arc<K>>> = None;
         loop {
             let event = tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -234,18 +262,16 @@ where
             match event {
                 None => return,
                 Some(Ok(watcher::Event::Init)) => relist = Some(Vec::new()),
-                Some(Ok(watcher::Event::InitApply(mut object))) => match relist.as_mut() {
-                    Some(buffer) => {
-                        // The whole list is held until it is complete: without managedFields,
-                        // as the cache keeps it (a relist of 5,000 Nodes and Machines doubled
-                        // the manager's memory for a while after a restart).
-                        object.meta_mut().managed_fields = None;
-                        buffer.push(object);
-                    }
+                Some(Ok(watcher::Event::InitApply(object))) => match relist.as_mut() {
+                    // The whole list is held until it is complete, as the cache keeps it and
+                    // where it will stay: a buffer of whole objects (about 1.5 KiB each before
+                    // their strings and maps) was a copy of 5,000 Nodes or Machines on top of
+                    // the cache after a restart.
+                    Some(buffer) => buffer.push(self.cached(object)),
                     None => self.apply(object),
                 },
                 Some(Ok(watcher::Event::InitDone)) => {
-                    self.replace(relist.take().unwrap_or_default());
+                    self.replace_cached(relist.take().unwrap_or_default());
                 }
                 Some(Ok(watcher::Event::Apply(object))) => self.apply(object),
                 Some(Ok(watcher::Event::Delete(object))) => self.delete(object),
@@ -257,13 +283,15 @@ where
     }
 }
 
-fn upsert<K: Resource>(objects: &mut HashMap<String, Arc<K>>, mut object: K) -> Option<Change<K>> {
-    // No controller reads managedFields, and they are often the largest part of an object: a
-    // cache of 1,000 Machines and Nodes keeps them out. An update built from a cached object
-    // omits them, which the API server answers by keeping the stored ones.
+/// The default pruning: no controller reads managedFields, and they are often the largest part
+/// of an object. An update built from a cached object omits them, which the API server answers
+/// by keeping the stored ones.
+fn drop_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
-    let name = object.name_any();
-    let new = Arc::new(object);
+}
+
+fn upsert<K: Resource>(objects: &mut HashMap<String, Arc<K>>, new: Arc<K>) -> Option<Change<K>> {
+    let name = new.name_any();
     match objects.insert(name, Arc::clone(&new)) {
         None => Some(Change::Added(new)),
         Some(old) if old.meta().resource_version == new.meta().resource_version => None,
@@ -329,6 +357,25 @@ mod tests {
         );
         assert_eq!(informer.len(), 1);
         assert!(informer.get("b").is_some());
+    }
+
+    #[test]
+    fn a_pruning_informer_caches_what_its_prune_leaves_from_watches_and_relists() {
+        fn drop_data(object: &mut ConfigMap) {
+            object.data = None;
+        }
+        let with_data = |name: &str, version: &str| ConfigMap {
+            data: Some([("key".to_owned(), "value".to_owned())].into()),
+            ..config_map(name, version)
+        };
+        let informer = Informer::pruning("configmaps", drop_data);
+        informer.replace(vec![with_data("a", "1")]);
+        informer.apply(with_data("b", "2"));
+        for name in ["a", "b"] {
+            let cached = informer.get(name).unwrap();
+            assert_eq!(cached.data, None, "{name} was cached with the pruned field");
+            assert_eq!(cached.metadata.name.as_deref(), Some(name));
+        }
     }
 
     #[test]

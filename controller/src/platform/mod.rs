@@ -14,6 +14,7 @@ pub mod index;
 pub mod informer;
 pub mod logging;
 pub mod metrics;
+pub mod node_cache;
 pub mod process_metrics;
 pub mod queue;
 pub mod selection;

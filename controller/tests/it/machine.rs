@@ -538,6 +538,26 @@ async fn node_template_is_synced_to_the_node() {
             .any(|n| n.labels().contains_key("node.gardener.cloud/machine-name")),
         "the watch saw no version with the machine-name label"
     );
+    // The virtual capacity's UpdateStatus starts from the cached Node, which has no nodeInfo,
+    // allocatable or images: no stored version may have lost what the kubelet reported.
+    let with_virtual_capacity: Vec<&Node> = versions
+        .iter()
+        .filter(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.capacity.as_ref())
+                .is_some_and(|c| c.contains_key("example.com/dongle"))
+        })
+        .collect();
+    assert!(!with_virtual_capacity.is_empty());
+    for version in with_virtual_capacity {
+        let status = version.status.as_ref().unwrap();
+        assert!(
+            status.node_info.is_some() && status.allocatable.is_some(),
+            "resourceVersion {:?} lost the kubelet's nodeInfo or allocatable: {status:?}",
+            version.resource_version()
+        );
+    }
     for version in &versions {
         assert_eq!(
             version

@@ -12,6 +12,7 @@ use mcm_api::v1alpha1::{Machine, MachineClass};
 use super::error::ReconcileError;
 use crate::machine::context::MachineContext;
 use crate::machine::settings::controller_settings;
+use crate::platform::node_cache;
 use mcm_decisions::machine::creation::SecretData;
 use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
 use mcm_decisions::vocabulary::{StatusWrite, name_of, set_entries};
@@ -150,14 +151,23 @@ pub(crate) async fn replace_node(
         .map_err(api_error("update", "Node", &name))
 }
 
-/// `UpdateStatus` of a Node with its resourceVersion.
+/// `UpdateStatus` of a Node with its resourceVersion. A cached Node lacks the status fields no
+/// controller reads (`platform::node_cache`); they are taken from a live read first, so the
+/// update does not erase them. A live Node newer than `node` makes the update conflict, as it
+/// would have without the read.
 pub(crate) async fn replace_node_status(
     context: &MachineContext,
     node: &Node,
 ) -> Result<Node, ReconcileError> {
     let name = node.metadata.name.clone().unwrap_or_default();
-    nodes_api(context)?
-        .replace_status(&name, &PostParams::default(), node)
+    let api = nodes_api(context)?;
+    let live = api
+        .get(&name)
+        .await
+        .map_err(api_error("get", "Node", &name))?;
+    let mut outgoing = node.clone();
+    node_cache::restore_pruned_status(&mut outgoing, &live);
+    api.replace_status(&name, &PostParams::default(), &outgoing)
         .await
         .map_err(api_error("update status of", "Node", &name))
 }

@@ -21,7 +21,8 @@
 //!   `replace_machine_deployments`). A controller registers an [`Metrics::on_scrape`] hook that
 //!   takes the snapshot, so the values are as fresh as upstream's collectors'; series of deleted
 //!   objects disappear (upstream keeps `mcm_machine_info` and the deployment's failed-machine series
-//!   forever).
+//!   forever). The per-machine series, the only ones that grow with the fleet, are encoded
+//!   straight from the machine snapshot, which is dropped after each scrape.
 //!
 //! Encoding differences, all forced by OpenMetrics and chosen to keep the upstream names:
 //! * counters are written with a `_total` suffix: the upstream counters named `*_total` keep their

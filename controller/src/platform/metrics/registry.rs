@@ -146,6 +146,11 @@ impl Metrics {
                 prometheus_client::encoding::text::encode_eof(&mut text)?;
             }
         }
+        // Once encoded, the machine snapshot would only hold memory until the next scrape's
+        // hooks take a new one.
+        if port != MetricsPort::ControllerManager {
+            self.0.machines.scraped();
+        }
         drop(hooks);
         Ok(text)
     }
@@ -283,7 +288,7 @@ impl Metrics {
     // ----- snapshots ---------------------------------------------------------------------------
 
     /// Replaces the scrape-time machine metrics with `machines` (all machines of the namespace).
-    pub fn replace_machines(&self, machines: &[MachineSample]) {
+    pub fn replace_machines(&self, machines: Vec<MachineSample>) {
         self.0.machines.replace(machines);
     }
 

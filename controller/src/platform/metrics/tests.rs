@@ -140,7 +140,7 @@ fn populate(metrics: &Metrics) {
     );
     metrics.scrape_failed(ScrapeKind::Machine);
     metrics.set_machine_controller_frozen(true);
-    metrics.replace_machines(&[machine("a", "Running")]);
+    metrics.replace_machines(vec![machine("a", "Running")]);
     metrics.stale_machines_deleted(2);
     metrics.replace_machine_sets(&[MachineSetSample {
         name: "set-a".into(),
@@ -359,8 +359,8 @@ fn successful_driver_calls_are_not_counted_as_failed() {
 #[test]
 fn snapshots_replace_series_of_deleted_objects() {
     let metrics = Metrics::new();
-    metrics.replace_machines(&[machine("a", "Running"), machine("b", "Failed")]);
-    metrics.replace_machines(&[machine("b", "Terminating")]);
+    metrics.replace_machines(vec![machine("a", "Running"), machine("b", "Failed")]);
+    metrics.replace_machines(vec![machine("b", "Terminating")]);
     let text = metrics.encode().unwrap();
     assert!(!text.contains(r#"name="a""#), "{text}");
     assert_eq!(
@@ -400,7 +400,7 @@ fn scrape_hooks_refresh_snapshots_at_every_scrape() {
     let source = machines.clone();
     metrics.on_scrape(Box::new(move |m: &Metrics| {
         let snapshot = source.lock().unwrap().clone();
-        m.replace_machines(&snapshot);
+        m.replace_machines(snapshot);
     }));
     let first = metrics.encode().unwrap();
     assert_eq!(
@@ -412,6 +412,29 @@ fn scrape_hooks_refresh_snapshots_at_every_scrape() {
     assert_eq!(
         value_of(&second, "mcm_machine_items_total ").as_deref(),
         Some("2")
+    );
+}
+
+#[test]
+fn the_machine_snapshot_is_held_only_until_a_scrape_of_the_machine_series() {
+    let metrics = Metrics::new();
+    metrics.replace_machines(vec![machine("a", "Running")]);
+    let manager = metrics.encode_port(MetricsPort::ControllerManager).unwrap();
+    assert!(!has_sample(&manager, "mcm_machine_info"), "{manager}");
+    let first = metrics.encode_port(MetricsPort::MachineController).unwrap();
+    assert!(has_sample(&first, "mcm_machine_info"), "{first}");
+    // Without a hook taking a new snapshot, the next scrape has no per-machine series left.
+    let second = metrics.encode().unwrap();
+    for name in [
+        "mcm_machine_info",
+        "mcm_machine_current_status_phase",
+        "mcm_machine_status_condition",
+    ] {
+        assert!(!has_sample(&second, name), "{name} kept:\n{second}");
+    }
+    assert_eq!(
+        value_of(&second, "mcm_machine_items_total ").as_deref(),
+        Some("1")
     );
 }
 
