@@ -57,10 +57,11 @@ use kube::Client;
 use kube::api::{
     Api, DeleteParams, ListParams, ObjectList, PartialObjectMeta, Patch, PatchParams, PostParams,
 };
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineSet};
 use mcm_sandbox::{ErrorRule, RequestCounters, Sandbox, SandboxConfig, Verb};
 use serde_json::json;
+use tokio::task::JoinHandle;
 
 /// The sandboxes run in this process: mimalloc, as the manager, rather than glibc's allocator,
 /// whose malloc and free took a quarter of their CPU in a 1,000-machine scale-up.
@@ -335,11 +336,13 @@ impl Observer {
 }
 
 /// Watches the target cluster's Nodes for the scale-up timeline.
-fn spawn_node_observer(target: &Client, observer: &Arc<Mutex<Observer>>) {
+fn spawn_node_observer(target: &Client, observer: &Arc<Mutex<Observer>>) -> JoinHandle<()> {
     let nodes: Api<Node> = Api::all(target.clone());
     let obs = Arc::clone(observer);
     tokio::spawn(async move {
-        let mut stream = watcher(nodes, watcher::Config::default()).boxed();
+        let mut stream = watcher(nodes, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(event) = stream.next().await {
             let Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) = event else {
                 continue;
@@ -364,14 +367,17 @@ fn spawn_node_observer(target: &Client, observer: &Arc<Mutex<Observer>>) {
                 timeline.node_ready.entry(name).or_insert(now);
             }
         }
-    });
+    })
 }
 
-fn spawn_observers(control: &Client, observer: &Arc<Mutex<Observer>>) {
+/// Watches the Machines (counts, timeline) and the MachineSets (when the rollout's set appears).
+fn spawn_observers(control: &Client, observer: &Arc<Mutex<Observer>>) -> [JoinHandle<()>; 2] {
     let machines: Api<Machine> = Api::namespaced(control.clone(), NAMESPACE);
     let obs = Arc::clone(observer);
-    tokio::spawn(async move {
-        let mut stream = watcher(machines, watcher::Config::default()).boxed();
+    let machine_observer = tokio::spawn(async move {
+        let mut stream = watcher(machines, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         let mut initial: BTreeMap<String, (bool, bool)> = BTreeMap::new();
         while let Some(event) = stream.next().await {
             let Ok(event) = event else { continue };
@@ -425,8 +431,10 @@ fn spawn_observers(control: &Client, observer: &Arc<Mutex<Observer>>) {
     });
     let sets: Api<MachineSet> = Api::namespaced(control.clone(), NAMESPACE);
     let obs = Arc::clone(observer);
-    tokio::spawn(async move {
-        let mut stream = watcher(sets, watcher::Config::default()).boxed();
+    let set_observer = tokio::spawn(async move {
+        let mut stream = watcher(sets, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(event) = stream.next().await {
             let Ok(watcher::Event::Apply(ms) | watcher::Event::InitApply(ms)) = event else {
                 continue;
@@ -444,6 +452,7 @@ fn spawn_observers(control: &Client, observer: &Arc<Mutex<Observer>>) {
             }
         }
     });
+    [machine_observer, set_observer]
 }
 
 struct Phase {
@@ -458,6 +467,7 @@ struct Phase {
     /// RSS once the manager has been idle for the settle time after the phase (steady state).
     manager_settled_rss_kib: u64,
     sandbox_peak_rss_kib: u64,
+    provider_peak_rss_kib: u64,
     seen: Seen,
     rollout_start: Option<f64>,
     completed: bool,
@@ -467,6 +477,8 @@ struct Bench {
     control_sb: Sandbox,
     target_sb: Sandbox,
     manager_pid: u32,
+    /// provider-virtual: its VMs and their simulated kubelets.
+    provider_pid: u32,
     /// The manager's `--port` (metrics, health), the same after a restart so its Lease
     /// identity (`<hostname>_<port>`) is too.
     admin_port: u16,
@@ -476,7 +488,7 @@ struct Bench {
 
 impl Bench {
     /// Runs `action`, then polls `done` (one GET per poll, not counted) until it holds, sampling
-    /// the manager's RSS and CPU and the sandboxes' RSS meanwhile.
+    /// the manager's RSS and CPU and the sandboxes' and provider-virtual's RSS meanwhile.
     async fn phase<F, Fut>(
         &self,
         name: &'static str,
@@ -500,6 +512,8 @@ impl Bench {
         let pid = self.manager_pid.to_string();
         let mut manager_peak = rss_kib(&pid);
         let mut sandbox_peak = rss_kib("self");
+        let provider = self.provider_pid.to_string();
+        let mut provider_peak = rss_kib(&provider);
         let started = Instant::now();
         action.await;
         let mut polls = 0u64;
@@ -508,6 +522,7 @@ impl Bench {
         let completed = loop {
             manager_peak = manager_peak.max(rss_kib(&pid));
             sandbox_peak = sandbox_peak.max(rss_kib("self"));
+            provider_peak = provider_peak.max(rss_kib(&provider));
             if last_poll.elapsed() >= Duration::from_millis(250) {
                 last_poll = Instant::now();
                 let (finished, progress) = done().await;
@@ -553,6 +568,7 @@ impl Bench {
             manager_end_rss_kib,
             manager_settled_rss_kib,
             sandbox_peak_rss_kib: sandbox_peak,
+            provider_peak_rss_kib: provider_peak,
             seen,
             rollout_start,
             completed,
@@ -936,12 +952,13 @@ async fn main() {
         control_sb,
         target_sb,
         manager_pid: manager.pid(),
+        provider_pid: provider.pid(),
         admin_port,
         observer: Arc::new(Mutex::new(Observer::default())),
         settle,
     };
-    spawn_observers(&control, &bench.observer);
-    spawn_node_observer(&target, &bench.observer);
+    let [machine_observer, set_observer] = spawn_observers(&control, &bench.observer);
+    let node_observer = spawn_node_observer(&target, &bench.observer);
 
     let deployments: Api<MachineDeployment> = Api::namespaced(control.clone(), NAMESPACE);
     let md: MachineDeployment = serde_json::from_value(json!({
@@ -1163,7 +1180,7 @@ async fn main() {
         }
     );
     println!(
-        "{:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "{:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9}",
         "phase",
         "seconds",
         "ctl req/m",
@@ -1176,6 +1193,7 @@ async fn main() {
         "mgr end",
         "mgr set",
         "sbx MiB",
+        "pv MiB",
         "max/bound"
     );
     for p in &phases {
@@ -1186,7 +1204,7 @@ async fn main() {
             p.own_control_reads
         };
         println!(
-            "{:<20} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.1} {:>8.1} {:>8.1} {:>9.0} {:>9}{}",
+            "{:<20} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.1} {:>8.1} {:>8.1} {:>9.0} {:>8.0} {:>9}{}",
             p.name,
             p.seconds,
             p.control.total().saturating_sub(own) as f64 / nf,
@@ -1199,6 +1217,7 @@ async fn main() {
             mib(p.manager_end_rss_kib),
             mib(p.manager_settled_rss_kib),
             mib(p.sandbox_peak_rss_kib),
+            mib(p.provider_peak_rss_kib),
             format!("{}/{}", p.seen.max_machines, n + surge),
             if p.completed { "" } else { "  INCOMPLETE" }
         );
@@ -1312,6 +1331,12 @@ async fn main() {
     let floor_broken = roll
         .as_ref()
         .is_some_and(|roll| roll.seen.min_running.is_some_and(|m| m < nu));
+    // The watches stop while the sandboxes still answer: a watch of a stopped sandbox retried
+    // without waiting, and the runtime could not shut down under a task that never yielded
+    // (the benchmark printed every figure, then hung with one worker at 100 %).
+    for observer in [machine_observer, set_observer, node_observer] {
+        observer.abort();
+    }
     drop(manager);
     drop(provider);
     if std::env::var_os("BENCH_KEEP_LOGS").is_some() {
