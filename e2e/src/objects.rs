@@ -419,22 +419,39 @@ pub async fn remove_leftovers(system: &System) -> Result<()> {
 pub const HOLD_FINALIZER: &str = "e2e.mcm/hold";
 
 /// Removes [`HOLD_FINALIZER`] from a machine (absent machine: nothing to do).
+///
+/// The patch carries the resourceVersion it was computed from and is computed again after a
+/// conflict: the machine controller may remove its own finalizer in between, and a list written
+/// from the older read would add that finalizer back to an object being deleted, which the API
+/// server refuses (422).
 pub async fn release_hold(system: &System, machine: &str) -> Result<()> {
-    let Some(object) = get(system, Kind::Machine, machine).await? else {
-        return Ok(());
-    };
-    let rest: Vec<&Value> = object["metadata"]["finalizers"]
-        .as_array()
-        .map(|f| f.iter().filter(|f| *f != HOLD_FINALIZER).collect())
-        .unwrap_or_default();
-    merge_patch(
-        system,
-        Kind::Machine,
-        machine,
-        json!({"metadata": {"finalizers": rest}}),
-    )
-    .await
-    .map(|_| ())
+    let mut attempt = 0;
+    loop {
+        let Some(object) = get(system, Kind::Machine, machine).await? else {
+            return Ok(());
+        };
+        let rest: Vec<&Value> = object["metadata"]["finalizers"]
+            .as_array()
+            .map(|f| f.iter().filter(|f| *f != HOLD_FINALIZER).collect())
+            .unwrap_or_default();
+        let patch = json!({"metadata": {
+            "resourceVersion": object["metadata"]["resourceVersion"],
+            "finalizers": rest,
+        }});
+        match api(system, Kind::Machine)
+            .patch(machine, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < 5 => attempt += 1,
+            Err(e) => {
+                return Err(E2eError::kube(format!(
+                    "merge-patch Machine {machine} with {patch}"
+                ))(e));
+            }
+        }
+    }
 }
 
 /// A Machine named `machine` made from the MachineSet JSON `set`'s template and owned by it
