@@ -421,9 +421,9 @@ pub const HOLD_FINALIZER: &str = "e2e.mcm/hold";
 /// Removes [`HOLD_FINALIZER`] from a machine (absent machine: nothing to do).
 ///
 /// The patch carries the resourceVersion it was computed from and is computed again after a
-/// conflict: the machine controller may remove its own finalizer in between, and a list written
-/// from the older read would add that finalizer back to an object being deleted, which the API
-/// server refuses (422).
+/// refusal: the machine controller may remove its own finalizer in between, and a list written
+/// from the older read would add that finalizer back to an object being deleted. The API server
+/// refuses that with 422 (validation comes before the resourceVersion check) or 409.
 pub async fn release_hold(system: &System, machine: &str) -> Result<()> {
     let mut attempt = 0;
     loop {
@@ -444,7 +444,11 @@ pub async fn release_hold(system: &System, machine: &str) -> Result<()> {
         {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 409 && attempt < 5 => attempt += 1,
+            Err(kube::Error::Api(status))
+                if (status.code == 409 || status.code == 422) && attempt < 5 =>
+            {
+                attempt += 1;
+            }
             Err(e) => {
                 return Err(E2eError::kube(format!(
                     "merge-patch Machine {machine} with {patch}"
