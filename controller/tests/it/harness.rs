@@ -26,7 +26,7 @@ use mcm_provider_proto::{DriverClient, Endpoint};
 use mcm_provider_virtual::driver::{Fleet, VirtualDriver};
 use mcm_provider_virtual::kubelet::{Kubelet, KubeletConfig};
 use mcm_provider_virtual::metrics::Metrics as ProviderMetrics;
-use mcm_sandbox::{Sandbox, SandboxConfig};
+use mcm_sandbox::{Faults, Sandbox, SandboxConfig};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -269,6 +269,22 @@ impl World {
     /// MachineClasses of the control namespace.
     pub fn machine_classes(&self) -> Api<MachineClass> {
         Api::namespaced(self.control.clone(), NAMESPACE)
+    }
+
+    /// Fault injection and request counters of the control sandbox (`None` against an external
+    /// cluster: a test that needs them skips, and says so).
+    pub fn control_faults(&self) -> Option<Arc<Faults>> {
+        self.control_sandbox
+            .as_ref()
+            .map(|sandbox| Arc::clone(sandbox.faults()))
+    }
+
+    /// Fault injection and request counters of the target sandbox (`None` against an external
+    /// cluster).
+    pub fn target_faults(&self) -> Option<Arc<Faults>> {
+        self.target_sandbox
+            .as_ref()
+            .map(|sandbox| Arc::clone(sandbox.faults()))
     }
 
     /// Nodes of the target cluster.

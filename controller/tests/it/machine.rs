@@ -279,6 +279,36 @@ async fn record_driver(world: &mut World, stop: &CancellationToken) -> Arc<Recor
 // ---------------------------------------------------------------------------------------------
 
 /// Class `name`, ready, whose Secret holds `user_data`.
+/// Creates a Node named like its machine that carries the startup taint
+/// `node.machine.sapcloud.io/instance-not-ready:NoSchedule`, as a kubelet registering with it would.
+async fn create_tainted_node(world: &World, name: &str, labels: serde_json::Value) {
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": [{"key": "node.machine.sapcloud.io/instance-not-ready", "effect": "NoSchedule"}]}
+    }))
+    .unwrap();
+    world
+        .nodes()
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap();
+}
+
+/// Waits until the bootstrap token Secret with `token_id` is gone from the target's `kube-system`.
+async fn wait_bootstrap_token_deleted(world: &World, token_id: &str) {
+    let tokens: Api<Secret> = Api::namespaced(world.target.clone(), "kube-system");
+    let secret = format!("bootstrap-token-{token_id}");
+    eventually("the bootstrap token to be deleted", LIMIT, || async {
+        tokens
+            .get_opt(&secret)
+            .await
+            .ok()
+            .and_then(|found| found.is_none().then_some(()))
+    })
+    .await;
+}
+
 async fn ready_class_with_user_data(world: &World, name: &str, user_data: &str) {
     ready_class(world, name, serde_json::json!({})).await;
     Api::<Secret>::namespaced(world.control.clone(), NAMESPACE)
@@ -341,17 +371,12 @@ async fn machine_is_created_and_runs_with_its_node() {
     )
     .await;
     // A Node that already carries the startup taint; provider-virtual takes it over at boot.
-    let node: Node = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": "machine-a1", "labels": {"untouched": "yes"}},
-        "spec": {"taints": [{"key": "node.machine.sapcloud.io/instance-not-ready", "effect": "NoSchedule"}]}
-    }))
-    .unwrap();
-    world
-        .nodes()
-        .create(&PostParams::default(), &node)
-        .await
-        .unwrap();
+    create_tainted_node(
+        &world,
+        "machine-a1",
+        serde_json::json!({"untouched": "yes"}),
+    )
+    .await;
     world
         .start_manager(
             machine_shell(),
@@ -419,15 +444,7 @@ async fn machine_is_created_and_runs_with_its_node() {
     assert!(token.starts_with("6e652d."), "{token}");
     assert_eq!(token.len(), 6 + 1 + 16);
     // The bootstrap token Secret is deleted once the machine joined.
-    let tokens: Api<Secret> = Api::namespaced(world.target.clone(), "kube-system");
-    eventually("the bootstrap token to be deleted", LIMIT, || async {
-        tokens
-            .get_opt("bootstrap-token-6e652d")
-            .await
-            .ok()
-            .and_then(|found| found.is_none().then_some(()))
-    })
-    .await;
+    wait_bootstrap_token_deleted(&world, "6e652d").await;
     assert_eq!(world.fleet.vms().len(), 1);
 
     let metrics = scrape(&world).await;
@@ -437,6 +454,66 @@ async fn machine_is_created_and_runs_with_its_node() {
     );
     assert!(metrics.contains("mcm_machine_current_status_phase"));
     assert!(metrics.contains("mcm_machine_create_duration_seconds"));
+    world.stop_manager().await.unwrap();
+    stop.cancel();
+}
+
+/// docs/behaviour.md#health-check: the bootstrap token is deleted in the pass that sees the machine
+/// join, before anything else of that pass can fail. Every Node update is refused with a conflict
+/// (the manager writes Nodes from its cache, and a kubelet's heartbeat makes that copy stale), so
+/// the startup taint cannot be removed in the joining pass; the token must be deleted all the same,
+/// and the taint once the Node can be written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bootstrap_token_is_deleted_even_when_the_joining_pass_fails_on_the_node() {
+    let mut world = World::start().await;
+    let Some(faults) = world.target_faults() else {
+        eprintln!("SKIPPED: no target sandbox to inject Node conflicts into");
+        return;
+    };
+    let stop = CancellationToken::new();
+    let driver = record_driver(&mut world, &stop).await;
+    ready_class_with_user_data(&world, "c1", "token=<<BOOTSTRAP_TOKEN>>\n").await;
+    create_tainted_node(&world, "machine-b1", serde_json::json!({})).await;
+    // provider-virtual's kubelet creates Nodes and patches their status: only the manager updates.
+    faults.inject_errors(mcm_sandbox::ErrorRule {
+        verb: Some(mcm_sandbox::Verb::Update),
+        resource: Some("nodes".to_owned()),
+        status: 409,
+        rate: 1.0,
+        count: None,
+    });
+    world.start_manager(machine_shell(), &[]).await;
+    create_machine(&world, "machine-b1", "c1", serde_json::json!({})).await;
+    wait_phase(&world, "machine-b1", MachinePhase::Running).await;
+
+    // "ne-b1"[..3] = "ne-" → token id 6e652d.
+    let token = driver
+        .user_data
+        .lock()
+        .unwrap()
+        .get("machine-b1")
+        .cloned()
+        .unwrap_or_default();
+    assert!(token.contains("token=6e652d."), "{token}");
+    wait_bootstrap_token_deleted(&world, "6e652d").await;
+    // The joining pass did fail on the Node: the taint is still there, after refused updates.
+    let node = world.nodes().get("machine-b1").await.unwrap();
+    assert!(has_taint(
+        &node,
+        "node.machine.sapcloud.io/instance-not-ready"
+    ));
+    assert!(
+        faults
+            .counters()
+            .get(mcm_sandbox::Verb::Update, "nodes", 409)
+            > 0
+    );
+
+    faults.clear_errors();
+    wait_node(&world, "machine-b1", "startup taint removed", |n| {
+        !has_taint(n, "node.machine.sapcloud.io/instance-not-ready")
+    })
+    .await;
     world.stop_manager().await.unwrap();
     stop.cancel();
 }
@@ -1523,11 +1600,7 @@ async fn crashes_during_creation_leave_exactly_one_vm_per_machine() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machine_writes_converge_under_conflicts() {
     let mut world = World::start().await;
-    let Some(faults) = world
-        .control_sandbox
-        .as_ref()
-        .map(|s| Arc::clone(s.faults()))
-    else {
+    let Some(faults) = world.control_faults() else {
         eprintln!("SKIPPED: API fault injection needs the control sandbox");
         return;
     };
@@ -1546,10 +1619,7 @@ async fn machine_writes_converge_under_conflicts() {
         count: Some(6),
     });
     // Node writes (machine-name label) conflict too, in the target cluster.
-    let target_faults = world
-        .target_sandbox
-        .as_ref()
-        .map(|s| Arc::clone(s.faults()));
+    let target_faults = world.target_faults();
     if let Some(target_faults) = &target_faults {
         target_faults.inject_errors(mcm_sandbox::faults::ErrorRule {
             verb: Some(mcm_sandbox::faults::Verb::Update),

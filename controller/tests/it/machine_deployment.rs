@@ -945,11 +945,7 @@ fn which_kubectl() -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_converges_through_write_conflicts() {
     let mut world = World::start().await;
-    let Some(faults) = world
-        .control_sandbox
-        .as_ref()
-        .map(|s| Arc::clone(s.faults()))
-    else {
+    let Some(faults) = world.control_faults() else {
         eprintln!("SKIPPED: fault injection needs the sandbox");
         return;
     };
@@ -1282,7 +1278,7 @@ async fn a_rollout_never_exceeds_its_surge_counting_terminating_machines() {
     const UNAVAILABLE: usize = 1;
     const ROLLOUT_LIMIT: Duration = Duration::from_secs(300);
     let mut world = World::start().await;
-    let Some(faults) = world.control_sandbox.as_ref().map(|s| s.faults().clone()) else {
+    let Some(faults) = world.control_faults() else {
         eprintln!("SKIPPED: the live surge sampler needs the sandbox's watch delay and conflicts");
         return;
     };

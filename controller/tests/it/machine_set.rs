@@ -151,7 +151,7 @@ fn phase(m: &Machine) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn scale_up_3_to_1000_never_overshoots_with_watch_delay_and_conflicts() {
     let world = world().await;
-    let Some(faults) = world.control_sandbox.as_ref().map(|s| s.faults().clone()) else {
+    let Some(faults) = world.control_faults() else {
         eprintln!("SKIPPED: scale_up_3_to_1000 needs the sandbox's watch delay and conflicts");
         return;
     };
@@ -658,7 +658,7 @@ async fn scrape(admin: std::net::SocketAddr) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conflicts_on_status_and_machine_writes_converge() {
     let world = world().await;
-    let Some(faults) = world.control_sandbox.as_ref().map(|s| s.faults().clone()) else {
+    let Some(faults) = world.control_faults() else {
         eprintln!("SKIPPED: conflicts test needs the sandbox's fault injection");
         return;
     };
@@ -747,11 +747,7 @@ async fn deleting_a_machine_set_deletes_its_machines_then_drops_the_finalizer() 
 /// Waits until the sandbox has answered `at_least` machine DELETEs with 500, or until a machine
 /// of `set` shows the Terminating phase (what must not happen; the caller's assertions say so).
 async fn failed_deletions(world: &World, set: &str, at_least: u64) {
-    let faults = world
-        .control_sandbox
-        .as_ref()
-        .map(|s| s.faults().clone())
-        .expect("sandbox");
+    let faults = world.control_faults().expect("sandbox");
     let api = world.machines();
     eventually(
         &format!("{at_least} failed machine deletions"),
@@ -778,7 +774,7 @@ async fn failed_deletions(world: &World, set: &str, at_least: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_terminate_machines_does_not_mark_terminating_when_deletion_fails() {
     let world = world().await;
-    let Some(faults) = world.control_sandbox.as_ref().map(|s| s.faults().clone()) else {
+    let Some(faults) = world.control_faults() else {
         eprintln!("SKIPPED: the deletion-failure test needs the sandbox's fault injection");
         return;
     };

@@ -624,7 +624,7 @@ async fn a_blocking_pdb_is_retried_until_it_allows_the_eviction() {
         .start_manager(termination_shells(), &["--machine-drain-timeout=2m"])
         .await;
     delete_machine(&world, "m1").await;
-    let Some(faults) = world.target_sandbox.as_ref().map(|s| s.faults()) else {
+    let Some(faults) = world.target_faults() else {
         eprintln!("SKIPPED: no sandbox counters to see the refused eviction");
         return;
     };

@@ -95,6 +95,22 @@ impl MachineController {
         {
             self.show_held(machine, held).await;
         }
+        // Before the status write, as upstream does: a pass that ends early after it (a Node
+        // write refused with a conflict) would otherwise leave the token, because the next pass
+        // sees the machine Running and no longer joining. Deleting again after a failed status
+        // write finds nothing, which is fine.
+        if let Some(secret) = &plan.delete_bootstrap_token
+            && let Some(target) = self.context.target.clone()
+        {
+            let api: Api<Secret> = Api::namespaced(target, BOOTSTRAP_TOKEN_NAMESPACE);
+            match api.delete(secret, &DeleteParams::default()).await {
+                Ok(_) => tracing::info!(machine = %name, secret, "bootstrap token deleted"),
+                Err(kube::Error::Api(response)) if response.code == 404 => {}
+                Err(error) => {
+                    tracing::warn!(machine = %name, secret, %error, "cannot delete the bootstrap token");
+                }
+            }
+        }
         if let Some(write) = &plan.status {
             match writes::write_status(&self.context, machine, write).await {
                 Ok(stored) => {
@@ -146,14 +162,6 @@ impl MachineController {
                 Ok(_) => tracing::info!(machine = %name, taints = ?remove, "startup taint removed"),
                 // The plan asks again on every healthy pass.
                 Err(error) => return Ok(Step::End(error.retry())),
-            }
-        }
-        if let Some(secret) = &plan.delete_bootstrap_token
-            && let Some(target) = self.context.target.clone()
-        {
-            let api: Api<Secret> = Api::namespaced(target, BOOTSTRAP_TOKEN_NAMESPACE);
-            if let Err(error) = api.delete(secret, &DeleteParams::default()).await {
-                tracing::info!(machine = %name, secret, %error, "cannot delete the bootstrap token");
             }
         }
         Ok(match plan.outcome {
