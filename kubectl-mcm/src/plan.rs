@@ -51,23 +51,48 @@ pub fn plan_target(argument: &str) -> Result<(PlanKind, String), String> {
     Ok((kind, name.to_owned()))
 }
 
-/// The object as it would be: `file` (YAML or JSON, a whole object) or `current` with the JSON
-/// merge `patch` applied. Exactly one of them must be given.
+/// The change `rollout plan` previews, parsed before anything is read from the server.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// A whole object from `-f FILE` (YAML or JSON).
+    Manifest(Value),
+    /// A JSON merge patch from `--patch`.
+    MergePatch(Value),
+}
+
+/// Parses `file` (the text of `-f FILE`) or `patch` (`--patch`): exactly one must be given.
 ///
 /// # Errors
-/// Neither or both given, or text that does not parse.
-pub fn changed_object(
-    current: &Value,
-    file: Option<&str>,
-    patch: Option<&str>,
-) -> Result<Value, String> {
+/// Neither or both given, text that does not parse, or text that is not an object.
+pub fn parse_change(file: Option<&str>, patch: Option<&str>) -> Result<Change, String> {
     match (file, patch) {
         (Some(text), None) => {
-            let mut value: Value = serde_saphyr::from_str(text)
+            let value: Value = serde_saphyr::from_str(text)
                 .map_err(|e| format!("the file is neither YAML nor JSON: {e}"))?;
             if !value.is_object() {
                 return Err("the file does not hold an object".to_owned());
             }
+            Ok(Change::Manifest(value))
+        }
+        (None, Some(text)) => {
+            let patch: Value =
+                serde_json::from_str(text).map_err(|e| format!("--patch is not JSON: {e}"))?;
+            if !patch.is_object() {
+                return Err("--patch must be a JSON object (a merge patch)".to_owned());
+            }
+            Ok(Change::MergePatch(patch))
+        }
+        _ => Err("give exactly one of -f FILE and --patch JSON".to_owned()),
+    }
+}
+
+/// The object as it would be after `change`: the manifest, with the stored object's namespace
+/// and uid where it leaves them out, or `current` with the merge patch applied.
+#[must_use]
+pub fn changed_object(current: &Value, change: &Change) -> Value {
+    match change {
+        Change::Manifest(manifest) => {
+            let mut value = manifest.clone();
             // Fields the file leaves out that identify the stored object.
             if let (Some(meta), Some(current_meta)) = (
                 value.get_mut("metadata").and_then(Value::as_object_mut),
@@ -81,19 +106,13 @@ pub fn changed_object(
                     }
                 }
             }
-            Ok(value)
+            value
         }
-        (None, Some(text)) => {
-            let patch: Value =
-                serde_json::from_str(text).map_err(|e| format!("--patch is not JSON: {e}"))?;
-            if !patch.is_object() {
-                return Err("--patch must be a JSON object (a merge patch)".to_owned());
-            }
+        Change::MergePatch(patch) => {
             let mut value = current.clone();
-            json_patch::merge(&mut value, &patch);
-            Ok(value)
+            json_patch::merge(&mut value, patch);
+            value
         }
-        _ => Err("give exactly one of -f FILE and --patch JSON".to_owned()),
     }
 }
 
@@ -363,30 +382,27 @@ mod tests {
     #[test]
     fn changed_object_from_patch_or_file() {
         let current = json!({"metadata": {"name": "w", "namespace": "ns", "uid": "u"}, "spec": {"replicas": 2, "paused": true}});
-        let patched = changed_object(
-            &current,
-            None,
-            Some(r#"{"spec": {"replicas": 3, "paused": null}}"#),
-        )
-        .unwrap();
+        let patch =
+            parse_change(None, Some(r#"{"spec": {"replicas": 3, "paused": null}}"#)).unwrap();
+        let patched = changed_object(&current, &patch);
         assert_eq!(patched["spec"], json!({"replicas": 3}));
         let file = "metadata:\n  name: w\nspec:\n  replicas: 5\n";
-        let from_file = changed_object(&current, Some(file), None).unwrap();
+        let from_file = changed_object(&current, &parse_change(Some(file), None).unwrap());
         assert_eq!(from_file["metadata"]["namespace"], "ns");
         assert_eq!(from_file["metadata"]["uid"], "u");
         assert_eq!(from_file["spec"]["replicas"], 5);
-        assert!(changed_object(&current, None, None).is_err());
-        assert!(changed_object(&current, Some(file), Some("{}")).is_err());
-        assert!(
-            changed_object(&current, None, Some("[1]"))
-                .unwrap_err()
-                .contains("merge patch")
-        );
-        assert!(
-            changed_object(&current, None, Some("{nope"))
-                .unwrap_err()
-                .starts_with("--patch is not JSON")
-        );
+    }
+
+    #[test]
+    fn a_change_that_does_not_parse_is_refused_with_what_is_wrong() {
+        let refused =
+            |file: Option<&str>, patch: Option<&str>| parse_change(file, patch).unwrap_err();
+        assert!(refused(None, None).contains("exactly one"));
+        assert!(refused(Some("spec: {}"), Some("{}")).contains("exactly one"));
+        assert!(refused(None, Some("[1]")).contains("merge patch"));
+        assert!(refused(None, Some("{nope")).starts_with("--patch is not JSON"));
+        assert!(refused(Some("- a\n- b\n"), None).contains("does not hold an object"));
+        assert!(refused(Some("a: [\n"), None).starts_with("the file is neither YAML nor JSON"));
     }
 
     fn md(class: &str) -> Value {
@@ -404,10 +420,12 @@ mod tests {
         let old: MachineDeployment = serde_json::from_value(md("small")).unwrap();
         let new = changed_object(
             &md("small"),
-            None,
-            Some(r#"{"spec": {"template": {"spec": {"class": {"name": "large"}}}}}"#),
-        )
-        .unwrap();
+            &parse_change(
+                None,
+                Some(r#"{"spec": {"template": {"spec": {"class": {"name": "large"}}}}}"#),
+            )
+            .unwrap(),
+        );
         let report = deployment_plan(
             &old,
             &new,
@@ -423,8 +441,10 @@ mod tests {
         );
         // No sets were found: nothing runs the old template.
         assert!(report.contains("none is replaced"), "{report}");
-        let bad =
-            changed_object(&md("small"), None, Some(r#"{"spec": {"replicas": "x"}}"#)).unwrap();
+        let bad = changed_object(
+            &md("small"),
+            &parse_change(None, Some(r#"{"spec": {"replicas": "x"}}"#)).unwrap(),
+        );
         let error = deployment_plan(
             &old,
             &bad,

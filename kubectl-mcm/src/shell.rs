@@ -130,9 +130,21 @@ where
 /// Whatever the command fails with; [`CliError::exit_code`] gives the exit code.
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     // Arguments are checked before connecting, so usage errors never wait for a server.
+    let mut plan_request = None;
     match &cli.command {
-        Command::Rollout(Rollout::Plan { target, name, .. }) => {
-            plan::plan_target(&joined(target, name.as_deref())).map_err(CliError::Usage)?;
+        Command::Rollout(Rollout::Plan {
+            target,
+            name,
+            file,
+            patch,
+            metrics_file,
+        }) => {
+            plan_request = Some(PlanRequest::read(
+                &joined(target, name.as_deref()),
+                file.as_deref(),
+                patch.as_deref(),
+                metrics_file.as_deref(),
+            )?);
         }
         Command::Rollout(r) => {
             let (target, name) = match r {
@@ -162,6 +174,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         }
     }
     let ctx = connect(&cli.global).await?;
+    if let Some(request) = &plan_request {
+        return plan_cmd(&ctx, request).await;
+    }
     match cli.command {
         Command::Rollout(Rollout::Status {
             target,
@@ -186,41 +201,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 history(&ctx, &target.name, revision).await
             }
         }
-        Command::Rollout(Rollout::Plan {
-            target,
-            name,
-            file,
-            patch,
-            metrics_file,
-        }) => {
-            let (kind, name) =
-                plan::plan_target(&joined(&target, name.as_deref())).map_err(CliError::Usage)?;
-            let file = file
-                .map(|path| {
-                    std::fs::read_to_string(&path).map_err(|e| {
-                        CliError::Usage(format!("cannot read {}: {e}", path.display()))
-                    })
-                })
-                .transpose()?;
-            let durations = match metrics_file {
-                Some(path) => {
-                    let text = std::fs::read_to_string(&path).map_err(|e| {
-                        CliError::Usage(format!("cannot read {}: {e}", path.display()))
-                    })?;
-                    plan::durations_from_metrics(&text, &path.display().to_string())
-                }
-                None => MeasuredDurations::default(),
-            };
-            plan_cmd(
-                &ctx,
-                kind,
-                &name,
-                file.as_deref(),
-                patch.as_deref(),
-                &durations,
-            )
-            .await
-        }
+        // Previewed above, from what was read before connecting.
+        Command::Rollout(Rollout::Plan { .. }) => Ok(()),
         Command::Rollout(Rollout::Undo {
             target,
             name,
@@ -421,27 +403,64 @@ async fn explain_history(ctx: &Context, name: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `rollout plan`: reads the stored object and what it owns or what uses it, prints the verdict.
-/// The manager does not publish the driver's capabilities, so the providerSpec rules apply; the
-/// estimate uses `durations` (from `--metrics-file`), else it says "no history".
-async fn plan_cmd(
-    ctx: &Context,
+/// What `rollout plan` was asked: the target, the change and the measured durations, all read
+/// and parsed before connecting.
+struct PlanRequest {
     kind: PlanKind,
-    name: &str,
-    file: Option<&str>,
-    patch: Option<&str>,
-    durations: &MeasuredDurations,
-) -> Result<(), CliError> {
+    name: String,
+    change: plan::Change,
+    durations: MeasuredDurations,
+}
+
+impl PlanRequest {
+    /// Reads `-f FILE` and `--metrics-file` and parses the change: a usage error (exit 2) for a
+    /// bad target, an unreadable file or a change that does not parse.
+    fn read(
+        target: &str,
+        file: Option<&std::path::Path>,
+        patch: Option<&str>,
+        metrics_file: Option<&std::path::Path>,
+    ) -> Result<Self, CliError> {
+        let read = |path: &std::path::Path| {
+            std::fs::read_to_string(path)
+                .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))
+        };
+        let (kind, name) = plan::plan_target(target).map_err(CliError::Usage)?;
+        let file = file.map(read).transpose()?;
+        let change = plan::parse_change(file.as_deref(), patch).map_err(CliError::Usage)?;
+        let durations = match metrics_file {
+            Some(path) => plan::durations_from_metrics(&read(path)?, &path.display().to_string()),
+            None => MeasuredDurations::default(),
+        };
+        Ok(Self {
+            kind,
+            name,
+            change,
+            durations,
+        })
+    }
+}
+
+/// `rollout plan`: reads the stored object and what it would touch, and prints the preview.
+/// The manager does not publish the driver's capabilities, so the providerSpec rules apply; the
+/// estimate uses the durations from `--metrics-file`, else it says "no history".
+async fn plan_cmd(ctx: &Context, request: &PlanRequest) -> Result<(), CliError> {
     let now = jiff::Timestamp::now();
     let encode = |what: &str, e: serde_json::Error| CliError::Decode {
         what: what.to_owned(),
         message: e.to_string(),
     };
+    let PlanRequest {
+        kind,
+        name,
+        change,
+        durations,
+    } = request;
     let report = match kind {
         PlanKind::MachineDeployment => {
             let md = deployments(ctx).get(name).await?;
             let current = serde_json::to_value(&md).map_err(|e| encode(name, e))?;
-            let new = plan::changed_object(&current, file, patch).map_err(CliError::Usage)?;
+            let new = plan::changed_object(&current, change);
             let sets = sets_of(ctx).await?;
             let machines = machines_of(ctx).await?;
             plan::deployment_plan(&md, &new, &sets, &machines, durations, now)
@@ -450,7 +469,7 @@ async fn plan_cmd(
         PlanKind::MachineClass => {
             let class = classes(ctx).get(name).await?;
             let current = serde_json::to_value(&class).map_err(|e| encode(name, e))?;
-            let new = plan::changed_object(&current, file, patch).map_err(CliError::Usage)?;
+            let new = plan::changed_object(&current, change);
             let mds = deployments(ctx).list(&ListParams::default()).await?.items;
             let sets = sets_of(ctx).await?;
             let machines = machines_of(ctx).await?;

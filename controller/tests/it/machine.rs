@@ -518,6 +518,44 @@ async fn the_bootstrap_token_is_deleted_even_when_the_joining_pass_fails_on_the_
     stop.cancel();
 }
 
+/// Records every version of every Node the target's watch delivers, to see what each write
+/// carried; abort the task when done.
+fn record_node_versions(world: &World) -> (Arc<Mutex<Vec<Node>>>, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt as _;
+    let versions: Arc<Mutex<Vec<Node>>> = Arc::default();
+    let stream = kube::runtime::watcher(world.nodes(), kube::runtime::watcher::Config::default());
+    let recorded = Arc::clone(&versions);
+    let recorder = tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            if let Ok(
+                kube::runtime::watcher::Event::Apply(node)
+                | kube::runtime::watcher::Event::InitApply(node),
+            ) = event
+            {
+                recorded.lock().unwrap().push(node);
+            }
+        }
+    });
+    (versions, recorder)
+}
+
+/// Fails if a recorded version that `written` selects lacks the kubelet's nodeInfo or
+/// allocatable: a status write that started from the Node cache (which leaves them out) and did
+/// not restore them would have erased them. `what` names the write; at least one version must match.
+fn assert_kept_kubelet_status(versions: &[Node], what: &str, written: impl Fn(&Node) -> bool) {
+    let written: Vec<&Node> = versions.iter().filter(|node| written(node)).collect();
+    assert!(!written.is_empty(), "no recorded Node version with {what}");
+    for version in written {
+        let status = version.status.as_ref();
+        assert!(
+            status.is_some_and(|s| s.node_info.is_some() && s.allocatable.is_some()),
+            "resourceVersion {:?} with {what} lost the kubelet's nodeInfo or allocatable: {status:?}",
+            version.resource_version()
+        );
+    }
+}
+
 /// docs/behaviour.md#node-sync: labels, annotations and taints of the node template with the last-applied annotation;
 /// keys MCM never applied are kept; removed template keys are removed from the Node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -538,25 +576,7 @@ async fn node_template_is_synced_to_the_node() {
         .await
         .unwrap();
     // Every stored version of the Node, to see what each write carried.
-    let versions: Arc<Mutex<Vec<Node>>> = Arc::default();
-    let recorder = {
-        use futures::StreamExt as _;
-        let versions = Arc::clone(&versions);
-        let stream =
-            kube::runtime::watcher(world.nodes(), kube::runtime::watcher::Config::default());
-        tokio::spawn(async move {
-            futures::pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                if let Ok(
-                    kube::runtime::watcher::Event::Apply(node)
-                    | kube::runtime::watcher::Event::InitApply(node),
-                ) = event
-                {
-                    versions.lock().unwrap().push(node);
-                }
-            }
-        })
-    };
+    let (versions, recorder) = record_node_versions(&world);
     world.start_manager(machine_shell(), &[]).await;
     create_machine(
         &world,
@@ -617,24 +637,12 @@ async fn node_template_is_synced_to_the_node() {
     );
     // The virtual capacity's UpdateStatus starts from the cached Node, which has no nodeInfo,
     // allocatable or images: no stored version may have lost what the kubelet reported.
-    let with_virtual_capacity: Vec<&Node> = versions
-        .iter()
-        .filter(|n| {
-            n.status
-                .as_ref()
-                .and_then(|s| s.capacity.as_ref())
-                .is_some_and(|c| c.contains_key("example.com/dongle"))
-        })
-        .collect();
-    assert!(!with_virtual_capacity.is_empty());
-    for version in with_virtual_capacity {
-        let status = version.status.as_ref().unwrap();
-        assert!(
-            status.node_info.is_some() && status.allocatable.is_some(),
-            "resourceVersion {:?} lost the kubelet's nodeInfo or allocatable: {status:?}",
-            version.resource_version()
-        );
-    }
+    assert_kept_kubelet_status(&versions, "the virtual capacity", |n| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .is_some_and(|c| c.contains_key("example.com/dongle"))
+    });
     for version in &versions {
         assert_eq!(
             version
@@ -1718,6 +1726,7 @@ async fn in_place_update_drains_the_selected_node_and_follows_the_agent_result()
     const RESULT: &str = "node.machine.sapcloud.io/update-result";
     const PODS: &str = "apps";
     let mut world = World::start().await;
+    let (versions, recorder) = record_node_versions(&world);
     ready_class(&world, "c1", serde_json::json!({})).await;
     world.start_manager(machine_shell(), &[]).await;
     create_machine(&world, "machine-u1", "c1", serde_json::json!({})).await;
@@ -1900,6 +1909,15 @@ async fn in_place_update_drains_the_selected_node_and_follows_the_agent_result()
         Some("Node in-place update failed: kernel mismatch")
     );
     wait_event(&world, "InPlaceUpdateFailed").await;
+    recorder.abort();
+    // The condition writes start from the cached Node (label-driven conditions) or from a live
+    // read (the end of an in-place pass): neither may erase what the kubelet reported.
+    let versions = versions.lock().unwrap().clone();
+    for reason in ["CandidateForUpdate", "ReadyForUpdate", "UpdateFailed"] {
+        assert_kept_kubelet_status(&versions, &format!("InPlaceUpdate={reason}"), |n| {
+            in_place_reason(n).as_deref() == Some(reason)
+        });
+    }
     world.stop_manager().await.unwrap();
 }
 

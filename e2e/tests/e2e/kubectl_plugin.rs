@@ -1,7 +1,7 @@
 //! `kubectl mcm`: the plugin binary found by the kubectl on PATH (plugin directory prepended to
 //! PATH), driving real rollouts: `rollout status` until complete, `history`, `undo`, `pause` /
 //! `resume`, `restart`, `status`, and its failures (progress deadline, `--timeout`, unknown
-//! object, unreachable server) with their exit codes.
+//! object, unreachable server, a change that does not parse) with their exit codes.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -277,6 +277,17 @@ pub async fn rollout_status_history_undo(system: Arc<System>) -> Result<Outcome>
     ensure(
         down.code == Some(1) && down.stderr.contains("Unable to connect to the server"),
         || down.text(),
+    )?;
+    // A change that does not parse is a usage error found before connecting: exit 2, not 1.
+    let bad_patch = plugin
+        .run_with(
+            &unreachable,
+            &["rollout", "plan", "mcd/kp-md", "--patch", "{bad"],
+        )
+        .await?;
+    ensure(
+        bad_patch.code == Some(2) && bad_patch.stderr.contains("--patch is not JSON"),
+        || bad_patch.text(),
     )?;
 
     // Undo to the previous revision (1): class kp-a again, as revision 3.

@@ -13,7 +13,8 @@ use mcm_api::keys::{condition, label};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
 use super::error::ReconcileError;
-use super::{MachineController, Step, writes};
+use super::writes::{self, NodeCopy};
+use super::{MachineController, Step};
 use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
 use crate::platform::metrics::DrainLabels;
 use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
@@ -77,7 +78,8 @@ impl MachineController {
         let Some(wanted) = plan::in_place::plan_in_place_node_condition(&node, now) else {
             return Ok(Step::Continue(None));
         };
-        let stored = writes::set_node_condition(&self.context, &node, &wanted).await?;
+        let stored =
+            writes::set_node_condition(&self.context, &node, NodeCopy::Cached, &wanted).await?;
         let node_name = stored.metadata.name.as_deref().unwrap_or_default();
         tracing::info!(
             machine = name_of(machine),
@@ -189,7 +191,8 @@ impl MachineController {
             }
         }
         if let Some(wanted) = &finish.node_condition {
-            match writes::set_node_condition(&self.context, node, wanted).await {
+            // `node` was read live at the start of the in-place pass (or is a write's answer).
+            match writes::set_node_condition(&self.context, node, NodeCopy::Live, wanted).await {
                 Ok(_) => self.event(machine, &condition_event(node_name, wanted)),
                 Err(error) => {
                     tracing::info!(machine = %name, node = node_name, %error, "cannot write the in-place node condition");

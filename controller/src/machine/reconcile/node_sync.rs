@@ -8,7 +8,8 @@ use k8s_openapi::api::core::v1::Node;
 use mcm_api::v1alpha1::Machine;
 
 use super::error::ReconcileError;
-use super::{ClassContext, MachineController, Step, writes};
+use super::writes::{self, NodeCopy};
+use super::{ClassContext, MachineController, Step};
 use mcm_decisions::machine as plan;
 use mcm_decisions::vocabulary::{Event, Retry, name_of, node_name_of};
 
@@ -81,7 +82,8 @@ impl MachineController {
         };
         let mut desired = update.node;
         if update.status_changed {
-            let stored = writes::replace_node_status(&self.context, &desired).await?;
+            let stored =
+                writes::replace_node_status(&self.context, &desired, NodeCopy::Cached).await?;
             desired.metadata.resource_version = stored.metadata.resource_version;
         }
         if update.object_changed || labelled.is_some() {

@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::Node;
 use mcm_api::v1alpha1::Machine;
 
 use super::error::ReconcileError;
-use super::{MachineController, Step, writes};
+use super::writes::{self, NodeCopy};
+use super::{MachineController, Step};
 use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
 use crate::platform::metrics::DrainLabels;
 use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
@@ -189,8 +190,15 @@ impl MachineController {
             }
             PreservationAction::NodeCondition(condition) => {
                 if let Some(current) = node.as_ref() {
-                    *node =
-                        Some(writes::set_node_condition(&self.context, current, condition).await?);
+                    *node = Some(
+                        writes::set_node_condition(
+                            &self.context,
+                            current,
+                            NodeCopy::Cached,
+                            condition,
+                        )
+                        .await?,
+                    );
                 }
             }
             PreservationAction::AddNodeTaint(taint) => {

@@ -151,22 +151,34 @@ pub(crate) async fn replace_node(
         .map_err(api_error("update", "Node", &name))
 }
 
+/// Where the Node a status write starts from was read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeCopy {
+    /// From the Node cache, which leaves out the status fields no controller reads
+    /// (`platform::node_cache`).
+    Cached,
+    /// From the API server (a GET, or the answer to a write): complete.
+    Live,
+}
+
 /// `UpdateStatus` of a Node with its resourceVersion. A cached Node lacks the status fields no
-/// controller reads (`platform::node_cache`); they are taken from a live read first, so the
-/// update does not erase them. A live Node newer than `node` makes the update conflict, as it
-/// would have without the read.
+/// controller reads; they are taken from a live read first, so the update does not erase them.
+/// A live Node newer than `node` makes the update conflict, as it would have without the read.
 pub(crate) async fn replace_node_status(
     context: &MachineContext,
     node: &Node,
+    copy: NodeCopy,
 ) -> Result<Node, ReconcileError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let api = nodes_api(context)?;
-    let live = api
-        .get(&name)
-        .await
-        .map_err(api_error("get", "Node", &name))?;
     let mut outgoing = node.clone();
-    node_cache::restore_pruned_status(&mut outgoing, &live);
+    if copy == NodeCopy::Cached {
+        let live = api
+            .get(&name)
+            .await
+            .map_err(api_error("get", "Node", &name))?;
+        node_cache::restore_pruned_status(&mut outgoing, &live);
+    }
     api.replace_status(&name, &PostParams::default(), &outgoing)
         .await
         .map_err(api_error("update status of", "Node", &name))
@@ -233,6 +245,7 @@ pub(crate) async fn add_node_taint(
 pub(crate) async fn set_node_condition(
     context: &MachineContext,
     node: &Node,
+    copy: NodeCopy,
     condition: &NodeCondition,
 ) -> Result<Node, ReconcileError> {
     let mut updated = node.clone();
@@ -246,7 +259,7 @@ pub(crate) async fn set_node_condition(
         Some(existing) => *existing = condition.clone(),
         None => conditions.push(condition.clone()),
     }
-    replace_node_status(context, &updated).await
+    replace_node_status(context, &updated, copy).await
 }
 
 /// Cordons the node (`spec.unschedulable = true`) unless it is; the stored node when it wrote.
