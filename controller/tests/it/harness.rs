@@ -292,6 +292,21 @@ impl World {
         Api::all(self.target.clone())
     }
 
+    /// Creates a Node in the target cluster from `node` (a JSON object: metadata, spec), as a
+    /// kubelet registering it would, and returns it as stored.
+    pub async fn create_node(&self, node: serde_json::Value) -> Node {
+        let mut node = node;
+        if let Some(object) = node.as_object_mut() {
+            object.insert("apiVersion".into(), "v1".into());
+            object.insert("kind".into(), "Node".into());
+        }
+        let node: Node = serde_json::from_value(node).expect("a Node");
+        self.nodes()
+            .create(&PostParams::default(), &node)
+            .await
+            .expect("create node")
+    }
+
     /// Creates the Secret `name` and a provider-virtual MachineClass `name` using it, with the
     /// given providerSpec (a JSON object; `{}` boots at once).
     pub async fn create_class(&self, name: &str, provider_spec: serde_json::Value) -> MachineClass {

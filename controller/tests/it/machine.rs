@@ -282,17 +282,12 @@ async fn record_driver(world: &mut World, stop: &CancellationToken) -> Arc<Recor
 /// Creates a Node named like its machine that carries the startup taint
 /// `node.machine.sapcloud.io/instance-not-ready:NoSchedule`, as a kubelet registering with it would.
 async fn create_tainted_node(world: &World, name: &str, labels: serde_json::Value) {
-    let node: Node = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"taints": [{"key": "node.machine.sapcloud.io/instance-not-ready", "effect": "NoSchedule"}]}
-    }))
-    .unwrap();
     world
-        .nodes()
-        .create(&PostParams::default(), &node)
-        .await
-        .unwrap();
+        .create_node(serde_json::json!({
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"taints": [{"key": "node.machine.sapcloud.io/instance-not-ready", "effect": "NoSchedule"}]}
+        }))
+        .await;
 }
 
 /// Waits until the bootstrap token Secret with `token_id` is gone from the target's `kube-system`.

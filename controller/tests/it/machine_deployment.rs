@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::core::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
 use mcm_controller::manager::compose::{ControllerSpec, named};
@@ -998,15 +998,9 @@ async fn old_nodes_are_tainted_and_autoscaler_annotated_during_a_rollout() {
     let sets = rolled_out(&world, "tnt", "small", 1).await;
     let old = &sets[0];
     // A machine of the old set backed by a node in the target cluster.
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node", "metadata": {"name": "tnt-node"}
-    }))
-    .unwrap();
     world
-        .nodes()
-        .create(&PostParams::default(), &node)
-        .await
-        .unwrap();
+        .create_node(json!({"metadata": {"name": "tnt-node"}}))
+        .await;
     let mut labels: BTreeMap<String, String> = old
         .spec
         .selector

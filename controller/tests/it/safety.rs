@@ -235,16 +235,11 @@ async fn a_failing_list_machines_skips_only_its_class() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_without_machines_are_marked_unmanaged_and_unmarked_when_claimed() {
     let mut world = World::start().await;
-    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": "stray", "finalizers": ["example.com/keep", mcm_api::keys::finalizer::NODE]}
-    }))
-    .expect("node");
     world
-        .nodes()
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("create node");
+        .create_node(json!({
+            "metadata": {"name": "stray", "finalizers": ["example.com/keep", mcm_api::keys::finalizer::NODE]}
+        }))
+        .await;
     world
         .start_manager(
             safety(),
