@@ -43,6 +43,7 @@ use crate::platform::index::{self, Index};
 use crate::platform::informer::Change;
 use crate::platform::metrics::MachineSample;
 use crate::platform::queue::{Outcome, WorkQueue};
+use crate::platform::written::LatestWrites;
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::creation::SecretData;
 use mcm_decisions::machine::order::{EntryDecision, ReconcileOrder, ReconcileStep};
@@ -67,6 +68,8 @@ pub struct MachineController {
     pub(crate) drain_states: Mutex<HashMap<String, NodeDrainState>>,
     /// Drains of nodes selected for an in-place update in progress, by node name.
     pub(crate) in_place_drains: Mutex<HashMap<String, NodeDrainState>>,
+    /// Each machine as this shell's last pass wrote it, while the cache is older.
+    pub(crate) written: LatestWrites<Machine>,
 }
 
 /// The class of a machine and its merged secret data, read by the `ValidateClass` step.
@@ -97,6 +100,7 @@ pub fn run(
             cold_change_warned: Mutex::new(HashSet::new()),
             drain_states: Mutex::new(HashMap::new()),
             in_place_drains: Mutex::new(HashMap::new()),
+            written: LatestWrites::default(),
             context,
         });
         controller.subscribe();
@@ -213,9 +217,12 @@ impl MachineController {
 
     /// One pass over machine `key`.
     async fn process(&self, key: &str) -> Outcome {
-        let Some(machine) = self.context.machines.get(key) else {
+        // A pass queued by the event of the previous pass's first write may start before the
+        // cache has that pass's last write: it starts from the write (docs/behaviour.md#stale-caches).
+        let Some(machine) = self.written.newest(key, self.context.machines.get(key)) else {
             return Outcome::Done;
         };
+        let read_version = machine.metadata.resource_version.clone();
         let machine = Machine::clone(&machine);
         let decision = plan::order::plan_entry(Some(&machine), self.context.in_creation_flow(key));
         let machine = match decision {
@@ -229,7 +236,12 @@ impl MachineController {
             },
             EntryDecision::Reconcile => machine,
         };
-        let retry = self.reconcile(machine).await;
+        let mut machine = machine;
+        let retry = self.reconcile(&mut machine).await;
+        // Every step replaces the machine only with the API server's answer to its write.
+        if machine.metadata.resource_version != read_version {
+            self.written.remember(machine);
+        }
         tracing::debug!(machine = key, ?retry, "machine pass ended");
         to_outcome(retry)
     }
@@ -275,23 +287,22 @@ impl MachineController {
     }
 
     /// `reconcileClusterMachine`: runs the planned steps in order; returns the next requeue.
-    async fn reconcile(&self, machine: Machine) -> Retry {
-        let name = name_of(&machine).to_owned();
+    async fn reconcile(&self, machine: &mut Machine) -> Retry {
+        let name = name_of(machine).to_owned();
         let frozen = self.context.machine_controller_frozen();
-        let steps = match plan::order::plan_reconcile_order(&machine, frozen) {
+        let steps = match plan::order::plan_reconcile_order(machine, frozen) {
             ReconcileOrder::Blocked { retry, reason } => {
                 tracing::info!(machine = %name, %reason, "machine not reconciled");
                 // A frozen controller is visible on its metric; an invalid machine only here.
                 if frozen {
-                    self.show_freeze(&machine).await;
+                    self.show_freeze(machine).await;
                 } else {
-                    self.event(&machine, &Event::warning("MachineInvalid", reason));
+                    self.event(machine, &Event::warning("MachineInvalid", reason));
                 }
                 return retry;
             }
             ReconcileOrder::Steps(steps) => steps,
         };
-        let mut machine = machine;
         let mut retry = Retry::Long;
         let mut class: Option<ClassContext> = None;
         // The machine's node with the machine-name label this pass set, not stored yet: the
@@ -300,35 +311,35 @@ impl MachineController {
         let now = Timestamp::now;
         for step in steps {
             let result = match step {
-                ReconcileStep::ValidateClass => match self.validate_class(&machine).await {
+                ReconcileStep::ValidateClass => match self.validate_class(machine).await {
                     Ok(found) => {
                         class = Some(found);
                         Ok(Step::Continue(None))
                     }
                     Err(end) => Ok(Step::End(end)),
                 },
-                ReconcileStep::Health => self.health(&mut machine, now()).await,
+                ReconcileStep::Health => self.health(machine, now()).await,
                 ReconcileStep::SyncMachineNameToNode => {
-                    self.sync_machine_name(&machine, &mut labelled_node).await
+                    self.sync_machine_name(machine, &mut labelled_node).await
                 }
                 ReconcileStep::SyncNodeTemplates => {
-                    self.sync_node_templates(&machine, class.as_ref(), labelled_node.take())
+                    self.sync_node_templates(machine, class.as_ref(), labelled_node.take())
                         .await
                 }
                 ReconcileStep::InPlaceNodeCondition => {
-                    self.in_place_node_condition(&machine, now()).await
+                    self.in_place_node_condition(machine, now()).await
                 }
-                ReconcileStep::InPlaceUpdate => self.in_place_update(&mut machine, now()).await,
+                ReconcileStep::InPlaceUpdate => self.in_place_update(machine, now()).await,
                 ReconcileStep::HotUpdate => match class.as_ref() {
-                    Some(class) => self.hot_update(&mut machine, class, now()).await,
+                    Some(class) => self.hot_update(machine, class, now()).await,
                     None => Ok(Step::Continue(None)),
                 },
-                ReconcileStep::Preservation => self.preservation(&mut machine, now()).await,
+                ReconcileStep::Preservation => self.preservation(machine, now()).await,
                 ReconcileStep::Creation => match class.as_ref() {
                     Some(class) => {
                         // Leaves the creation flow however the pass ends (upstream's deferred unmark).
                         let _flow = self.context.creation_flows.enter(&name);
-                        self.creation(&mut machine, class).await
+                        self.creation(machine, class).await
                     }
                     None => Ok(Step::End(Retry::Long)),
                 },

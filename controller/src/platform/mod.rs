@@ -18,6 +18,7 @@ pub mod node_cache;
 pub mod process_metrics;
 pub mod queue;
 pub mod selection;
+pub mod written;
 
 /// The error type of controller entry points and other boxed, thread-safe failures.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

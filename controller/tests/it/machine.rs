@@ -168,6 +168,8 @@ struct RecordingDriver {
     initialize_unimplemented: Mutex<BTreeSet<String>>,
     /// Per machine: when each CreateMachine call arrived (backoff spacing).
     create_calls: Mutex<BTreeMap<String, Vec<std::time::Instant>>>,
+    /// Per VM (providerID): how many UpdateMachine calls arrived.
+    update_calls: Mutex<BTreeMap<String, usize>>,
 }
 
 impl Driver for RecordingDriver {
@@ -251,6 +253,12 @@ impl Driver for RecordingDriver {
         &self,
         request: UpdateMachineRequest,
     ) -> Result<UpdateMachineResponse, MachineError> {
+        *self
+            .update_calls
+            .lock()
+            .unwrap()
+            .entry(request.provider_id.clone())
+            .or_default() += 1;
         self.inner.update_machine(request).await
     }
 }
@@ -263,6 +271,7 @@ async fn record_driver(world: &mut World, stop: &CancellationToken) -> Arc<Recor
         status_failures: Mutex::new(BTreeMap::new()),
         initialize_unimplemented: Mutex::new(BTreeSet::new()),
         create_calls: Mutex::new(BTreeMap::new()),
+        update_calls: Mutex::new(BTreeMap::new()),
     });
     let bound = BoundServer::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap()))
         .await
@@ -1248,6 +1257,23 @@ async fn failing_create_machine_backs_off_exponentially_and_says_why() {
     stop.cancel();
 }
 
+/// Merge-patches MachineClass `name` with `patch` (a hot update or a cold change).
+async fn patch_class(world: &World, name: &str, patch: serde_json::Value) {
+    world
+        .machine_classes()
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Whether the machine's last operation is a successful hot update.
+fn hot_update_succeeded(machine: &Machine) -> bool {
+    machine.last_operation().is_some_and(|op| {
+        op.type_ == Some(mcm_api::v1alpha1::MachineOperationType::Update)
+            && op.state == Some(mcm_api::v1alpha1::MachineState::Successful)
+    })
+}
+
 /// Hot update: a change of hot-updatable tags goes through UpdateMachine on the same VM; a
 /// change elsewhere only warns that a new class is needed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1265,20 +1291,14 @@ async fn hot_update_changes_tags_in_place() {
     })
     .await;
 
-    world
-        .machine_classes()
-        .patch(
-            "c1",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"providerSpec": {"tags": {"team": "b"}}})),
-        )
-        .await
-        .unwrap();
+    patch_class(
+        &world,
+        "c1",
+        serde_json::json!({"providerSpec": {"tags": {"team": "b"}}}),
+    )
+    .await;
     let updated = wait_machine(&world, "machine-u1", "hot update done", |m| {
-        m.last_operation().is_some_and(|op| {
-            op.type_ == Some(mcm_api::v1alpha1::MachineOperationType::Update)
-                && op.state == Some(mcm_api::v1alpha1::MachineState::Successful)
-        })
+        hot_update_succeeded(m)
     })
     .await;
     assert!(
@@ -1295,15 +1315,12 @@ async fn hot_update_changes_tags_in_place() {
     assert_eq!(phase(&updated), Some(MachinePhase::Running));
 
     // A change outside the hot-updatable paths: warning, VM untouched.
-    world
-        .machine_classes()
-        .patch(
-            "c1",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"providerSpec": {"bootDelay": "1s"}})),
-        )
-        .await
-        .unwrap();
+    patch_class(
+        &world,
+        "c1",
+        serde_json::json!({"providerSpec": {"bootDelay": "1s"}}),
+    )
+    .await;
     eventually("the new-class-needed warning", LIMIT, || async {
         let found = events_with_reason(&world, "MachineClassChangeNotHotUpdatable").await;
         (!found.is_empty()).then_some(())
@@ -1315,6 +1332,84 @@ async fn hot_update_changes_tags_in_place() {
         mcm_api::duration::Duration::ZERO
     );
     world.stop_manager().await.unwrap();
+}
+
+/// docs/behaviour.md#stale-caches: the Machine watch lags the API server, so the pass queued by
+/// the event of a hot update's first write starts before the cache has its last one. That pass
+/// must start from the write, not plan the update again on the older cache: one UpdateMachine per
+/// VM, and no conflicting Machine write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_update_calls_update_machine_once_while_the_cache_lags() {
+    const WATCH_DELAY: Duration = Duration::from_millis(300);
+    const LAST_APPLIED: &str = "node.machine.sapcloud.io/last-applied-providerspec";
+    let mut world = World::start().await;
+    let Some(faults) = world.control_faults() else {
+        eprintln!("SKIPPED: watch delays need the sandbox control cluster");
+        return;
+    };
+    let stop = CancellationToken::new();
+    let driver = record_driver(&mut world, &stop).await;
+    ready_class(&world, "c1", serde_json::json!({"tags": {"team": "a"}})).await;
+    world.start_manager(machine_shell(), &[]).await;
+    let names = ["machine-s1", "machine-s2"];
+    for name in names {
+        create_machine(&world, name, "c1", serde_json::json!({})).await;
+    }
+    for name in names {
+        wait_phase(&world, name, MachinePhase::Running).await;
+        wait_machine(&world, name, "last-applied providerSpec", |m| {
+            m.annotations().contains_key(LAST_APPLIED)
+        })
+        .await;
+    }
+
+    faults.set_watch_delay(WATCH_DELAY);
+    faults.reset_counters();
+    patch_class(
+        &world,
+        "c1",
+        serde_json::json!({"providerSpec": {"tags": {"team": "b"}}}),
+    )
+    .await;
+    for name in names {
+        wait_machine(&world, name, "hot update recorded", |m| {
+            m.annotations()
+                .get(LAST_APPLIED)
+                .is_some_and(|applied| applied.contains("\"b\""))
+                && hot_update_succeeded(m)
+        })
+        .await;
+    }
+    // Every delayed event of the update has been delivered and handled after this.
+    tokio::time::sleep(WATCH_DELAY * 4).await;
+
+    let calls = driver.update_calls.lock().unwrap().clone();
+    assert_eq!(
+        calls.len(),
+        names.len(),
+        "UpdateMachine calls by VM: {calls:?}"
+    );
+    for (vm, count) in &calls {
+        assert_eq!(*count, 1, "UpdateMachine calls of {vm}: {calls:?}");
+    }
+    let counters = faults.counters();
+    let conflicts = ["machines", "machines/status"]
+        .map(|resource| counters.get(mcm_sandbox::Verb::Update, resource, 409));
+    assert_eq!(
+        conflicts,
+        [0, 0],
+        "Machine and Machine status writes refused with 409 during the update"
+    );
+    for vm in world.fleet.vms() {
+        assert_eq!(
+            vm.spec.tags.get("team").map(String::as_str),
+            Some("b"),
+            "{vm:?}"
+        );
+    }
+    faults.set_watch_delay(Duration::ZERO);
+    world.stop_manager().await.unwrap();
+    stop.cancel();
 }
 
 /// Regression (e2e `hot_update_of_tags_without_rollout`): a class change that lands before the
@@ -1344,15 +1439,12 @@ async fn hot_update_of_a_class_change_before_the_first_pass_reaches_the_vm() {
     .unwrap();
     assert_eq!(recorded, created_from);
 
-    world
-        .machine_classes()
-        .patch(
-            "c1",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"providerSpec": {"tags": {"team": "b"}}})),
-        )
-        .await
-        .unwrap();
+    patch_class(
+        &world,
+        "c1",
+        serde_json::json!({"providerSpec": {"tags": {"team": "b"}}}),
+    )
+    .await;
     world.start_manager(machine_shell(), &[]).await;
     eventually("the VM carries tags team=b", LIMIT, || async {
         let vms = world.fleet.vms();

@@ -12,6 +12,8 @@ use mcm_api::v1alpha1::MachineSet;
 
 use mcm_decisions::machine_set::claim::controller_ref;
 
+use crate::platform::written::caught_up;
+
 /// How long a written object may shadow the cache at most (a watch that never delivers it).
 const TTL: Duration = Duration::from_secs(30);
 /// How long a set we created may be added to a snapshot that does not list it yet.
@@ -32,18 +34,6 @@ enum Entry {
 #[derive(Debug, Default)]
 pub(crate) struct RecentWrites {
     entries: Mutex<HashMap<String, (Entry, Instant)>>,
-}
-
-/// Whether the cached `cached` resourceVersion is at least `written` (numeric when both parse,
-/// which is the case for the sandbox and etcd; otherwise only equality counts).
-fn caught_up(cached: Option<&str>, written: Option<&str>) -> bool {
-    match (cached, written) {
-        (Some(c), Some(w)) => match (c.parse::<u64>(), w.parse::<u64>()) {
-            (Ok(c), Ok(w)) => c >= w,
-            _ => c == w,
-        },
-        _ => true,
-    }
 }
 
 impl RecentWrites {
@@ -191,13 +181,5 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(recent.merge(vec![Arc::new(ms("a", "u2", "4", 1))]).len(), 1);
-    }
-
-    #[test]
-    fn non_numeric_versions_compare_by_equality() {
-        assert!(caught_up(Some("abc"), Some("abc")));
-        assert!(!caught_up(Some("abd"), Some("abc")));
-        assert!(caught_up(Some("12"), Some("9")));
-        assert!(!caught_up(Some("9"), Some("12")));
     }
 }
