@@ -225,7 +225,7 @@ impl MachineController {
         let read_version = machine.metadata.resource_version.clone();
         let machine = Machine::clone(&machine);
         let decision = plan::order::plan_entry(Some(&machine), self.context.in_creation_flow(key));
-        let machine = match decision {
+        let mut machine = match decision {
             EntryDecision::Gone | EntryDecision::RouteToTermination => return Outcome::Done,
             EntryDecision::AddFinalizer => match self.add_finalizer(&machine).await {
                 Ok(updated) => updated,
@@ -236,7 +236,6 @@ impl MachineController {
             },
             EntryDecision::Reconcile => machine,
         };
-        let mut machine = machine;
         let retry = self.reconcile(&mut machine).await;
         // Every step replaces the machine only with the API server's answer to its write.
         if machine.metadata.resource_version != read_version {
