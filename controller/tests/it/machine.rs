@@ -1257,6 +1257,17 @@ async fn failing_create_machine_backs_off_exponentially_and_says_why() {
     stop.cancel();
 }
 
+/// The annotation recording the providerSpec last applied to a machine's VM.
+const LAST_APPLIED: &str = "node.machine.sapcloud.io/last-applied-providerspec";
+
+/// Waits until machine `name` records the providerSpec applied to its VM.
+async fn wait_last_applied(world: &World, name: &str) {
+    wait_machine(world, name, "last-applied providerSpec", |m| {
+        m.annotations().contains_key(LAST_APPLIED)
+    })
+    .await;
+}
+
 /// Merge-patches MachineClass `name` with `patch` (a hot update or a cold change).
 async fn patch_class(world: &World, name: &str, patch: serde_json::Value) {
     world
@@ -1284,12 +1295,7 @@ async fn hot_update_changes_tags_in_place() {
     create_machine(&world, "machine-u1", "c1", serde_json::json!({})).await;
     let running = wait_phase(&world, "machine-u1", MachinePhase::Running).await;
     let provider_id = running.spec.provider_id.clone().unwrap();
-    wait_machine(&world, "machine-u1", "last-applied providerSpec", |m| {
-        m.annotations()
-            .get("node.machine.sapcloud.io/last-applied-providerspec")
-            .is_some()
-    })
-    .await;
+    wait_last_applied(&world, "machine-u1").await;
 
     patch_class(
         &world,
@@ -1301,10 +1307,7 @@ async fn hot_update_changes_tags_in_place() {
         hot_update_succeeded(m)
     })
     .await;
-    assert!(
-        updated.annotations()["node.machine.sapcloud.io/last-applied-providerspec"]
-            .contains("\"b\"")
-    );
+    assert!(updated.annotations()[LAST_APPLIED].contains("\"b\""));
     assert_eq!(
         updated.spec.provider_id.as_deref(),
         Some(provider_id.as_str())
@@ -1341,7 +1344,6 @@ async fn hot_update_changes_tags_in_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_update_calls_update_machine_once_while_the_cache_lags() {
     const WATCH_DELAY: Duration = Duration::from_millis(300);
-    const LAST_APPLIED: &str = "node.machine.sapcloud.io/last-applied-providerspec";
     let mut world = World::start().await;
     let Some(faults) = world.control_faults() else {
         eprintln!("SKIPPED: watch delays need the sandbox control cluster");
@@ -1357,10 +1359,7 @@ async fn a_hot_update_calls_update_machine_once_while_the_cache_lags() {
     }
     for name in names {
         wait_phase(&world, name, MachinePhase::Running).await;
-        wait_machine(&world, name, "last-applied providerSpec", |m| {
-            m.annotations().contains_key(LAST_APPLIED)
-        })
-        .await;
+        wait_last_applied(&world, name).await;
     }
 
     faults.set_watch_delay(WATCH_DELAY);
@@ -1419,7 +1418,6 @@ async fn a_hot_update_calls_update_machine_once_while_the_cache_lags() {
 /// providerID is stored, so no hot-update pass runs before the class changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_update_of_a_class_change_before_the_first_pass_reaches_the_vm() {
-    const ANNOTATION: &str = "node.machine.sapcloud.io/last-applied-providerspec";
     let mut world = World::start().await;
     let created_from = serde_json::json!({"tags": {"team": "a"}});
     ready_class(&world, "c1", created_from.clone()).await;
@@ -1433,7 +1431,7 @@ async fn hot_update_of_a_class_change_before_the_first_pass_reaches_the_vm() {
     let recorded: serde_json::Value = serde_json::from_str(
         with_vm
             .annotations()
-            .get(ANNOTATION)
+            .get(LAST_APPLIED)
             .expect("the last-applied providerSpec is stored with the providerID"),
     )
     .unwrap();
@@ -1457,13 +1455,13 @@ async fn hot_update_of_a_class_change_before_the_first_pass_reaches_the_vm() {
     // first. The stored last-applied providerSpec is the lasting record of the hot update.
     let updated = wait_machine(&world, "machine-u2", "hot update recorded", |m| {
         m.annotations()
-            .get(ANNOTATION)
+            .get(LAST_APPLIED)
             .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok())
             .is_some_and(|applied| applied["tags"]["team"] == "b")
     })
     .await;
     let applied: serde_json::Value =
-        serde_json::from_str(&updated.annotations()[ANNOTATION]).unwrap();
+        serde_json::from_str(&updated.annotations()[LAST_APPLIED]).unwrap();
     assert_eq!(applied["tags"]["team"], "b");
     assert_eq!(updated.spec.provider_id, with_vm.spec.provider_id);
     world.stop_manager().await.unwrap();
