@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind install
+.PHONY: all build test test-unit test-doc test-kube control-plane lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind install
 PREFIX ?= $(HOME)/.cargo
 
 
@@ -15,8 +15,16 @@ all: build
 build:
 	$(CARGO) build --workspace --all-targets
 
-## test: the whole test suite (unit, property, integration against the in-process sandbox)
-test: test-unit test-doc
+## test: the whole test suite (unit, property, integration against the in-process sandbox, then the suites on the real control plane)
+test: test-unit test-doc test-kube
+
+## test-kube: the suites on a real kube-apiserver, etcd and kube-controller-manager built from Go modules (skipped loudly without Go; a failure under CI=true)
+test-kube:
+	@scripts/test-kube.sh
+
+## control-plane: build etcd, kube-apiserver and kube-controller-manager from Go modules (cached; tools/control-plane pins the versions)
+control-plane:
+	@scripts/control-plane.sh build
 
 test-unit:
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \

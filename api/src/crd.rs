@@ -288,9 +288,10 @@ fn add_type_meta_properties(root: &mut Value) {
             "type": "string",
         })
     });
-    properties
-        .entry("metadata")
-        .or_insert_with(|| json!({ "type": "object" }));
+    // kube-apiserver refuses a CRD whose root `metadata` schema says anything but `type: object`
+    // (or name and generateName constraints), even a description: "must not specify anything other
+    // than name and generateName, but metadata is implicitly specified".
+    properties.insert("metadata".to_owned(), json!({ "type": "object" }));
 }
 
 /// Removes `nullable`, `title` and `default` (upstream has none of them) and gives int-or-string

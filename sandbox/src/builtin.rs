@@ -245,7 +245,7 @@ fn validate_config_payload(kind: &str, obj: &Value) -> Vec<Cause> {
         return vec![cause(
             "FieldValueTooLong",
             if kind == "secrets" { "data" } else { "[]" },
-            &format!("must have at most {MAX_CONFIG_BYTES} bytes"),
+            &format!("may not be more than {MAX_CONFIG_BYTES} bytes"),
             None,
         )];
     }
@@ -272,6 +272,57 @@ pub fn prepare_create(group: &str, plural: &str, obj: &mut Value) -> Vec<Cause> 
         _ => Vec::new(),
     };
     causes.extend(validate_builtin(group, plural, obj));
+    causes
+}
+
+/// A CRD's root `metadata` schema may only constrain `name` and `generateName`: kube-apiserver
+/// refuses anything else, even a description, because the API server owns object metadata.
+/// Versions with one shared schema are reported as kube reports them, under `spec.validation`.
+fn crd_root_metadata_causes(crd: &Value) -> Vec<Cause> {
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let schemas: Vec<Option<&Value>> = versions
+        .iter()
+        .map(|v| v.pointer("/schema/openAPIV3Schema"))
+        .collect();
+    let shared = schemas.windows(2).all(|pair| pair[0] == pair[1]);
+    let allowed = |metadata: &Value| {
+        metadata.as_object().is_some_and(|m| {
+            m.iter().all(|(key, value)| match key.as_str() {
+                "type" => value == "object",
+                "properties" => value
+                    .as_object()
+                    .is_some_and(|p| p.keys().all(|k| k == "name" || k == "generateName")),
+                _ => false,
+            })
+        })
+    };
+    let mut causes = Vec::new();
+    for (i, schema) in schemas.iter().enumerate() {
+        let Some(metadata) = schema.and_then(|s| s.pointer("/properties/metadata")) else {
+            continue;
+        };
+        if allowed(metadata) {
+            continue;
+        }
+        let field = if shared {
+            "spec.validation.openAPIV3Schema.properties[metadata]".to_owned()
+        } else {
+            format!("spec.versions[{i}].schema.openAPIV3Schema.properties[metadata]")
+        };
+        causes.push(cause(
+            "FieldValueForbidden",
+            &field,
+            "must not specify anything other than name and generateName, but metadata is implicitly specified",
+            None,
+        ));
+        if shared {
+            break;
+        }
+    }
     causes
 }
 
@@ -325,23 +376,26 @@ pub fn validate_builtin(group: &str, plural: &str, obj: &Value) -> Vec<Cause> {
                         } else {
                             "FieldValueNotSupported"
                         },
-                        &format!("spec.taints[{i}].effect"),
-                        "supported values: \"NoExecute\", \"NoSchedule\", \"PreferNoSchedule\"",
+                        // kube's node validation reports taints under `metadata`, not `spec`.
+                        &format!("metadata.taints[{i}].effect"),
+                        "supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
                         Some(format!("\"{effect}\"")),
                     ));
                 }
-                if t.get("key")
-                    .and_then(Value::as_str)
-                    .is_none_or(str::is_empty)
-                {
+                // A taint key is a qualified name, validated like a label key.
+                let key = t.get("key").and_then(Value::as_str).unwrap_or_default();
+                for message in crate::names::qualified_name(key) {
                     causes.push(cause(
-                        "FieldValueRequired",
-                        &format!("spec.taints[{i}].key"),
-                        "Required value",
-                        None,
+                        "FieldValueInvalid",
+                        &format!("metadata.taints[{i}].key"),
+                        &message,
+                        Some(Value::String(key.to_owned()).to_string()),
                     ));
                 }
             }
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            causes.extend(crd_root_metadata_causes(obj));
         }
         ("policy", "poddisruptionbudgets") => {
             let set = |k: &str| spec.and_then(|s| s.get(k)).is_some_and(|v| !v.is_null());
@@ -557,7 +611,7 @@ mod tests {
                 "nodes",
                 json!({"spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}})
             ),
-            vec!["spec.taints[0].effect"]
+            vec!["metadata.taints[0].effect"]
         );
         assert!(
             fields(
@@ -642,7 +696,7 @@ mod tests {
         let c = prepare_create("", "configmaps", &mut big);
         assert_eq!(
             c[0].render(),
-            "[]: Too long: must have at most 1048576 bytes"
+            "[]: Too long: may not be more than 1048576 bytes"
         );
         let old = json!({"immutable": true, "data": {"a": "1"}});
         let mut new = json!({"immutable": true, "data": {"a": "2"}});

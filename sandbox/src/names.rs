@@ -31,7 +31,7 @@ pub const MAX_SUBDOMAIN_LENGTH: usize = 253;
 const DNS1123_LABEL_MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const QUALIFIED_NAME_MESSAGE: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-const QUALIFIED_NAME_SHAPE_MESSAGE: &str = "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
+const LABEL_KEY_SHAPE_MESSAGE: &str = "a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
 const LABEL_VALUE_MESSAGE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
 /// The part of `generate_name` kept before the random suffix: at most
@@ -57,6 +57,11 @@ pub fn metadata_causes(plural: &str, obj: &Value) -> Vec<Cause> {
     if !name.is_empty() && label_rule {
         for message in dns1123_label(name) {
             causes.push(invalid("metadata.name", name, message));
+        }
+        // kube labels every namespace `kubernetes.io/metadata.name: <name>` before it validates,
+        // so a name too long for a label value is reported twice.
+        for message in label_value(name) {
+            causes.push(invalid("metadata.labels", name, message));
         }
     }
     if !generate_name.is_empty() {
@@ -98,6 +103,12 @@ fn invalid(field: &str, value: &str, detail: String) -> Cause {
 
 fn too_long(max: usize) -> String {
     format!("must be no more than {max} characters")
+}
+
+/// Label keys' name parts and label values are counted in bytes since kube 1.35; names still in
+/// characters (both are ASCII when valid, so the limit itself is the same).
+fn too_many_bytes(max: usize) -> String {
+    format!("must be no more than {max} bytes")
 }
 
 fn is_label_shape(text: &str) -> bool {
@@ -146,12 +157,12 @@ fn is_qualified_shape(text: &str) -> bool {
 }
 
 /// `IsQualifiedName` (label keys): the messages for `key`, empty when valid.
-fn qualified_name(key: &str) -> Vec<String> {
+pub(crate) fn qualified_name(key: &str) -> Vec<String> {
     let parts: Vec<&str> = key.split('/').collect();
     let (prefix, name) = match parts.as_slice() {
         [name] => (None, *name),
         [prefix, name] => (Some(*prefix), *name),
-        _ => return vec![QUALIFIED_NAME_SHAPE_MESSAGE.to_owned()],
+        _ => return vec![LABEL_KEY_SHAPE_MESSAGE.to_owned()],
     };
     let mut messages = Vec::new();
     if let Some(prefix) = prefix {
@@ -169,7 +180,7 @@ fn qualified_name(key: &str) -> Vec<String> {
         messages.push("name part must be non-empty".to_owned());
     } else {
         if name.len() > MAX_LABEL_LENGTH {
-            messages.push(format!("name part {}", too_long(MAX_LABEL_LENGTH)));
+            messages.push(format!("name part {}", too_many_bytes(MAX_LABEL_LENGTH)));
         }
         if !is_qualified_shape(name) {
             messages.push(QUALIFIED_NAME_MESSAGE.to_owned());
@@ -182,7 +193,7 @@ fn qualified_name(key: &str) -> Vec<String> {
 fn label_value(value: &str) -> Vec<String> {
     let mut messages = Vec::new();
     if value.len() > MAX_LABEL_LENGTH {
-        messages.push(too_long(MAX_LABEL_LENGTH));
+        messages.push(too_many_bytes(MAX_LABEL_LENGTH));
     }
     if !value.is_empty() && !is_qualified_shape(value) {
         messages.push(LABEL_VALUE_MESSAGE.to_owned());
@@ -218,7 +229,7 @@ mod tests {
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(found.contains(&(
             "metadata.labels".into(),
-            format!("Invalid value: \"{long}\": must be no more than 63 characters")
+            format!("Invalid value: \"{long}\": must be no more than 63 bytes")
         )));
         assert!(found.contains(&(
             "metadata.labels".into(),
@@ -232,12 +243,12 @@ mod tests {
         for key in valid {
             assert!(qualified_name(key).is_empty(), "{key}");
         }
-        assert_eq!(qualified_name("a/b/c"), vec![QUALIFIED_NAME_SHAPE_MESSAGE]);
+        assert_eq!(qualified_name("a/b/c"), vec![LABEL_KEY_SHAPE_MESSAGE]);
         assert_eq!(qualified_name("/b"), vec!["prefix part must be non-empty"]);
         assert_eq!(qualified_name("a/"), vec!["name part must be non-empty"]);
         assert_eq!(
             qualified_name(&"n".repeat(64)),
-            vec!["name part must be no more than 63 characters"]
+            vec!["name part must be no more than 63 bytes"]
         );
         assert_eq!(
             qualified_name("Example.com/n"),
@@ -252,10 +263,16 @@ mod tests {
         let obj = json!({"metadata": {"name": long}});
         assert_eq!(
             fields(&metadata_causes("namespaces", &obj)),
-            vec![(
-                "metadata.name".into(),
-                format!("Invalid value: \"{long}\": must be no more than 63 characters")
-            )]
+            vec![
+                (
+                    "metadata.name".into(),
+                    format!("Invalid value: \"{long}\": must be no more than 63 characters")
+                ),
+                (
+                    "metadata.labels".into(),
+                    format!("Invalid value: \"{long}\": must be no more than 63 bytes")
+                )
+            ]
         );
         assert!(metadata_causes("namespaces", &json!({"metadata": {"name": "a.b"}})).len() == 1);
         assert!(

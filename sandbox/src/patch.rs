@@ -158,39 +158,89 @@ fn merge_list(field: &str, orig: &[Value], patch: &[Value]) -> Result<Value, Str
         ));
     }
     if is_set_list(field) {
-        let mut out = orig.to_vec();
+        let mut patched: Vec<Value> = Vec::new();
         for p in patch {
-            if !out.contains(p) {
-                out.push(p.clone());
+            if !patched.contains(p) {
+                patched.push(p.clone());
             }
         }
-        return Ok(Value::Array(out));
+        let server_only: Vec<Value> = orig
+            .iter()
+            .filter(|o| !patched.contains(o))
+            .cloned()
+            .collect();
+        let position = |v: &Value| orig.iter().position(|o| o == v);
+        return Ok(Value::Array(merge_in_server_order(
+            server_only,
+            patched,
+            position,
+        )));
     }
     let sample = patch.first().or(orig.first());
     let Some(key) = merge_key(field, sample) else {
         return Ok(Value::Array(patch.iter().map(strip_directives).collect()));
     };
-    let mut out: Vec<Value> = orig.to_vec();
+    let mut patched: Vec<Value> = Vec::new();
+    let mut deleted: Vec<&Value> = Vec::new();
     for p in patch {
         let Some(pk) = p.get(key) else {
             return Err(format!(
                 "map: {p} does not contain declared merge key: {key}"
             ));
         };
-        let pos = out.iter().position(|o| o.get(key) == Some(pk));
-        let delete = p.get("$patch").and_then(Value::as_str) == Some("delete");
-        match (pos, delete) {
-            (Some(i), true) => {
-                out.remove(i);
-            }
-            (None, true) => {}
-            (Some(i), false) => {
-                out[i] = strategic_merge(&out[i], p)?;
-            }
-            (None, false) => out.push(strip_directives(p)),
+        if p.get("$patch").and_then(Value::as_str) == Some("delete") {
+            deleted.push(pk);
+            continue;
+        }
+        let merged = match orig.iter().find(|o| o.get(key) == Some(pk)) {
+            Some(o) => strategic_merge(o, p)?,
+            None => strip_directives(p),
+        };
+        match patched.iter().position(|q| q.get(key) == Some(pk)) {
+            Some(i) => patched[i] = strategic_merge(&patched[i], p)?,
+            None => patched.push(merged),
         }
     }
-    Ok(Value::Array(out))
+    let server_only: Vec<Value> = orig
+        .iter()
+        .filter(|o| {
+            let k = o.get(key);
+            !patched.iter().any(|q| q.get(key) == k) && !deleted.iter().any(|d| Some(*d) == k)
+        })
+        .cloned()
+        .collect();
+    let position = |v: &Value| orig.iter().position(|o| o.get(key) == v.get(key));
+    Ok(Value::Array(merge_in_server_order(
+        server_only,
+        patched,
+        position,
+    )))
+}
+
+/// Orders a merged list as kube's strategic merge does without `$setElementOrder`: the items the
+/// patch names in its own order, the others in the server's, interleaved where both are on the
+/// server; a patch item new to the server comes before the server's items (so a patch adding
+/// `b` to finalizers `[a]` gives `[b, a]`).
+fn merge_in_server_order(
+    server_only: Vec<Value>,
+    patched: Vec<Value>,
+    position: impl Fn(&Value) -> Option<usize>,
+) -> Vec<Value> {
+    let mut out = Vec::with_capacity(server_only.len() + patched.len());
+    let mut server = server_only.into_iter().peekable();
+    let mut patch = patched.into_iter().peekable();
+    while let (Some(s), Some(p)) = (server.peek(), patch.peek()) {
+        let server_first = matches!((position(s), position(p)), (Some(si), Some(pi)) if si < pi);
+        let next = if server_first {
+            server.next()
+        } else {
+            patch.next()
+        };
+        out.extend(next);
+    }
+    out.extend(server);
+    out.extend(patch);
+    out
 }
 
 /// Server-side apply, approximated: the applied configuration is merged into the live object with
@@ -244,7 +294,7 @@ mod tests {
         let p = json!({"metadata": {"finalizers": ["c"], "$deleteFromPrimitiveList/finalizers": ["a"]},
             "spec": {"volumes": [{"name": "k", "$patch": "delete"}], "args": ["2"], "$setElementOrder/volumes": [], "taints": [{"key": "t2"}]}});
         let r = strategic_merge(&orig, &p).unwrap();
-        assert_eq!(r["metadata"]["finalizers"], json!(["b", "c"]));
+        assert_eq!(r["metadata"]["finalizers"], json!(["c", "b"]));
         assert_eq!(r["spec"]["volumes"], json!([]));
         assert_eq!(
             r["spec"]["taints"],

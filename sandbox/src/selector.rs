@@ -178,6 +178,30 @@ pub struct FieldReq {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FieldSelector(pub Vec<FieldReq>);
 
+/// kube-apiserver's refusal of a field selector on a field the resource does not index: kinds
+/// with field conversions of their own keep the old wording, every other kind (custom resources
+/// included) names the fields it supports.
+fn unknown_field_message(group: &str, resource: &str, path: &str) -> String {
+    let own_conversion = group.is_empty()
+        && matches!(
+            resource,
+            "pods"
+                | "secrets"
+                | "nodes"
+                | "events"
+                | "services"
+                | "namespaces"
+                | "replicationcontrollers"
+        );
+    if own_conversion {
+        format!("field label not supported: {path}")
+    } else {
+        format!(
+            "\"{path}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        )
+    }
+}
+
 /// Field paths kube-apiserver supports for a resource beyond `metadata.name` and `metadata.namespace`.
 pub fn supported_fields(group: &str, resource: &str) -> &'static [&'static str] {
     match (group, resource) {
@@ -241,7 +265,7 @@ impl FieldSelector {
                 && path != "metadata.namespace"
                 && !supported_fields(group, resource).contains(&path)
             {
-                return Err(format!("field label not supported: {path}"));
+                return Err(unknown_field_message(group, resource, path));
             }
             reqs.push(FieldReq {
                 path: path.to_string(),

@@ -322,13 +322,22 @@ pub fn scale_of(def: &ResourceDef, obj: &Value) -> Value {
             status["selector"] = json!(s.join(","));
         }
     }
+    // autoscaling/v1 ScaleSpec's replicas is `omitempty`: kube sends `spec: {}` for 0.
+    let replicas = first(&sc.spec_replicas)
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0);
+    let spec = if replicas == 0 {
+        json!({})
+    } else {
+        json!({ "replicas": replicas })
+    };
     json!({
         "kind": "Scale", "apiVersion": "autoscaling/v1",
         "metadata": {
             "name": meta(obj, "name"), "namespace": meta(obj, "namespace"), "uid": meta(obj, "uid"),
             "resourceVersion": meta(obj, "resourceVersion"), "creationTimestamp": meta(obj, "creationTimestamp")
         },
-        "spec": {"replicas": first(&sc.spec_replicas).and_then(|v| v.as_i64()).unwrap_or(0)},
+        "spec": spec,
         "status": status
     })
 }

@@ -106,6 +106,16 @@ pub async fn dispatch(
         }
         _ => {}
     }
+    // kube-apiserver serves only registered groups: under an unknown one (and outside /api and
+    // /apis) its mux answers a plain-text 404, not a Status.
+    {
+        let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let unknown_group = matches!(segs.as_slice(), ["apis", g, ..] if crate::discovery::group(&state.store, g).is_none());
+        let outside_api = !matches!(segs.first(), Some(&"api" | &"apis"));
+        if unknown_group || (outside_api && parsed.is_none()) {
+            return page_not_found();
+        }
+    }
     // Discovery for one group or group/version.
     if method == Method::GET {
         let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -177,6 +187,19 @@ fn wants_aggregated(headers: &HeaderMap) -> bool {
             && first.contains("v=v2")
             && !first.contains("v2beta1")
     })
+}
+
+/// The plain-text 404 of kube-apiserver's mux for paths no API group serves.
+fn page_not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [
+            (http::header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (http::header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        "404 page not found\n",
+    )
+        .into_response()
 }
 
 fn discovery_or_404(v: Option<Value>) -> Response {

@@ -3,7 +3,7 @@
 
 use super::common::*;
 use crate::admission::{self, AdmissionAttrs};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Cause};
 use crate::patch::{self, PatchKind};
 use crate::resource_path::ResourcePath;
 use crate::resources::ResourceDef;
@@ -411,8 +411,16 @@ pub(super) async fn update_scale(ctx: &Ctx<'_>, name: &str, scale: Value) -> Api
 pub(super) async fn patch(ctx: &Ctx<'_>, kind: PatchKind, p: Value) -> ApiResult<Response> {
     let name = ctx.rp.name.clone().unwrap_or_default();
     if kind == PatchKind::Apply && ctx.query.get("fieldManager").is_none_or(String::is_empty) {
-        return Err(ApiError::bad_request(
-            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+        return Err(ApiError::invalid(
+            "PatchOptions",
+            "meta.k8s.io",
+            "",
+            &[Cause {
+                reason: "FieldValueRequired".into(),
+                field: "fieldManager".into(),
+                detail: "is required for apply patch".into(),
+                value: None,
+            }],
         ));
     }
     if kind == PatchKind::Apply {

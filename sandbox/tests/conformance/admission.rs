@@ -328,12 +328,16 @@ async fn wait_until_denying(cms: &Api<ConfigMap>) {
     .await;
 }
 
+/// The webhooks of these tests listen on this host's loopback: an API server elsewhere cannot
+/// call them.
 fn skip_on_real_cluster(t: &Target, test: &str) -> bool {
-    t.sandbox_only(
-        test,
-        "a remote API server cannot reach a webhook on this host",
-    )
-    .is_none()
+    if t.reaches_this_host() {
+        return false;
+    }
+    eprintln!(
+        "SKIPPED (real cluster): {test}: a remote API server cannot reach a webhook on this host"
+    );
+    true
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -110,6 +110,41 @@ impl Target {
         self.sandbox.is_none()
     }
 
+    /// True when the API server runs on this host (the sandbox, or a real cluster on loopback
+    /// such as `scripts/control-plane.sh`'s): it can then call webhooks the tests serve here.
+    pub fn reaches_this_host(&self) -> bool {
+        if self.sandbox.is_some() {
+            return true;
+        }
+        let Ok(kubeconfig) = Kubeconfig::read_from(&self.kubeconfig) else {
+            return false;
+        };
+        let current = kubeconfig.current_context.as_deref();
+        let context = kubeconfig
+            .contexts
+            .iter()
+            .find(|c| Some(c.name.as_str()) == current)
+            .and_then(|c| c.context.as_ref());
+        let cluster = kubeconfig
+            .clusters
+            .iter()
+            .find(|c| context.is_none_or(|ctx| ctx.cluster == c.name));
+        let server = cluster
+            .and_then(|c| c.cluster.as_ref())
+            .and_then(|c| c.server.as_deref())
+            .and_then(|s| s.parse::<http::Uri>().ok());
+        server
+            .as_ref()
+            .and_then(http::Uri::host)
+            .is_some_and(|host| {
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                host == "localhost"
+                    || host
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            })
+    }
+
     /// The sandbox, when the test runs against one.
     pub fn sandbox(&self) -> Option<&Sandbox> {
         self.sandbox.as_ref()
@@ -577,4 +612,14 @@ pub fn crd_resource(crd: &CustomResourceDefinition) -> ApiResource {
         kind: crd.spec.names.kind.clone(),
         plural: crd.spec.names.plural.clone(),
     }
+}
+
+/// Runs kube-rs discovery, retrying while it fails: on a shared real cluster another test's new
+/// CRD group can be listed in `/apis` a moment before its version is served (404), and one such
+/// group fails the whole discovery run.
+pub async fn discover(client: &Client) -> kube::Discovery {
+    wait_for("a complete discovery run", EVENTUALLY, || async {
+        kube::Discovery::new(client.clone()).run().await.ok()
+    })
+    .await
 }

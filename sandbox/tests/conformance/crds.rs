@@ -1,6 +1,8 @@
 //! CustomResourceDefinitions: establishment, generation, status and scale subresources,
 //! validation, defaulting, pruning, printer columns (Table), version conversion, and the MCM CRDs.
 
+use std::time::Duration;
+
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -9,7 +11,8 @@ use serde_json::{Value, json};
 
 use crate::common::{
     EVENTUALLY, Target, api_error, assert_status, crd_resource, install_mcm_crds,
-    install_widget_crd, raw, wait_for, warning_texts, widget, widget_group, widget_resource,
+    install_widget_crd, raw, wait_for, warning_texts, widget, widget_crd, widget_group,
+    widget_resource,
 };
 
 fn causes(status: &Status) -> Vec<(String, String, String)> {
@@ -1031,9 +1034,16 @@ async fn garbage_collection_across_custom_and_builtin_kinds() {
     api.delete("owner", &DeleteParams::background())
         .await
         .expect("delete owner");
+    // kube's garbage collector learns of a new kind by rediscovering the API every 30 s, so on
+    // a real cluster the cascade for a freshly created CRD may wait that long first.
+    let limit = if t.is_real() {
+        Duration::from_secs(90)
+    } else {
+        EVENTUALLY
+    };
     wait_for(
         "GC deletes a CR owned by a CR and a ConfigMap owned by a CR",
-        EVENTUALLY,
+        limit,
         || {
             let api = api.clone();
             let cms = cms.clone();
@@ -1089,5 +1099,51 @@ async fn namespace_deletion_removes_custom_resources() {
         },
     )
     .await;
+    t.finish().await;
+}
+
+/// The API server owns object metadata: a CRD whose root `metadata` schema says more than
+/// `type: object` (here only a description, as generators write it) is refused, for the shared
+/// schema of every version and for one version's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crd_root_metadata_schema_may_only_name_name_and_generate_name() {
+    let t = Target::sandbox_or_env().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    let group = widget_group(&t);
+    let mut crd = serde_json::to_value(widget_crd(&group)).expect("CRD as JSON");
+    let versions = crd["spec"]["versions"]
+        .as_array_mut()
+        .expect("widget CRD has versions");
+    for version in versions.iter_mut() {
+        version["schema"]["openAPIV3Schema"]["properties"]["metadata"] =
+            json!({"type": "object", "description": "Standard object metadata."});
+    }
+    let shared: CustomResourceDefinition = serde_json::from_value(crd.clone()).expect("typed CRD");
+    let err = api_error(
+        crds.create(&PostParams::default(), &shared).await,
+        "a CRD with a described root metadata",
+    );
+    assert_status(&err, 422, "Invalid", "a CRD with a described root metadata");
+    let forbidden = (
+        "spec.validation.openAPIV3Schema.properties[metadata]".to_string(),
+        "FieldValueForbidden".to_string(),
+        "Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified".to_string(),
+    );
+    assert_eq!(causes(&err), vec![forbidden]);
+
+    // One version differs: kube names that version's schema.
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["metadata"] =
+        json!({"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}}});
+    let one: CustomResourceDefinition = serde_json::from_value(crd).expect("typed CRD");
+    let err = api_error(
+        crds.create(&PostParams::default(), &one).await,
+        "a CRD whose second version describes its root metadata",
+    );
+    let fields: Vec<String> = causes(&err).into_iter().map(|(f, _, _)| f).collect();
+    assert_eq!(
+        fields,
+        vec!["spec.versions[1].schema.openAPIV3Schema.properties[metadata]".to_string()],
+        "a name constraint is allowed; the described metadata of version 1 is not"
+    );
     t.finish().await;
 }

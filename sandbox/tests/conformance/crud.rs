@@ -1057,7 +1057,11 @@ async fn deployment_generation_and_scale_subresource() {
         .get_scale("dep")
         .await
         .expect("GET deployments/dep/scale");
-    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(0));
+    assert_eq!(
+        scale.spec.and_then(|s| s.replicas),
+        None,
+        "autoscaling/v1 Scale omits spec.replicas when it is 0 (omitempty)"
+    );
     deployments
         .patch_scale(
             "dep",

@@ -3,7 +3,9 @@
 use kube::Discovery;
 use kube::discovery::Scope;
 
-use crate::common::{Target, install_widget_crd, raw, widget_group};
+use crate::common::{
+    EVENTUALLY, Target, discover, install_widget_crd, raw, wait_for, widget_group,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_endpoints_answer_ok() {
@@ -135,10 +137,7 @@ async fn core_v1_discovery_lists_resources_scope_verbs_and_short_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn named_groups_are_discovered_with_preferred_versions() {
     let t = Target::sandbox_or_env().await;
-    let discovery = Discovery::new(t.client.clone())
-        .run()
-        .await
-        .expect("discovery runs");
+    let discovery = discover(&t.client).await;
     let expect: &[(&str, &str, &str, Scope)] = &[
         ("apps", "deployments", "Deployment", Scope::Namespaced),
         ("apps", "replicasets", "ReplicaSet", Scope::Namespaced),
@@ -255,19 +254,18 @@ async fn named_groups_are_discovered_with_preferred_versions() {
 async fn crd_group_is_discovered_after_creation() {
     let t = Target::sandbox_or_env().await;
     let group = widget_group(&t);
-    let before = Discovery::new(t.client.clone())
-        .run()
-        .await
-        .expect("discovery");
+    let before = discover(&t.client).await;
     assert!(
         !before.has_group(&group),
         "group {group} must not exist before the CRD is created"
     );
     install_widget_crd(&t).await;
-    let discovery = Discovery::new(t.client.clone())
-        .run()
-        .await
-        .expect("discovery");
+    // kube-apiserver publishes a new CRD's discovery shortly after Established, not with it.
+    let discovery = wait_for("the CRD group appears in discovery", EVENTUALLY, || async {
+        let discovery = discover(&t.client).await;
+        discovery.has_group(&group).then_some(discovery)
+    })
+    .await;
     let g = discovery.get(&group).unwrap_or_else(|| {
         panic!("CRD group {group} appears in /apis once the CRD is Established")
     });

@@ -208,7 +208,8 @@ async fn strategic_merge_patch_merges_pod_lists_by_key() {
         ),
         (Some("web"), Some("1"))
     );
-    // Finalizers are a set-like list ($patch merge of primitives): a second patch adds, not replaces.
+    // Finalizers are a set-like list ($patch merge of primitives): a second patch adds, not
+    // replaces, and without $setElementOrder kube puts the items the patch names first.
     let patched = pods
         .patch(
             "smp",
@@ -220,8 +221,8 @@ async fn strategic_merge_patch_merges_pod_lists_by_key() {
     assert_eq!(
         patched.metadata.finalizers.clone().unwrap_or_default(),
         vec![
-            "conformance.example.com/a".to_string(),
-            "conformance.example.com/b".to_string()
+            "conformance.example.com/b".to_string(),
+            "conformance.example.com/a".to_string()
         ],
         "metadata.finalizers merge under SMP"
     );
@@ -449,9 +450,13 @@ async fn server_side_apply_creates_and_updates() {
     );
     assert_status(
         &err,
-        400,
-        "BadRequest",
+        422,
+        "Invalid",
         "server-side apply requires fieldManager",
+    );
+    assert_eq!(
+        err.message,
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
     );
     t.finish().await;
 }

@@ -109,7 +109,9 @@ async fn field_selectors_on_metadata() {
         "a field selector on an unsupported field",
     );
     assert!(
-        err.message.contains("field label not supported: spec.foo"),
+        err.message.contains(
+            "\"spec.foo\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        ),
         "{}",
         err.message
     );
