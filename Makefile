@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc test-kube control-plane lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kind install
+.PHONY: all build test test-unit test-doc test-kube control-plane lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kube e2e-kind install
 PREFIX ?= $(HOME)/.cargo
 
 
@@ -96,6 +96,10 @@ install:
 ## e2e: the end-to-end scenarios: the real binaries as processes against the sandbox (e2e/README.md)
 e2e:
 	$(CARGO) test -p mcm-e2e -- --nocapture
+
+## e2e-kube: the same scenarios with the processes against a real kube-apiserver, etcd and kube-controller-manager (built from Go modules)
+e2e-kube:
+	@scripts/e2e-kube.sh
 
 ## e2e-kind: the same scenarios against a kind cluster with the chart installed (needs docker and kind)
 e2e-kind:

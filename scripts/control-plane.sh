@@ -166,6 +166,15 @@ exec "$bin/etcd" --name test --data-dir "$dir/etcd" \\
 	--initial-cluster test=http://127.0.0.1:$peer_port --unsafe-no-fsync --log-level warn \\
 	--quota-backend-bytes 8589934592
 EOF
+	# Every request is audited at Metadata level (who, verb, resource, answer code) so suites can
+	# prove least privilege from what the real authorizer refused (403s in logs/audit.log).
+	cat >"$dir/run/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+EOF
 	# ServiceAccount admission stays on (pods get their token volume, as in every real cluster);
 	# kube-controller-manager creates each namespace's `default` ServiceAccount.
 	cat >"$dir/run/kube-apiserver.sh" <<EOF
@@ -176,7 +185,9 @@ exec "$bin/kube-apiserver" --etcd-servers http://127.0.0.1:$etcd_port \\
 	--service-account-issuer https://kubernetes.default.svc.cluster.local \\
 	--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \\
 	--service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true --profiling=false \\
-	--enable-priority-and-fairness=true --etcd-compaction-interval 10s --v=1
+	--enable-priority-and-fairness=true --etcd-compaction-interval 10s \\
+	--audit-policy-file "$dir/run/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log" \\
+	--audit-log-format json --audit-log-maxsize 200 --v=1
 EOF
 	cat >"$dir/run/kube-controller-manager.sh" <<EOF
 exec "$bin/kube-controller-manager" --kubeconfig "$dir/kube-controller-manager.kubeconfig" \\

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The suites on the real control plane (docs/testing.md#the-real-control-plane): builds etcd,
 # kube-apiserver and kube-controller-manager from Go modules (cached), starts them in a temporary
-# folder, runs the sandbox conformance suite against them, stops them and prints what each part took.
+# folder, runs the sandbox conformance suite against them, stops them, then runs the e2e suite on
+# control planes of its own (scripts/e2e-kube.sh) and prints what each part took.
 # Without Go it prints loudly that it skipped them; under CI=true a skip is a failure.
 #   scripts/test-kube.sh                 build, start, run every suite, stop
-#   KEEP_CONTROL_PLANE=1 scripts/test-kube.sh    leave the control plane running (its folder is printed)
+#   KEEP_CONTROL_PLANE=1 scripts/test-kube.sh    leave the conformance control plane running
+#   TEST_KUBE_E2E=0 scripts/test-kube.sh         the conformance suite only
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -52,4 +54,17 @@ if [ "$status" -ne 0 ]; then
 	exit 1
 fi
 
-echo "test-kube: build ${t_build}s, start ${t_start}s, conformance ${t_conformance}s, total $(($(date +%s) - t0))s" >&2
+cleanup
+trap - EXIT
+
+# The e2e suite starts a control plane of its own per system (scripts/e2e-kube.sh).
+t3=$(date +%s)
+echo "=== e2e suite on kube-apiserver (make e2e-kube)" >&2
+if [ "${TEST_KUBE_E2E:-1}" = 1 ]; then
+	scripts/e2e-kube.sh
+else
+	echo "test-kube: TEST_KUBE_E2E=0: the e2e suite on kube-apiserver is not run" >&2
+fi
+t_e2e=$(($(date +%s) - t3))
+
+echo "test-kube: build ${t_build}s, start ${t_start}s, conformance ${t_conformance}s, e2e ${t_e2e}s, total $(($(date +%s) - t0))s" >&2

@@ -7,6 +7,7 @@
 
 pub mod admin_http;
 pub mod binaries;
+pub mod control_plane;
 pub mod error;
 pub mod gardener;
 pub mod kubectl;

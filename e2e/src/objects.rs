@@ -350,7 +350,7 @@ pub async fn delete_deployment_and_wait(system: &System, deployment: &str) -> Re
                     describe_machines(system, &machines).await
                 )));
             }
-            if system.is_sandbox() {
+            if system.has_local_processes() {
                 let vms = vms_with_prefix(system, &format!("{deployment}-")).await?;
                 if !vms.is_empty() {
                     let ids: Vec<&str> = vms

@@ -24,6 +24,7 @@ use tokio::sync::Mutex;
 
 use crate::admin_http;
 use crate::binaries::binary;
+use crate::control_plane::{ApiServerKind, ControlPlane};
 use crate::error::{E2eError, Result};
 use crate::process::Process;
 use crate::wait::{Probe, eventually};
@@ -112,10 +113,19 @@ pub struct Addresses {
     pub manager_admin: SocketAddr,
 }
 
-/// The processes of a sandbox system, in start order.
+/// The API server of a system whose processes run here.
+#[derive(Debug)]
+enum ApiServer {
+    /// `mcm-sandbox serve`.
+    Sandbox(Process),
+    /// A real control plane of `scripts/control-plane.sh`.
+    Kube(ControlPlane),
+}
+
+/// The processes of a system started here, in start order.
 #[derive(Debug)]
 struct Processes {
-    sandbox: Process,
+    api: ApiServer,
     webhook: Process,
     provider: Process,
     manager: Option<Process>,
@@ -130,12 +140,14 @@ impl Processes {
     }
 }
 
-/// A running system (sandbox processes or an existing cluster).
+/// A running system (processes started here against the sandbox or a real control plane, or an
+/// existing cluster).
 pub struct System {
     name: String,
     namespace: String,
     kubeconfig: PathBuf,
     client: kube::Client,
+    api_kind: ApiServerKind,
     sandbox: Option<SandboxParts>,
 }
 
@@ -210,6 +222,7 @@ impl System {
             namespace,
             kubeconfig,
             client,
+            api_kind: ApiServerKind::Sandbox,
             sandbox: None,
         };
         let crds: Api<CustomResourceDefinition> = Api::all(system.client.clone());
@@ -228,6 +241,7 @@ impl System {
     }
 
     async fn start_sandbox(config: SystemConfig) -> Result<Self> {
+        let api_kind = ApiServerKind::from_env()?;
         let sandbox_bin = binary("mcm-sandbox")?;
         let webhook_bin = binary("machine-webhook")?;
         let provider_bin = binary("provider-virtual")?;
@@ -256,40 +270,67 @@ impl System {
         );
 
         // 1. API server.
-        let mut sandbox_args: Vec<String> = vec![
-            "serve".into(),
-            "--port".into(),
-            "0".into(),
-            "--kubeconfig".into(),
-            kubeconfig.display().to_string(),
-            "--service".into(),
-            format!(
-                "{WEBHOOK_NAMESPACE}/{WEBHOOK_SERVICE}={}",
-                addresses.webhook
-            ),
-        ];
-        sandbox_args.extend(config.sandbox_flags.iter().cloned());
-        let mut sandbox = Process::start(
-            "sandbox",
-            sandbox_bin,
-            sandbox_args,
-            vec![],
-            logs.join("sandbox.log"),
-        )?;
-        let client = match wait_sandbox_ready(&mut sandbox, &kubeconfig).await {
-            Ok(client) => client,
-            Err(e) => {
-                eprintln!("--- sandbox log ---\n{}", sandbox.tail(60));
-                return Err(e);
+        let (api, kubeconfig, client) = match api_kind {
+            ApiServerKind::Sandbox => {
+                let mut sandbox_args: Vec<String> = vec![
+                    "serve".into(),
+                    "--port".into(),
+                    "0".into(),
+                    "--kubeconfig".into(),
+                    kubeconfig.display().to_string(),
+                    "--service".into(),
+                    format!(
+                        "{WEBHOOK_NAMESPACE}/{WEBHOOK_SERVICE}={}",
+                        addresses.webhook
+                    ),
+                ];
+                sandbox_args.extend(config.sandbox_flags.iter().cloned());
+                let mut sandbox = Process::start(
+                    "sandbox",
+                    sandbox_bin,
+                    sandbox_args,
+                    vec![],
+                    logs.join("sandbox.log"),
+                )?;
+                let client = match wait_sandbox_ready(&mut sandbox, &kubeconfig).await {
+                    Ok(client) => client,
+                    Err(e) => {
+                        eprintln!("--- sandbox log ---\n{}", sandbox.tail(60));
+                        return Err(e);
+                    }
+                };
+                (ApiServer::Sandbox(sandbox), kubeconfig, client)
+            }
+            ApiServerKind::Kube => {
+                // The sandbox's node-monitor grace period is kube-controller-manager's flag of
+                // the same name.
+                let grace = config
+                    .sandbox_flags
+                    .iter()
+                    .find_map(|flag| flag.strip_prefix("--node-monitor-grace-period="));
+                let control_plane = ControlPlane::start(
+                    &dir_path.join("control-plane"),
+                    grace,
+                    &logs.join("control-plane.log"),
+                )
+                .await?;
+                let kubeconfig = control_plane.admin_kubeconfig();
+                let client = client_for(&kubeconfig).await?;
+                (ApiServer::Kube(control_plane), kubeconfig, client)
             }
         };
+        // Webhooks and conversion: through the Service as the chart registers them (the sandbox
+        // resolves it to the local port), or by URL on a real API server, which would resolve
+        // the Service to a cluster address this host does not have.
+        let webhook_url = (api_kind == ApiServerKind::Kube)
+            .then(|| format!("https://127.0.0.1:{}", addresses.webhook.port()));
 
         // 2. Namespaces, CRDs, webhook configurations.
         for ns in [config.namespace.as_str(), WEBHOOK_NAMESPACE] {
             create_namespace(&client, ns).await?;
         }
-        install_crds(&client, config.serve_v1beta1).await?;
-        install_webhook_configurations(&client).await?;
+        install_crds(&client, config.serve_v1beta1, webhook_url.as_deref()).await?;
+        install_webhook_configurations(&client, webhook_url.as_deref()).await?;
         // Each component runs as its own ServiceAccount bound to the chart's RBAC.
         let identities = dir_path.join("identities");
         create_identities(&kubeconfig, &identities, &config.namespace, &logs).await?;
@@ -322,6 +363,9 @@ impl System {
         for (_, plural) in KINDS.iter().filter(|_| config.serve_v1beta1) {
             webhook_args.push("--crd".into());
             webhook_args.push(format!("{plural}.machine.sapcloud.io"));
+        }
+        if webhook_url.is_some() {
+            webhook_args.extend(["--certificate-host".into(), "127.0.0.1".into()]);
         }
         webhook_args.extend([
             "--bind-address".into(),
@@ -359,7 +403,7 @@ impl System {
         )?;
 
         let mut processes = Processes {
-            sandbox,
+            api,
             webhook,
             provider,
             manager: None,
@@ -390,6 +434,7 @@ impl System {
                 namespace: config.namespace,
                 kubeconfig,
                 client,
+                api_kind,
                 sandbox: Some(system_parts(processes)),
             };
             system.report_failure(&e.to_string()).await;
@@ -435,6 +480,7 @@ impl System {
             namespace: config.namespace,
             kubeconfig,
             client,
+            api_kind,
             sandbox: Some(system_parts(processes)),
         };
         if let Err(e) = ready {
@@ -446,10 +492,65 @@ impl System {
         Ok(system)
     }
 
-    /// Whether the processes run here against the sandbox (fault injection and process control
-    /// are available only then).
+    /// Whether the processes run here against the sandbox (its admin API: fault injection,
+    /// request counters, denials).
     pub fn is_sandbox(&self) -> bool {
+        self.sandbox.is_some() && self.api_kind == ApiServerKind::Sandbox
+    }
+
+    /// Whether the processes run here (against the sandbox or a real control plane): process
+    /// control, the provider's admin API and the manager's metrics are available then.
+    pub fn has_local_processes(&self) -> bool {
         self.sandbox.is_some()
+    }
+
+    /// Which API server the processes run against.
+    pub fn api_server_kind(&self) -> ApiServerKind {
+        self.api_kind
+    }
+
+    /// The requests the API server's authorizer refused (403) to the system's own identities, per
+    /// user: the sandbox's `/sandbox/admin/denials`, or kube-apiserver's audit log. `{}` when none.
+    pub async fn rbac_denials(&self) -> Result<Value> {
+        let parts = self.sandbox_parts("the API server's denials")?;
+        let processes = parts.processes.lock().await;
+        match &processes.api {
+            ApiServer::Sandbox(_) => {
+                drop(processes);
+                self.sandbox_admin(::http::Method::GET, "denials", None)
+                    .await
+            }
+            ApiServer::Kube(control_plane) => {
+                control_plane.denials(&format!("system:serviceaccount:{WEBHOOK_NAMESPACE}:"))
+            }
+        }
+    }
+
+    /// Stops the API server for an outage (kube-apiserver only; etcd and kube-controller-manager
+    /// keep running, as when an API server instance is replaced).
+    pub async fn stop_api_server(&self) -> Result<()> {
+        let parts = self.sandbox_parts("stopping the API server")?;
+        let processes = parts.processes.lock().await;
+        match &processes.api {
+            ApiServer::Kube(control_plane) => control_plane.stop_component("kube-apiserver").await,
+            ApiServer::Sandbox(_) => Err(E2eError::Assertion(
+                "the sandbox's outages go through its admin API (/sandbox/admin/unavailable)"
+                    .to_owned(),
+            )),
+        }
+    }
+
+    /// Starts kube-apiserver again after [`System::stop_api_server`] (same port, same etcd).
+    pub async fn start_api_server(&self) -> Result<()> {
+        let parts = self.sandbox_parts("starting the API server")?;
+        let processes = parts.processes.lock().await;
+        match &processes.api {
+            ApiServer::Kube(control_plane) => control_plane.start_component("kube-apiserver").await,
+            ApiServer::Sandbox(_) => Err(E2eError::Assertion(
+                "the sandbox's outages go through its admin API (/sandbox/admin/unavailable)"
+                    .to_owned(),
+            )),
+        }
     }
 
     /// Short name of the system.
@@ -518,7 +619,9 @@ impl System {
             return Ok(());
         };
         let mut processes = parts.processes.lock().await;
-        processes.sandbox.check_alive()?;
+        if let ApiServer::Sandbox(sandbox) = &mut processes.api {
+            sandbox.check_alive()?;
+        }
         processes.webhook.check_alive()?;
         processes.provider.check_alive()?;
         match processes.manager.as_mut() {
@@ -534,7 +637,11 @@ impl System {
         path: &str,
         body: Option<Value>,
     ) -> Result<Value> {
-        self.sandbox_parts("the sandbox admin API")?;
+        if !self.is_sandbox() {
+            return Err(E2eError::Assertion(
+                "the sandbox admin API is only available with the sandbox system".to_owned(),
+            ));
+        }
         let uri = format!("/sandbox/admin/{}", path.trim_start_matches('/'));
         let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
         let request = ::http::Request::builder()
@@ -617,8 +724,18 @@ impl System {
             return;
         };
         let processes = parts.processes.lock().await;
+        let sandbox = match &processes.api {
+            ApiServer::Sandbox(sandbox) => Some(sandbox),
+            ApiServer::Kube(control_plane) => {
+                eprintln!(
+                    "----- logs of the control plane: {} -----",
+                    control_plane.logs().display()
+                );
+                None
+            }
+        };
         for process in [
-            Some(&processes.sandbox),
+            sandbox,
             Some(&processes.webhook),
             Some(&processes.provider),
             processes.manager.as_ref(),
@@ -661,7 +778,16 @@ impl System {
         }
         let _ = processes.provider.stop(grace).await;
         let _ = processes.webhook.stop(grace).await;
-        let _ = processes.sandbox.stop(grace).await;
+        match &mut processes.api {
+            ApiServer::Sandbox(sandbox) => {
+                let _ = sandbox.stop(grace).await;
+            }
+            ApiServer::Kube(control_plane) => {
+                if let Err(error) = control_plane.stop().await {
+                    eprintln!("mcm-e2e[{}]: stopping the control plane: {error}", self.name);
+                }
+            }
+        }
     }
 }
 
@@ -708,7 +834,11 @@ async fn create_identities(admin: &Path, out: &Path, namespace: &str, logs: &Pat
 /// The CRDs with `v1beta1` served through the conversion webhook by Service reference, as the
 /// chart configures them (the sandbox resolves the Service to the local webhook port); the
 /// webhook injects the caBundle. Without `serve_v1beta1`, the v1alpha1-only CRDs.
-async fn install_crds(client: &kube::Client, serve_v1beta1: bool) -> Result<()> {
+async fn install_crds(
+    client: &kube::Client,
+    serve_v1beta1: bool,
+    webhook_url: Option<&str>,
+) -> Result<()> {
     let service = mcm_api::crd::ConversionWebhook {
         service_namespace: WEBHOOK_NAMESPACE.to_owned(),
         service_name: WEBHOOK_SERVICE.to_owned(),
@@ -726,7 +856,18 @@ async fn install_crds(client: &kube::Client, serve_v1beta1: bool) -> Result<()> 
         message: e.to_string(),
     })?;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for (file, crd) in crds {
+    for (file, mut crd) in crds {
+        if let (Some(url), Some(config)) = (
+            webhook_url,
+            crd.spec
+                .conversion
+                .as_mut()
+                .and_then(|c| c.webhook.as_mut())
+                .and_then(|w| w.client_config.as_mut()),
+        ) {
+            config.service = None;
+            config.url = Some(format!("{url}/convert"));
+        }
         api.create(&PostParams::default(), &crd)
             .await
             .map_err(E2eError::kube(format!("create CRD {file}")))?;
@@ -760,7 +901,10 @@ async fn install_crds(client: &kube::Client, serve_v1beta1: bool) -> Result<()> 
     Ok(())
 }
 
-async fn install_webhook_configurations(client: &kube::Client) -> Result<()> {
+async fn install_webhook_configurations(
+    client: &kube::Client,
+    webhook_url: Option<&str>,
+) -> Result<()> {
     let entries = |action: &str| -> Vec<Value> {
         KINDS
             .iter()
@@ -772,12 +916,15 @@ async fn install_webhook_configurations(client: &kube::Client) -> Result<()> {
                     "failurePolicy": "Fail",
                     "matchPolicy": "Equivalent",
                     "timeoutSeconds": 10,
-                    "clientConfig": {"service": {
-                        "namespace": WEBHOOK_NAMESPACE,
-                        "name": WEBHOOK_SERVICE,
-                        "path": format!("/{action}-machine-sapcloud-io-{kind}"),
-                        "port": 443,
-                    }},
+                    "clientConfig": match webhook_url {
+                        Some(url) => json!({"url": format!("{url}/{action}-machine-sapcloud-io-{kind}")}),
+                        None => json!({"service": {
+                            "namespace": WEBHOOK_NAMESPACE,
+                            "name": WEBHOOK_SERVICE,
+                            "path": format!("/{action}-machine-sapcloud-io-{kind}"),
+                            "port": 443,
+                        }}),
+                    },
                     "rules": [{
                         "apiGroups": ["machine.sapcloud.io"],
                         "apiVersions": ["*"],

@@ -178,7 +178,7 @@ pub async fn respects_pdb_and_volume(system: Arc<System>) -> Result<Outcome> {
                     .await
                     .map_err(E2eError::kube("get pod dr-guarded"))?;
                 let machine = get(s, Kind::Machine, m).await?;
-                let vm_alive = if s.is_sandbox() {
+                let vm_alive = if s.has_local_processes() {
                     vms_with_prefix(s, m)
                         .await?
                         .iter()
@@ -213,7 +213,7 @@ pub async fn respects_pdb_and_volume(system: Arc<System>) -> Result<Outcome> {
                     .await
                     .map_err(E2eError::kube("get pod dr-guarded"))?;
                 let current = machines(s, "dr-md").await?;
-                let vms = if s.is_sandbox() {
+                let vms = if s.has_local_processes() {
                     vms_with_prefix(s, m).await?.len()
                 } else {
                     0

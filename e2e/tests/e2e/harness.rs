@@ -27,10 +27,47 @@ pub type Run = Pin<Box<dyn Future<Output = Result<Outcome>> + Send>>;
 pub struct Scenario {
     /// Name (used by `MCM_E2E_ONLY` and in the report).
     pub name: &'static str,
-    /// Needs processes or admin endpoints that only the sandbox system has.
-    pub sandbox_only: bool,
+    /// What the scenario needs beyond a cluster with the system installed.
+    pub needs: Needs,
     /// The scenario.
     pub run: fn(Arc<System>) -> Run,
+}
+
+/// What a scenario needs of the system it runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Any system: processes here against the sandbox or kube-apiserver, or an existing cluster
+    /// with the chart installed (`MCM_E2E_KUBECONFIG`).
+    AnyCluster,
+    /// The processes started here (process control, provider-virtual's admin API, the driver
+    /// socket, the manager's metrics): the sandbox or a real control plane.
+    LocalProcesses,
+    /// The sandbox's admin API (fault injection, request counters, outages on demand).
+    Sandbox,
+}
+
+/// Why a scenario with `needs` cannot run on the system this run uses, or `None` when it can.
+pub fn skip_reason(needs: Needs) -> Option<String> {
+    let external = mcm_e2e::system::cluster_kubeconfig().is_some();
+    let kube = matches!(
+        mcm_e2e::control_plane::ApiServerKind::from_env(),
+        Ok(mcm_e2e::control_plane::ApiServerKind::Kube)
+    );
+    match needs {
+        Needs::AnyCluster => None,
+        Needs::LocalProcesses if external => {
+            Some("needs the processes started here (MCM_E2E_KUBECONFIG is set)".to_owned())
+        }
+        Needs::LocalProcesses => None,
+        Needs::Sandbox if external => {
+            Some("needs the sandbox system (MCM_E2E_KUBECONFIG is set)".to_owned())
+        }
+        Needs::Sandbox if kube => Some(
+            "needs the sandbox's admin API (fault injection, counters), which kube-apiserver does not have"
+                .to_owned(),
+        ),
+        Needs::Sandbox => None,
+    }
 }
 
 fn selected(name: &str) -> bool {
@@ -55,12 +92,24 @@ pub async fn run_all(config: SystemConfig, scenarios: Vec<Scenario>, concurrentl
         return;
     }
     let label = config.name.clone();
+    // No system is started for scenarios that would all be skipped.
+    if let Some(reasons) = scenarios
+        .iter()
+        .map(|s| skip_reason(s.needs).map(|why| (s.name, why)))
+        .collect::<Option<Vec<_>>>()
+    {
+        println!("\nmcm-e2e[{label}]: results");
+        for (name, why) in reasons {
+            println!("  SKIPPED {name}: {why}");
+        }
+        return;
+    }
     let system = match System::start(config).await {
         Ok(system) => system,
         Err(e) => panic!("mcm-e2e[{label}]: the system did not start: {e}"),
     };
     // A reused cluster may hold objects of an earlier run (a fresh sandbox holds none).
-    if !system.is_sandbox()
+    if !system.has_local_processes()
         && let Err(e) = mcm_e2e::objects::remove_leftovers(&system).await
     {
         panic!("mcm-e2e[{label}]: cannot remove an earlier run's objects: {e}");
@@ -69,15 +118,13 @@ pub async fn run_all(config: SystemConfig, scenarios: Vec<Scenario>, concurrentl
     let mut results: Vec<(&'static str, f64, Result<Outcome>)> = Vec::new();
     let run_one = |scenario: &Scenario, system: Arc<System>| {
         let name = scenario.name;
-        let sandbox_only = scenario.sandbox_only;
+        let skip = skip_reason(scenario.needs);
         let run = scenario.run;
         async move {
             let started = Instant::now();
             println!("mcm-e2e: START {name}");
-            let outcome = if sandbox_only && !system.is_sandbox() {
-                Ok(Outcome::Skipped(
-                    "needs the sandbox system (MCM_E2E_KUBECONFIG is set)".to_owned(),
-                ))
+            let outcome = if let Some(why) = skip {
+                Ok(Outcome::Skipped(why))
             } else {
                 match tokio::spawn(run(system)).await {
                     Ok(result) => result,
@@ -117,11 +164,8 @@ pub async fn run_all(config: SystemConfig, scenarios: Vec<Scenario>, concurrentl
     }
     let processes = shared.check_processes().await;
     // The components run under the chart's RBAC: any 403 means the chart misses a grant.
-    if shared.is_sandbox() {
-        match shared
-            .sandbox_admin(http::Method::GET, "denials", None)
-            .await
-        {
+    if shared.has_local_processes() {
+        match shared.rbac_denials().await {
             Ok(denials) if denials == serde_json::json!({}) => {}
             Ok(denials) => results.push((
                 "rbac",

@@ -359,12 +359,12 @@ pub fn scenarios() -> Vec<crate::harness::Scenario> {
     vec![
         crate::harness::Scenario {
             name: "heartbeat_silent_node_replaced",
-            sandbox_only: true,
+            needs: crate::harness::Needs::LocalProcesses,
             run: |s| Box::pin(silent_node_replaced(s)),
         },
         crate::harness::Scenario {
             name: "heartbeat_outage_lapses_heartbeats_without_replacements",
-            sandbox_only: true,
+            needs: crate::harness::Needs::Sandbox,
             run: |s| Box::pin(outage_lapses_heartbeats_without_replacements(s)),
         },
     ]

@@ -61,7 +61,7 @@ pub async fn tags_without_rollout(system: Arc<System>) -> Result<Outcome> {
         },
     )
     .await?;
-    if s.is_sandbox() {
+    if s.has_local_processes() {
         eventually("hu-md: the VMs carry tags team=b", 60, || async move {
             let vms = vms_with_prefix(s, "hu-md-").await?;
             let teams: Vec<&Value> = vms.iter().map(|vm| &vm["spec"]["tags"]["team"]).collect();

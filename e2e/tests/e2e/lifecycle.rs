@@ -71,7 +71,7 @@ pub async fn deployment_reaches_running_nodes(system: Arc<System>) -> Result<Out
         )
         .await?;
     }
-    if s.is_sandbox() {
+    if s.has_local_processes() {
         let vms = vms_with_prefix(s, "lc-basic-").await?;
         ensure(vms.len() == 2, || format!("expected 2 VMs, got {vms:?}"))?;
         let calls: Vec<&Value> = vms.iter().map(|vm| &vm["initializeCalls"]).collect();
@@ -249,7 +249,7 @@ pub async fn force_deletion(system: Arc<System>) -> Result<Outcome> {
     ensure(name(&replaced[0]) != victim, || {
         "the machine was not replaced".to_owned()
     })?;
-    if s.is_sandbox() {
+    if s.has_local_processes() {
         let vms = vms_with_prefix(s, &victim).await?;
         ensure(
             vms.iter().all(|vm| vm["machineName"] != victim.as_str()),

@@ -25,109 +25,109 @@ mod rollout;
 mod safety;
 mod support;
 
-use harness::{Scenario, run_all};
+use harness::{Needs, Scenario, run_all};
 use mcm_e2e::SystemConfig;
 
 fn shared_scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
             name: "admission_rejects_invalid_objects_with_per_field_errors",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(admission::invalid_objects_rejected(s)),
         },
         Scenario {
             name: "conversion_v1beta1_reads_and_writes",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(conversion::v1beta1_reads_and_writes(s)),
         },
         Scenario {
             name: "lifecycle_deployment_reaches_running_nodes",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(lifecycle::deployment_reaches_running_nodes(s)),
         },
         Scenario {
             name: "lifecycle_scale_up_and_down_respects_priority",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(lifecycle::scale_up_and_down_respects_priority(s)),
         },
         Scenario {
             name: "lifecycle_force_deletion",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(lifecycle::force_deletion(s)),
         },
         Scenario {
             name: "rollout_rolling_update_to_new_class",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(rollout::rolling_update_to_new_class(s)),
         },
         Scenario {
             name: "rollout_recreate",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(rollout::recreate(s)),
         },
         Scenario {
             name: "rollout_pause_and_resume",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(rollout::pause_and_resume(s)),
         },
         Scenario {
             name: "rollout_rollback",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(rollout::rollback(s)),
         },
         Scenario {
             name: "hot_update_of_tags_without_rollout",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(hot_update::tags_without_rollout(s)),
         },
         Scenario {
             name: "health_unhealthy_node_replaced",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(health::unhealthy_node_replaced(s)),
         },
         Scenario {
             name: "drain_respects_pdb_and_volume",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(drain::respects_pdb_and_volume(s)),
         },
         Scenario {
             name: "preservation_now",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(preservation::now(s)),
         },
         Scenario {
             name: "preservation_when_failed",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(preservation::when_failed(s)),
         },
         Scenario {
             name: "preservation_false",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(preservation::false_value(s)),
         },
         Scenario {
             name: "preservation_auto",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(preservation::auto(s)),
         },
         Scenario {
             name: "safety_orphan_vm_collected",
-            sandbox_only: true,
+            needs: Needs::LocalProcesses,
             run: |s| Box::pin(safety::orphan_vm_collected(s)),
         },
         Scenario {
             name: "kubectl_plugin_rollout_status_history_undo",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(kubectl_plugin::rollout_status_history_undo(s)),
         },
         Scenario {
             name: "kubectl_plugin_deadline_exceeded_and_stuck",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(kubectl_plugin::deadline_exceeded_and_stuck(s)),
         },
         Scenario {
             name: "safety_overshoot_freeze",
-            sandbox_only: false,
+            needs: Needs::AnyCluster,
             run: |s| Box::pin(safety::overshoot_freeze(s)),
         },
     ]
@@ -137,12 +137,12 @@ fn disruptive_scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
             name: "safety_freeze_when_api_server_unreachable",
-            sandbox_only: true,
+            needs: Needs::Sandbox,
             run: |s| Box::pin(safety::freeze_when_api_server_unreachable(s)),
         },
         Scenario {
             name: "restart_manager_mid_rollout_no_leaked_vm",
-            sandbox_only: true,
+            needs: Needs::LocalProcesses,
             run: |s| Box::pin(restart::manager_restart_mid_rollout(s)),
         },
     ]
@@ -178,7 +178,7 @@ async fn disruptive_scenarios_on_their_own_system() {
 async fn documented_commands_on_a_make_run_system() {
     let scenario = Scenario {
         name: "documented_commands",
-        sandbox_only: true,
+        needs: Needs::Sandbox,
         run: |s| Box::pin(documented_commands::run_on_make_run_system(s)),
     };
     if mcm_e2e::system::cluster_kubeconfig().is_some() {
@@ -218,7 +218,7 @@ async fn heartbeat_scenarios_on_their_own_system() {
 async fn gardener_split_mode_pod_with_gardeners_arguments() {
     let scenario = Scenario {
         name: "gardener_split_mode_pod",
-        sandbox_only: true,
+        needs: Needs::Sandbox,
         run: |s| Box::pin(gardener::gardener_pod(s)),
     };
     if mcm_e2e::system::cluster_kubeconfig().is_some() {
@@ -241,12 +241,12 @@ async fn gardener_split_mode_pod_with_gardeners_arguments() {
 async fn rollout_preview_on_its_own_system() {
     let scenario = Scenario {
         name: "rollout_preview_matches_what_happened",
-        sandbox_only: false,
+        needs: Needs::AnyCluster,
         run: |s| Box::pin(preview::preview_matches_what_happened(s)),
     };
     let in_place = Scenario {
         name: "rollout_preview_in_place_matches_what_happened",
-        sandbox_only: true,
+        needs: Needs::LocalProcesses,
         run: |s| Box::pin(preview::in_place_preview_matches_what_happened(s)),
     };
     let mut config = SystemConfig::new("preview");
@@ -260,7 +260,7 @@ async fn rollout_preview_on_its_own_system() {
 async fn outages_on_their_own_system() {
     let scenario = Scenario {
         name: "outage_manager_leads_again_after_api_outages",
-        sandbox_only: true,
+        needs: Needs::Sandbox,
         run: |s| Box::pin(outage::leads_again_after_outages(s)),
     };
     if mcm_e2e::system::cluster_kubeconfig().is_some() {

@@ -255,7 +255,7 @@ pub async fn preview_matches_what_happened(system: Arc<System>) -> Result<Outcom
 
     // With the durations the manager measured (it has now drained old machines), the plan of the
     // same change for pv-b gives an estimate and says where its figures come from.
-    if s.is_sandbox() {
+    if s.has_local_processes() {
         let metrics = s.manager_metrics().await?;
         let (_dir, metrics_file) = support::temp_file("metrics.txt", &metrics);
         let metrics_file = metrics_file.display().to_string();

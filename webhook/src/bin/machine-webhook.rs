@@ -62,6 +62,11 @@ struct Args {
     /// Name of the webhook Service (self-managed: DNS names of the certificate).
     #[arg(long, default_value = "machine-controller-manager-webhook")]
     service_name: String,
+    /// More names or IP addresses of the self-managed serving certificate, for API servers that
+    /// call the webhook by `url` instead of through its Service (e.g. `127.0.0.1` for a
+    /// kube-apiserver on the same host; repeatable).
+    #[arg(long = "certificate-host")]
+    certificate_hosts: Vec<String>,
     /// Secret holding the self-managed CA and serving certificate.
     #[arg(long, default_value = "machine-webhook-certs")]
     secret_name: String,
@@ -176,12 +181,15 @@ async fn main() -> anyhow::Result<()> {
                 secret_name: args.secret_name.clone(),
                 lease_name: args.lease_name.clone(),
                 identity: args.identity.clone(),
-                dns_names: vec![
+                dns_names: [
                     svc.clone(),
                     format!("{svc}.{ns}"),
                     format!("{svc}.{ns}.svc"),
                     format!("{svc}.{ns}.svc.cluster.local"),
-                ],
+                ]
+                .into_iter()
+                .chain(args.certificate_hosts.iter().cloned())
+                .collect(),
                 mutating_configuration: args.mutating_webhook_configuration.clone(),
                 validating_configuration: args.validating_webhook_configuration.clone(),
                 crds: args.crds.clone(),
