@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc test-kube control-plane lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kube e2e-kind install
+.PHONY: all build test test-unit test-doc test-kube control-plane go-check lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kube e2e-kind install
 PREFIX ?= $(HOME)/.cargo
 
 
@@ -37,8 +37,8 @@ test-unit:
 test-doc:
 	$(CARGO) test --workspace --doc
 
-## lint: formatting, clippy -D warnings, purity of the decisions crate, dependency rules, no import circle, generated CRDs up to date, image layout, citations
-lint: fmt-check clippy purity deps-check imports crds-check dockerfile-check citations
+## lint: formatting, clippy -D warnings, purity of the decisions crate, dependency rules, no import circle, generated CRDs up to date, image layout, citations, Go modules
+lint: fmt-check clippy purity deps-check imports crds-check dockerfile-check citations go-check
 
 fmt:
 	$(CARGO) fmt --all
@@ -54,6 +54,10 @@ purity:
 
 deps-check:
 	@scripts/check-deps.sh
+
+## go-check: the project's Go modules are gofmt- and go vet-clean and tidy
+go-check:
+	@scripts/check-go.sh
 
 ## citations: comments and docs cite docs/ sections only, and every docs/<file>.md#<anchor> resolves
 citations:

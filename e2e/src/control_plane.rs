@@ -141,7 +141,9 @@ impl ControlPlane {
             let Ok(event) = serde_json::from_str::<Value>(line) else {
                 continue;
             };
-            let code = event.pointer("/responseStatus/code").and_then(Value::as_u64);
+            let code = event
+                .pointer("/responseStatus/code")
+                .and_then(Value::as_u64);
             let user = event
                 .pointer("/user/username")
                 .and_then(Value::as_str)

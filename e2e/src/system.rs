@@ -526,6 +526,34 @@ impl System {
         }
     }
 
+    /// Begins an API outage: the sandbox answers 503 to everything (ended by
+    /// [`System::end_api_outage`], or after `bound` seconds if that is never called), or
+    /// kube-apiserver is stopped.
+    pub async fn begin_api_outage(&self, bound: u64) -> Result<()> {
+        if self.is_sandbox() {
+            self.sandbox_admin(
+                ::http::Method::POST,
+                "unavailable",
+                Some(json!({"seconds": bound})),
+            )
+            .await
+            .map(drop)
+        } else {
+            self.stop_api_server().await
+        }
+    }
+
+    /// Ends the outage of [`System::begin_api_outage`]; returns once the API answers again.
+    pub async fn end_api_outage(&self) -> Result<()> {
+        if self.is_sandbox() {
+            self.sandbox_admin(::http::Method::DELETE, "unavailable", None)
+                .await
+                .map(drop)
+        } else {
+            self.start_api_server().await
+        }
+    }
+
     /// Stops the API server for an outage (kube-apiserver only; etcd and kube-controller-manager
     /// keep running, as when an API server instance is replaced).
     pub async fn stop_api_server(&self) -> Result<()> {
@@ -784,7 +812,10 @@ impl System {
             }
             ApiServer::Kube(control_plane) => {
                 if let Err(error) = control_plane.stop().await {
-                    eprintln!("mcm-e2e[{}]: stopping the control plane: {error}", self.name);
+                    eprintln!(
+                        "mcm-e2e[{}]: stopping the control plane: {error}",
+                        self.name
+                    );
                 }
             }
         }

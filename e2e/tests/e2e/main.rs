@@ -260,7 +260,7 @@ async fn rollout_preview_on_its_own_system() {
 async fn outages_on_their_own_system() {
     let scenario = Scenario {
         name: "outage_manager_leads_again_after_api_outages",
-        needs: Needs::Sandbox,
+        needs: Needs::LocalProcesses,
         run: |s| Box::pin(outage::leads_again_after_outages(s)),
     };
     if mcm_e2e::system::cluster_kubeconfig().is_some() {

@@ -2,7 +2,8 @@
 //! leader: how long after the API's return the manager leads again and reconciles.
 //!
 //! The outage is the sandbox answering 503 to everything (`POST /sandbox/admin/unavailable`),
-//! ended by the scenario itself (`DELETE`), so the moment of the API's return is known exactly.
+//! or, on the real control plane, kube-apiserver stopped and started again on the same etcd and
+//! port; the scenario ends it itself, so the moment of the API's return is known exactly.
 //! Right after it the scenario scales the deployment up by one, and measures:
 //! * **leading**: the first Lease renewal written after the return (`spec.renewTime`, written by
 //!   the manager; a process that does not lead writes none);
@@ -128,12 +129,7 @@ pub async fn leads_again_after_outages(system: Arc<System>) -> Result<Outcome> {
     for seconds in OUTAGES {
         let before = names(&machines(s, "ou-md").await?);
         // Ended by the DELETE below; the margin only bounds an outage whose end got lost.
-        s.sandbox_admin(
-            http::Method::POST,
-            "unavailable",
-            Some(json!({"seconds": seconds + 120})),
-        )
-        .await?;
+        s.begin_api_outage(seconds + 120).await?;
         println!("outage: the API server is unavailable for {seconds}s");
         let until = Instant::now() + Duration::from_secs(seconds);
         let mut lost_lease = false;
@@ -151,8 +147,7 @@ pub async fn leads_again_after_outages(system: Arc<System>) -> Result<Outcome> {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        s.sandbox_admin(http::Method::DELETE, "unavailable", None)
-            .await?;
+        s.end_api_outage().await?;
         let returned = Instant::now();
         let returned_wall = jiff::Timestamp::now();
         replicas += 1;

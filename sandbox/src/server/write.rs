@@ -91,6 +91,7 @@ pub(super) fn validate_object(
     {
         causes.extend(v.validate(obj));
     }
+    causes.extend(scale_causes(&ctx.def, obj));
     if !causes.is_empty() {
         return Err(ApiError::invalid(
             &ctx.def.kind,
@@ -100,6 +101,43 @@ pub(super) fn validate_object(
         ));
     }
     Ok(warnings)
+}
+
+/// kube-apiserver's checks of a custom resource with a scale subresource, before any validating
+/// webhook: the replicas at `specReplicasPath` and `statusReplicasPath` are non-negative integers
+/// (reported at the path as written, `.spec.replicas`), the label selector is a string.
+fn scale_causes(def: &ResourceDef, obj: &Value) -> Vec<crate::error::Cause> {
+    let Some(scale) = &def.scale else {
+        return Vec::new();
+    };
+    let mut causes = Vec::new();
+    let invalid = |path: &str, value: &Value, detail: &str| crate::error::Cause {
+        reason: "FieldValueInvalid".into(),
+        field: path.to_owned(),
+        detail: detail.to_owned(),
+        value: Some(value.to_string()),
+    };
+    for path in [&scale.spec_replicas, &scale.status_replicas] {
+        let Some(value) = crate::table::jsonpath(obj, path).into_iter().next() else {
+            continue;
+        };
+        match value.as_i64() {
+            Some(n) if n < 0 => {
+                causes.push(invalid(path, &value, "should be a non-negative integer"))
+            }
+            Some(_) => {}
+            None if value.is_null() => {}
+            None => causes.push(invalid(path, &value, "should be an integer")),
+        }
+    }
+    if let Some(path) = &scale.label_selector
+        && let Some(value) = crate::table::jsonpath(obj, path).into_iter().next()
+        && !value.is_string()
+        && !value.is_null()
+    {
+        causes.push(invalid(path, &value, "should be a string"));
+    }
+    causes
 }
 
 pub(super) fn check_type(ctx: &Ctx<'_>, obj: &Value) -> ApiResult<()> {

@@ -1147,3 +1147,41 @@ async fn crd_root_metadata_schema_may_only_name_name_and_generate_name() {
     );
     t.finish().await;
 }
+
+/// A custom resource with a scale subresource is checked by kube-apiserver itself before any
+/// validating webhook: a negative `specReplicasPath` value is refused at the path as written
+/// (`.spec.replicas`), even when the schema sets no minimum (as the MCM CRDs, like upstream's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negative_replicas_of_a_scalable_custom_resource_are_422() {
+    let t = Target::sandbox_or_env().await;
+    let crds = install_mcm_crds(&t.client).await;
+    let md_crd = crds
+        .iter()
+        .find(|c| c.spec.names.kind == "MachineDeployment")
+        .expect("MachineDeployment CRD installed");
+    let md = crd_resource(md_crd);
+    let mds: Api<DynamicObject> = t.dyn_api(&md);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": md.api_version, "kind": "MachineDeployment",
+        "metadata": {"name": "negative"},
+        "spec": {
+            "replicas": -1,
+            "selector": {"matchLabels": {"name": "negative"}},
+            "template": {
+                "metadata": {"labels": {"name": "negative"}},
+                "spec": {"class": {"kind": "MachineClass", "name": "mc1"}}
+            }
+        }
+    }))
+    .expect("MachineDeployment literal");
+    let err = api_error(
+        mds.create(&PostParams::default(), &obj).await,
+        "a MachineDeployment with replicas -1",
+    );
+    assert_status(&err, 422, "Invalid", "replicas -1 of a scalable resource");
+    assert_eq!(
+        err.message,
+        "MachineDeployment.machine.sapcloud.io \"negative\" is invalid: .spec.replicas: Invalid value: -1: should be a non-negative integer"
+    );
+    t.finish().await;
+}
