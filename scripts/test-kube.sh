@@ -36,7 +36,13 @@ trap cleanup EXIT
 t1=$(date +%s)
 scripts/control-plane.sh start "$dir"
 t_start=$(($(date +%s) - t1))
-kubectl --kubeconfig "$dir/admin.kubeconfig" version 2>/dev/null | grep -i server || true
+server_version=$(kubectl --kubeconfig "$dir/admin.kubeconfig" version -o json 2>/dev/null |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')
+echo "test-kube: kube-apiserver $server_version" >&2
+case $server_version in
+v1.3[4-9].* | v1.[4-9][0-9].*) ;;
+*) echo "test-kube: expected kube-apiserver v1.34 or newer, got '$server_version'" >&2; exit 1 ;;
+esac
 
 t2=$(date +%s)
 echo "=== sandbox conformance suite on kube-apiserver" >&2

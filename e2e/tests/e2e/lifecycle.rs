@@ -262,3 +262,73 @@ pub async fn force_deletion(system: Arc<System>) -> Result<Outcome> {
     delete(s, Kind::MachineClass, "fd-class").await?;
     Ok(Outcome::Passed)
 }
+
+/// Deleting a MachineDeployment in the foreground (`propagationPolicy: Foreground`): the API
+/// server's garbage collector deletes its MachineSets first (they carry `blockOwnerDeletion`),
+/// the MachineSets' machines drain and go, and only then is the deployment itself removed; while
+/// it waits with its deletion timestamp, no controller creates a new MachineSet or Machine for it.
+pub async fn foreground_deletion_cascades(system: Arc<System>) -> Result<Outcome> {
+    let s = &*system;
+    create_class(s, "fg-class", json!({"bootDelay": "1s"}), "2").await?;
+    create(
+        s,
+        Kind::MachineDeployment,
+        deployment(s, "fg-md", 2, "fg-class", json!({})),
+    )
+    .await?;
+    let running = wait_running(s, "fg-md", 2, 180).await?;
+    let original = names(&running);
+    let api = mcm_e2e::objects::api(s, Kind::MachineDeployment);
+    api.delete("fg-md", &kube::api::DeleteParams::foreground())
+        .await
+        .map_err(E2eError::kube(
+            "delete MachineDeployment fg-md in the foreground",
+        ))?;
+    eventually(
+        "fg-md: the foreground deletion removes sets, machines and then the deployment",
+        240,
+        || {
+            let original = original.clone();
+            async move {
+                let md = mcm_e2e::objects::get(s, Kind::MachineDeployment, "fg-md").await?;
+                let sets = of_deployment(s, Kind::MachineSet, "fg-md").await?;
+                let current = machines(s, "fg-md").await?;
+                let strangers: Vec<String> = names(&current)
+                    .into_iter()
+                    .filter(|m| !original.contains(m))
+                    .collect();
+                if !strangers.is_empty() {
+                    return Err(E2eError::Assertion(format!(
+                        "a machine was created for a deployment being deleted: {strangers:?}"
+                    )));
+                }
+                if let Some(md) = &md {
+                    let finalizers = &md["metadata"]["finalizers"];
+                    if md["metadata"]["deletionTimestamp"].is_null() {
+                        return Err(E2eError::Assertion(format!(
+                            "fg-md has no deletion timestamp after its delete: {}",
+                            md["metadata"]
+                        )));
+                    }
+                    return Ok(Probe::Waiting(format!(
+                        "deployment waits (finalizers {finalizers}); sets {}, machines {}",
+                        sets.len(),
+                        current.len()
+                    )));
+                }
+                ensure(sets.is_empty() && current.is_empty(), || {
+                    format!(
+                        "fg-md is gone before its dependents: sets {}, machines {}",
+                        sets.len(),
+                        current.len()
+                    )
+                })?;
+                Ok(Probe::Done(()))
+            }
+        },
+    )
+    .await?;
+    delete_deployment_and_wait(s, "fg-md").await?;
+    delete(s, Kind::MachineClass, "fg-class").await?;
+    Ok(Outcome::Passed)
+}

@@ -56,6 +56,11 @@ fn shared_scenarios() -> Vec<Scenario> {
             run: |s| Box::pin(lifecycle::force_deletion(s)),
         },
         Scenario {
+            name: "lifecycle_foreground_deletion_cascades",
+            needs: Needs::AnyCluster,
+            run: |s| Box::pin(lifecycle::foreground_deletion_cascades(s)),
+        },
+        Scenario {
             name: "rollout_rolling_update_to_new_class",
             needs: Needs::AnyCluster,
             run: |s| Box::pin(rollout::rolling_update_to_new_class(s)),
