@@ -251,7 +251,12 @@ mod tests {
             event(ours, 403, "2026-01-01T10:00:01Z", "watch"),
             event(ours, 403, "2026-01-01T10:00:30Z", "list"),
             event(ours, 200, "2026-01-01T10:00:40Z", "list"),
-            event("system:serviceaccount:kube-system:x", 403, "2026-01-01T10:00:40Z", "get"),
+            event(
+                "system:serviceaccount:kube-system:x",
+                403,
+                "2026-01-01T10:00:40Z",
+                "get",
+            ),
             event(ours, 403, "2026-01-01T10:01:03Z", "update"),
             "not json".to_owned(),
         ];
