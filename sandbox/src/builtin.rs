@@ -275,6 +275,31 @@ pub fn prepare_create(group: &str, plural: &str, obj: &mut Value) -> Vec<Cause> 
     causes
 }
 
+/// CRDs of the groups Kubernetes reserves (`k8s.io`, `kubernetes.io` and their subdomains) need
+/// the `api-approved.kubernetes.io` annotation, as kube-apiserver demands.
+fn crd_protected_group_causes(crd: &Value) -> Vec<Cause> {
+    let group = crd
+        .pointer("/spec/group")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let protected = ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|reserved| group == *reserved || group.ends_with(&format!(".{reserved}")));
+    let approved = crd
+        .pointer("/metadata/annotations/api-approved.kubernetes.io")
+        .and_then(Value::as_str)
+        .is_some_and(|a| !a.is_empty());
+    if !protected || approved {
+        return Vec::new();
+    }
+    vec![cause(
+        "FieldValueRequired",
+        "metadata.annotations[api-approved.kubernetes.io]",
+        "protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111",
+        None,
+    )]
+}
+
 /// A CRD's root `metadata` schema may only constrain `name` and `generateName`: kube-apiserver
 /// refuses anything else, even a description, because the API server owns object metadata.
 /// Versions with one shared schema are reported as kube reports them, under `spec.validation`.
@@ -396,6 +421,7 @@ pub fn validate_builtin(group: &str, plural: &str, obj: &Value) -> Vec<Cause> {
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             causes.extend(crd_root_metadata_causes(obj));
+            causes.extend(crd_protected_group_causes(obj));
         }
         ("policy", "poddisruptionbudgets") => {
             let set = |k: &str| spec.and_then(|s| s.get(k)).is_some_and(|v| !v.is_null());

@@ -1185,3 +1185,40 @@ async fn negative_replicas_of_a_scalable_custom_resource_are_422() {
     );
     t.finish().await;
 }
+
+/// Groups that Kubernetes reserves (`*.k8s.io`, `*.kubernetes.io`) take a CRD only with the
+/// `api-approved.kubernetes.io` annotation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crds_of_protected_groups_need_the_approval_annotation() {
+    let t = Target::sandbox_or_env().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    let group = format!("{}.k8s.io", t.ns);
+    let mut crd = serde_json::to_value(widget_crd(&group)).expect("CRD as JSON");
+    let err = api_error(
+        crds.create(
+            &PostParams::default(),
+            &serde_json::from_value(crd.clone()).expect("typed CRD"),
+        )
+        .await,
+        "a CRD in a *.k8s.io group without approval",
+    );
+    assert_status(&err, 422, "Invalid", "a CRD in a protected group");
+    assert_eq!(
+        causes(&err),
+        vec![(
+            "metadata.annotations[api-approved.kubernetes.io]".to_string(),
+            "FieldValueRequired".to_string(),
+            "Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111".to_string(),
+        )]
+    );
+    crd["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": "https://github.com/kubernetes/kubernetes/pull/63797"});
+    let approved: CustomResourceDefinition = serde_json::from_value(crd).expect("typed CRD");
+    crds.create(&PostParams::default(), &approved)
+        .await
+        .expect("an approved CRD in a protected group is accepted");
+    t.delete_at_end(
+        kube::api::ApiResource::erase::<CustomResourceDefinition>(&()),
+        &format!("widgets.{group}"),
+    );
+    t.finish().await;
+}
