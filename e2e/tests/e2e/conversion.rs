@@ -1,5 +1,6 @@
-//! v1beta1 reads and writes go through the conversion webhook: objects stored as v1alpha1 are
-//! served in the v1beta1 shape and v1beta1 writes land in v1alpha1, losslessly.
+//! v1beta1 reads, watches and writes go through the conversion webhook: objects stored as
+//! v1alpha1 are served and watched in the v1beta1 shape and v1beta1 writes land in v1alpha1,
+//! losslessly.
 
 use std::sync::Arc;
 
@@ -106,6 +107,60 @@ pub async fn v1beta1_reads_and_writes(system: Arc<System>) -> Result<Outcome> {
     ensure(
         beta_class_read["spec"]["providerSpec"]["tags"]["team"] == "conversion",
         || format!("v1beta1 class has providerSpec under spec: {beta_class_read}"),
+    )?;
+
+    // A watch at v1beta1 sees a v1alpha1 write converted (the API server converts each event
+    // through the webhook).
+    let beta_classes: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        system.client(),
+        &ns,
+        &kube::api::ApiResource {
+            group: "machine.sapcloud.io".into(),
+            version: "v1beta1".into(),
+            api_version: "machine.sapcloud.io/v1beta1".into(),
+            kind: "MachineClass".into(),
+            plural: "machineclasses".into(),
+        },
+    );
+    let rv = beta_class_read["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("0")
+        .to_owned();
+    let events = beta_classes
+        .watch(
+            &kube::api::WatchParams::default()
+                .fields("metadata.name=cv-class")
+                .timeout(60),
+            &rv,
+        )
+        .await
+        .map_err(mcm_e2e::E2eError::kube("watch v1beta1 MachineClasses"))?;
+    mcm_e2e::objects::merge_patch(
+        &system,
+        Kind::MachineClass,
+        "cv-class",
+        json!({"providerSpec": {"tags": {"team": "watched"}}}),
+    )
+    .await?;
+    let mut events = Box::pin(events);
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        use futures::StreamExt as _;
+        while let Some(event) = events.next().await {
+            if let Ok(kube::api::WatchEvent::Modified(object)) = event {
+                return Some(serde_json::to_value(object).unwrap_or_default());
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten();
+    ensure(
+        seen.as_ref().is_some_and(|o| {
+            o["apiVersion"] == "machine.sapcloud.io/v1beta1"
+                && o["spec"]["providerSpec"]["tags"]["team"] == "watched"
+        }),
+        || format!("no v1beta1 MODIFIED event with the new tags: {seen:?}"),
     )?;
 
     // Write through v1beta1; the v1alpha1 object keeps what v1beta1 does not show.
