@@ -105,6 +105,21 @@ pub fn run(
             context,
         });
         controller.subscribe();
+        {
+            let machines = controller.context.machines.clone();
+            tokio::spawn(crate::platform::freeze::requeue_when_unfrozen(
+                controller.context.frozen.clone(),
+                controller.queue.clone(),
+                move || {
+                    machines
+                        .list()
+                        .iter()
+                        .filter_map(|machine| machine.metadata.name.clone())
+                        .collect()
+                },
+                shutdown.clone(),
+            ));
+        }
         let machines = controller.context.machines.clone();
         controller
             .context

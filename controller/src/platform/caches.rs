@@ -7,6 +7,7 @@
 //! for it like the term that saw the break.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::FutureExt as _;
 use kube::Resource;
@@ -41,6 +42,8 @@ where
 pub struct CacheGate {
     controller: &'static str,
     caches: Vec<Arc<dyn Freshness>>,
+    /// Whether a worker has said that the controller waits (one line per wait, not per worker).
+    announced: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for CacheGate {
@@ -60,6 +63,7 @@ impl CacheGate {
         Self {
             controller,
             caches: Vec::new(),
+            announced: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -81,14 +85,13 @@ impl CacheGate {
 
     /// Returns `true` once the controller may act, `false` when `shutdown` came first.
     pub async fn wait(&self, shutdown: &CancellationToken) -> bool {
-        let mut logged = false;
         loop {
             // Subscribed before reading, so a change between the read and the wait is not lost.
             let mut receivers: Vec<watch::Receiver<u64>> =
                 self.caches.iter().map(|cache| cache.changes()).collect();
             let (kind, since) = match self.acting() {
                 Acting::Act => {
-                    if logged {
+                    if self.announced.swap(false, Ordering::AcqRel) {
                         tracing::info!(
                             controller = self.controller,
                             "caches caught up: acting again"
@@ -98,8 +101,7 @@ impl CacheGate {
                 }
                 Acting::Wait { kind, since } => (kind, since),
             };
-            if !logged {
-                logged = true;
+            if !self.announced.swap(true, Ordering::AcqRel) {
                 match since {
                     Some(since) => tracing::info!(
                         controller = self.controller,
