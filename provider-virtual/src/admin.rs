@@ -8,6 +8,11 @@
 //!   Both answer 404 for a node no VM of this provider has (a typo must not look applied).
 //!   The Node annotation `provider-virtual.mcm.gardener.cloud/conditions` does the same through the
 //!   API server and wins for the types it names.
+//! - `PUT /admin/nodes/{node}/heartbeat` with `{"stopped": true}` stops the node's heartbeat (no
+//!   Lease renewal, no status post, as a kubelet cut off from the API server); `{"stopped": false}`
+//!   or `DELETE` resumes it, and the first heartbeat posts the status. 404 for an unknown node.
+//!   The Node annotation `provider-virtual.mcm.gardener.cloud/heartbeat: stopped` does the same
+//!   through the API server.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,6 +42,10 @@ pub fn router(fleet: Arc<Fleet>, metrics: Arc<Metrics>) -> Router {
         .route(
             "/admin/nodes/{node}/conditions",
             put(set_conditions).delete(clear_conditions),
+        )
+        .route(
+            "/admin/nodes/{node}/heartbeat",
+            put(set_heartbeat).delete(resume_heartbeat),
         )
         .with_state(AppState { fleet, metrics })
 }
@@ -102,6 +111,43 @@ fn unknown_node(fleet: &Fleet, node: &str) -> Option<Response> {
         )
             .into_response()
     })
+}
+
+/// The body of `PUT /admin/nodes/{node}/heartbeat`.
+#[derive(serde::Deserialize)]
+struct HeartbeatSwitch {
+    stopped: bool,
+}
+
+async fn set_heartbeat(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let switch: HeartbeatSwitch = match serde_json::from_slice(&body) {
+        Ok(switch) => switch,
+        Err(error) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("expected {{\"stopped\": true|false}}: {error}\n"),
+            )
+                .into_response();
+        }
+    };
+    if let Some(missing) = unknown_node(&state.fleet, &node) {
+        return missing;
+    }
+    tracing::info!(%node, stopped = switch.stopped, "heartbeat switched");
+    state.fleet.set_heartbeat_stopped(&node, switch.stopped);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn resume_heartbeat(State(state): State<AppState>, Path(node): Path<String>) -> Response {
+    if let Some(missing) = unknown_node(&state.fleet, &node) {
+        return missing;
+    }
+    state.fleet.set_heartbeat_stopped(&node, false);
+    StatusCode::NO_CONTENT.into_response()
 }
 
 async fn clear_conditions(State(state): State<AppState>, Path(node): Path<String>) -> Response {
@@ -177,6 +223,47 @@ mod tests {
             assert!(body.contains("nope"), "{body}");
         }
         assert!(fleet.overrides("nope").is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_heartbeat_switch_stops_and_resumes_a_known_node_only() {
+        let (app, fleet) = app();
+        with_vm(&fleet, "n1").await;
+        let (status, _) = send(
+            &app,
+            "PUT",
+            "/admin/nodes/n1/heartbeat",
+            r#"{"stopped": true}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        assert!(fleet.heartbeat_stopped("n1"));
+        let (status, _) = send(&app, "PUT", "/admin/nodes/n1/heartbeat", "stopped").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(
+            fleet.heartbeat_stopped("n1"),
+            "a refused request changes nothing"
+        );
+        let (status, _) = send(&app, "DELETE", "/admin/nodes/n1/heartbeat", "").await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        assert!(!fleet.heartbeat_stopped("n1"));
+        let (status, _) = send(
+            &app,
+            "PUT",
+            "/admin/nodes/n1/heartbeat",
+            r#"{"stopped": false}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        let (status, _) = send(
+            &app,
+            "PUT",
+            "/admin/nodes/nope/heartbeat",
+            r#"{"stopped": true}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(!fleet.heartbeat_stopped("nope"));
     }
 
     #[tokio::test]

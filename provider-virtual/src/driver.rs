@@ -38,6 +38,8 @@ pub struct Fleet {
     persisted: tokio::sync::Mutex<u64>,
     path: Option<PathBuf>,
     overrides: Mutex<HashMap<String, ConditionOverrides>>,
+    /// Nodes whose heartbeat is stopped through the admin endpoint.
+    silent: Mutex<std::collections::HashSet<String>>,
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -74,6 +76,7 @@ impl Fleet {
             persisted: tokio::sync::Mutex::new(0),
             path,
             overrides: Mutex::new(HashMap::new()),
+            silent: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -163,6 +166,21 @@ impl Fleet {
             .get(node)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// Stops (`true`) or resumes the heartbeat of a node (admin endpoint).
+    pub fn set_heartbeat_stopped(&self, node: &str, stopped: bool) {
+        let mut silent = locked(&self.silent);
+        if stopped {
+            silent.insert(node.to_owned());
+        } else {
+            silent.remove(node);
+        }
+    }
+
+    /// Whether the heartbeat of a node is stopped through the admin endpoint.
+    pub fn heartbeat_stopped(&self, node: &str) -> bool {
+        locked(&self.silent).contains(node)
     }
 }
 

@@ -35,7 +35,7 @@ use crate::metrics::Metrics;
 use crate::node::{
     CONDITIONS_ANNOTATION, HEARTBEAT_ANNOTATION, HEARTBEAT_STOPPED, HeartbeatConfig, MANAGED_LABEL,
     NodeAction, NodeClock, StatusKey, conditions, node_actions, parse_condition_overrides,
-    registration_node, server_disagrees, status_patch, transition_times,
+    registration_node, server_disagrees, status_patch, transition_times, with_stored_statuses,
 };
 use crate::pods::{PodAction, node_volumes, pod_actions, running_pod_status};
 use crate::state::Vm;
@@ -364,7 +364,9 @@ impl Kubelet {
                     .and_then(|annotations| annotations.get(key))
                     .cloned()
             };
-            if annotation(HEARTBEAT_ANNOTATION).as_deref() == Some(HEARTBEAT_STOPPED) {
+            if annotation(HEARTBEAT_ANNOTATION).as_deref() == Some(HEARTBEAT_STOPPED)
+                || self.fleet.heartbeat_stopped(&vm.node_name)
+            {
                 // Fault injection: this node's kubelet is cut off. When it is back, its first
                 // heartbeat posts the status (as a kubelet that reconnects does).
                 if let Some(clock) = clocks.get_mut(&vm.node_name) {
@@ -401,12 +403,14 @@ impl Kubelet {
                 .and_then(|node| node.status.as_ref())
                 .and_then(|status| status.conditions.as_deref())
                 .unwrap_or_default();
-            if server_disagrees(stored_conditions, &key)
-                && clock.last_status_post.is_some_and(|posted| {
+            if server_disagrees(stored_conditions, &key) {
+                // Back to Ready after being marked Unknown is a transition, at its own time.
+                clock.transitions = with_stored_statuses(&clock.transitions, stored_conditions);
+                if clock.last_status_post.is_some_and(|posted| {
                     now.duration_since(posted) >= self.config.heartbeat.lease_interval
-                })
-            {
-                clock.last_status_post = None;
+                }) {
+                    clock.last_status_post = None;
+                }
             }
             let actions = node_actions(&clock, &key, now, &self.config.heartbeat);
             if !actions.is_empty() {

@@ -250,6 +250,28 @@ pub fn transition_times(
         .collect()
 }
 
+/// The transition memory with the statuses the stored Node holds where they differ from what
+/// this kubelet last posted (another component, the node lifecycle controller, marked the node
+/// `Unknown`): the next post of the kubelet's own status is then a transition again, at its
+/// time, as a kubelet that compares with the stored Node does.
+pub fn with_stored_statuses(
+    transitions: &BTreeMap<String, (String, Timestamp)>,
+    stored: &[NodeCondition],
+) -> BTreeMap<String, (String, Timestamp)> {
+    let mut adopted = transitions.clone();
+    for condition in stored {
+        if let Some((status, since)) = adopted.get_mut(&condition.type_)
+            && *status != condition.status
+        {
+            *status = condition.status.clone();
+            if let Some(at) = &condition.last_transition_time {
+                *since = at.0;
+            }
+        }
+    }
+    adopted
+}
+
 /// The node status to post at `now`.
 pub fn node_status(
     vm: &Vm,
@@ -446,6 +468,35 @@ pub fn node_actions(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ready_again_after_being_marked_unknown_is_a_new_transition() {
+        let ready = vec![condition("Ready", "True", "KubeletReady", "ok")];
+        let before = transition_times(&BTreeMap::new(), &ready, secs(10));
+        // The node lifecycle controller marked the node Unknown at 100 s.
+        let stored = vec![NodeCondition {
+            type_: "Ready".into(),
+            status: "Unknown".into(),
+            last_transition_time: Some(Time(secs(100))),
+            ..NodeCondition::default()
+        }];
+        let adopted = with_stored_statuses(&before, &stored);
+        assert_eq!(adopted["Ready"], ("Unknown".to_owned(), secs(100)));
+        let after = transition_times(&adopted, &ready, secs(130));
+        assert_eq!(
+            after["Ready"],
+            ("True".to_owned(), secs(130)),
+            "not the old 10 s"
+        );
+        // A stored status equal to ours changes nothing.
+        let same = vec![NodeCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            last_transition_time: Some(Time(secs(50))),
+            ..NodeCondition::default()
+        }];
+        assert_eq!(with_stored_statuses(&before, &same), before);
+    }
 
     #[test]
     fn the_server_disagrees_when_a_reported_condition_has_another_status() {

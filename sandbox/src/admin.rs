@@ -1,7 +1,9 @@
 //! `/sandbox/admin/...`: the fault-injection and counter controls over HTTP (JSON).
 //!
 //! - `GET counters`, `POST counters/reset`
-//! - `POST unavailable` `{"seconds": 5, "mode": "ServiceUnavailable" | "Refuse"}`, `DELETE unavailable`
+//! - `POST unavailable` `{"seconds": 5, "mode": "ServiceUnavailable" | "Refuse", "closeWatches": true}`
+//!   (open watches are closed unless `closeWatches` is false, as a stopped kube-apiserver closes
+//!   them; the node monitor pauses meanwhile), `DELETE unavailable`
 //! - `POST latency` `{"millis": 100}`
 //! - `POST watch-delay` `{"millis": 300}` (0 turns it off)
 //! - `POST errors` (an [`ErrorRule`]), `DELETE errors`
@@ -71,8 +73,15 @@ pub async fn handle(state: &AppState, method: Method, rest: &str, body: Body) ->
                         .into_response();
                 }
             };
+            let close_watches = v
+                .get("closeWatches")
+                .and_then(Value::as_bool)
+                .unwrap_or(true);
             f.set_unavailable(Duration::from_secs_f64(secs), mode);
-            ok(json!({"unavailableSeconds": secs}))
+            if close_watches {
+                f.close_all_watches();
+            }
+            ok(json!({"unavailableSeconds": secs, "closeWatches": close_watches}))
         }
         (Method::DELETE, "/unavailable") => {
             f.clear_unavailable();

@@ -319,7 +319,12 @@ impl Sandbox {
         ));
         tokio::spawn(background(store.clone(), shutdown.clone()));
         if let Some(monitor) = config.node_monitor {
-            tokio::spawn(node_monitor(store.clone(), monitor, shutdown.clone()));
+            tokio::spawn(node_monitor(
+                store.clone(),
+                faults.clone(),
+                monitor,
+                shutdown.clone(),
+            ));
         }
 
         let yaml = kubeconfig(&config.name, &url, config.tls.then_some(ca_pem.as_str()));
@@ -658,18 +663,38 @@ async fn background(store: Arc<store::Store>, shutdown: CancellationToken) {
 }
 
 /// The node lifecycle monitor: one pass every `config.period`.
+///
+/// kube-controller-manager cannot write while the API server is down, and its node lifecycle
+/// controller starts its grace periods afresh when it reaches the API server again (as after its
+/// own restart), so no Node is marked for heartbeats the outage itself kept from arriving. While
+/// the sandbox plays an outage (`/sandbox/admin/unavailable`) the monitor does nothing and
+/// forgets what it saw; the first pass after the outage counts every Node's grace from then.
 async fn node_monitor(
     store: Arc<store::Store>,
+    faults: Arc<Faults>,
     config: node_lifecycle::NodeMonitorConfig,
     shutdown: CancellationToken,
 ) {
     let mut monitor = node_lifecycle::NodeMonitor::default();
     let mut ticker = tokio::time::interval(config.period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut paused = false;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = ticker.tick() => {}
+        }
+        if faults.unavailable().is_some() {
+            if !paused {
+                tracing::info!("API server unavailable: node monitor paused");
+                paused = true;
+            }
+            monitor = node_lifecycle::NodeMonitor::default();
+            continue;
+        }
+        if paused {
+            tracing::info!("API server back: node monitor resumed, grace periods count from now");
+            paused = false;
         }
         let s = store.clone();
         match tokio::task::spawn_blocking(move || {

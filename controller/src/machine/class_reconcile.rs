@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::machine::context::MachineClassContext;
 use crate::platform::BoxError;
+use crate::platform::caches::CacheGate;
 use crate::platform::informer::Change;
 use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine::class::{ClassStep, plan_class, plan_secret, secret_is_referenced};
@@ -110,8 +111,11 @@ pub fn run(
         });
         let workers = context.config.concurrent_syncs.max(1);
         let worker_context = Arc::clone(&context);
+        let gate = CacheGate::new(QUEUE)
+            .with(&context.machines)
+            .with(&context.machine_classes);
         queue
-            .run(workers, shutdown, move |key| {
+            .run_gated(workers, shutdown, Some(gate), move |key| {
                 let context = Arc::clone(&worker_context);
                 async move {
                     let result = if let Some(name) = key.strip_prefix("class/") {

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::machine::context::NodeContext;
 use crate::platform::BoxError;
+use crate::platform::caches::CacheGate;
 use crate::platform::index;
 use crate::platform::informer::Change;
 use crate::platform::queue::{Outcome, WorkQueue};
@@ -105,8 +106,11 @@ pub fn run(
         ));
         let workers = context.config.concurrent_syncs.max(1);
         let worker_context = Arc::clone(&context);
+        let gate = CacheGate::new(QUEUE)
+            .with(&context.machines)
+            .with(&context.nodes);
         queue
-            .run(workers, shutdown, move |key| {
+            .run_gated(workers, shutdown, Some(gate), move |key| {
                 let context = Arc::clone(&worker_context);
                 async move {
                     reconcile(&context, &key).await.unwrap_or_else(|error| {

@@ -39,6 +39,7 @@ use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::MachineContext;
 use crate::machine::settings::controller_settings;
 use crate::platform::BoxError;
+use crate::platform::caches::CacheGate;
 use crate::platform::index::{self, Index};
 use crate::platform::informer::Change;
 use crate::platform::metrics::MachineSample;
@@ -104,6 +105,21 @@ pub fn run(
             context,
         });
         controller.subscribe();
+        {
+            let machines = controller.context.machines.clone();
+            tokio::spawn(crate::platform::freeze::requeue_when_unfrozen(
+                controller.context.frozen.clone(),
+                controller.queue.clone(),
+                move || {
+                    machines
+                        .list()
+                        .iter()
+                        .filter_map(|machine| machine.metadata.name.clone())
+                        .collect()
+                },
+                shutdown.clone(),
+            ));
+        }
         let machines = controller.context.machines.clone();
         controller
             .context
@@ -118,9 +134,13 @@ pub fn run(
             }));
         let workers = controller.context.config.concurrent_syncs.max(1);
         let worker = Arc::clone(&controller);
+        let gate = CacheGate::new(QUEUE_NAME)
+            .with(&controller.context.machines)
+            .with(&controller.context.machine_classes)
+            .with(&controller.context.nodes);
         controller
             .queue
-            .run(workers, shutdown, move |key| {
+            .run_gated(workers, shutdown, Some(gate), move |key| {
                 let controller = Arc::clone(&worker);
                 async move { controller.process(&key).await }
             })

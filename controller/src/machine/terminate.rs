@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use self::state::Termination;
 use crate::machine::context::TerminationContext;
 use crate::platform::BoxError;
+use crate::platform::caches::CacheGate;
 use crate::platform::index;
 use crate::platform::informer::Change;
 use crate::platform::queue::{Outcome, WorkQueue};
@@ -62,8 +63,12 @@ pub fn run(
         subscribe(&context, &queue, &shutdown);
         let workers = context.config.concurrent_syncs.max(1);
         let worker = Arc::clone(&termination);
+        let gate = CacheGate::new(QUEUE)
+            .with(&context.machines)
+            .with(&context.machine_classes)
+            .with(&context.nodes);
         queue
-            .run(workers, shutdown, move |key| {
+            .run_gated(workers, shutdown, Some(gate), move |key| {
                 let worker = Arc::clone(&worker);
                 async move { worker.reconcile(&key).await }
             })

@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use self::reconciler::Reconciler;
 use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::platform::BoxError;
+use crate::platform::caches::CacheGate;
 use crate::platform::informer::Change;
 use crate::platform::queue::{OWNER_SYNC_DEBOUNCE, Outcome, WorkQueue};
 use mcm_decisions::machine_deployment::hash_label_migration::{self, LegacyStep};
@@ -86,8 +87,13 @@ pub fn run(
             recent: recent_writes::RecentWrites::default(),
         });
         let workers = context.config.concurrent_syncs;
+        let gate = CacheGate::new(QUEUE)
+            .with(&context.machines)
+            .with(&context.machine_sets)
+            .with(&context.machine_deployments)
+            .with(&context.nodes);
         queue
-            .run(workers, shutdown.clone(), move |key| {
+            .run_gated(workers, shutdown.clone(), Some(gate), move |key| {
                 let reconciler = Arc::clone(&reconciler);
                 async move { reconcile_key(&reconciler, &key).await }
             })

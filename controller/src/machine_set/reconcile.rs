@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::machine_set::context::MachineSetContext;
 use crate::platform::BoxError;
+use crate::platform::caches::CacheGate;
 use crate::platform::informer::Change;
 use crate::platform::queue::{OWNER_SYNC_DEBOUNCE, Outcome, WorkQueue};
 use mcm_decisions::machine_set::claim::controller_ref;
@@ -137,9 +138,13 @@ pub fn run(
         let router = tokio::spawn(Arc::clone(&controller).route(routed, shutdown.clone()));
         let workers = controller.context.config.concurrent_syncs.max(1);
         let worker = Arc::clone(&controller);
+        let gate = CacheGate::new(QUEUE)
+            .with(&controller.context.machines)
+            .with(&controller.context.machine_sets)
+            .with(&controller.context.nodes);
         controller
             .queue
-            .run(workers, shutdown.clone(), move |key| {
+            .run_gated(workers, shutdown.clone(), Some(gate), move |key| {
                 let worker = Arc::clone(&worker);
                 async move { worker.sync(key).await }
             })

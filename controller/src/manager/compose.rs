@@ -32,7 +32,7 @@ use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::machine_set::context::MachineSetContext;
 use crate::platform::freeze::FreezeSwitch;
 use crate::platform::index::Index;
-use crate::platform::informer::Informer;
+use crate::platform::informer::{Informer, Rewatch};
 use crate::platform::node_cache;
 use crate::platform::selection::CONTROLLERS;
 use crate::platform::{COMPONENT, Platform};
@@ -238,38 +238,78 @@ impl Wiring {
         .collect()
     }
 
-    /// Starts one watch per kind a controller asked for (tasks end on `shutdown`) and waits
-    /// until their caches are synced. Without a target cluster the Node cache is empty.
-    pub async fn start_informers(&self, shutdown: &CancellationToken) {
+    /// Exports since when each cache in use is stale (`mcm_cache_stale_since_seconds`), read at
+    /// every scrape.
+    fn export_staleness(&self) {
+        let mut views: Vec<
+            Box<dyn Fn() -> mcm_decisions::vocabulary::CacheView<'static> + Send + Sync>,
+        > = Vec::new();
+        if let Some(informer) = self.machines.clone() {
+            views.push(Box::new(move || informer.view()));
+        }
+        if let Some(informer) = self.machine_sets.clone() {
+            views.push(Box::new(move || informer.view()));
+        }
+        if let Some(informer) = self.machine_deployments.clone() {
+            views.push(Box::new(move || informer.view()));
+        }
+        if let Some(informer) = self.machine_classes.clone() {
+            views.push(Box::new(move || informer.view()));
+        }
+        if let Some(informer) = self.nodes.clone() {
+            views.push(Box::new(move || informer.view()));
+        }
+        for view in &views {
+            self.platform
+                .metrics
+                .set_cache_stale_since(view().kind, None);
+        }
+        self.platform.metrics.on_scrape(Box::new(move |metrics| {
+            for view in &views {
+                let view = view();
+                metrics.set_cache_stale_since(view.kind, view.stale_since);
+            }
+        }));
+    }
+
+    /// Starts one watch per kind a controller asked for (tasks end on `shutdown`; a broken watch
+    /// starts over at once when `rewatch` is kicked) and waits until their caches are synced.
+    /// Without a target cluster the Node cache is empty.
+    pub async fn start_informers(&self, shutdown: &CancellationToken, rewatch: &Rewatch) {
+        self.export_staleness();
         let platform = &self.platform;
         let every = watcher::Config::default;
         if let Some(informer) = &self.machines {
-            tokio::spawn(
-                informer
-                    .clone()
-                    .run(platform.namespaced(), every(), shutdown.clone()),
-            );
+            tokio::spawn(informer.clone().run(
+                platform.namespaced(),
+                every(),
+                shutdown.clone(),
+                rewatch.clone(),
+            ));
         }
         if let Some(informer) = &self.machine_sets {
-            tokio::spawn(
-                informer
-                    .clone()
-                    .run(platform.namespaced(), every(), shutdown.clone()),
-            );
+            tokio::spawn(informer.clone().run(
+                platform.namespaced(),
+                every(),
+                shutdown.clone(),
+                rewatch.clone(),
+            ));
         }
         if let Some(informer) = &self.machine_deployments {
-            tokio::spawn(
-                informer
-                    .clone()
-                    .run(platform.namespaced(), every(), shutdown.clone()),
-            );
+            tokio::spawn(informer.clone().run(
+                platform.namespaced(),
+                every(),
+                shutdown.clone(),
+                rewatch.clone(),
+            ));
         }
         if let Some(informer) = &self.machine_classes {
-            tokio::spawn(
-                informer
-                    .clone()
-                    .run(platform.namespaced(), every(), shutdown.clone()),
-            );
+            tokio::spawn(informer.clone().run(
+                platform.namespaced(),
+                every(),
+                shutdown.clone(),
+                rewatch.clone(),
+            ));
         }
         if let Some(informer) = &self.nodes {
             match &platform.target {
@@ -278,6 +318,7 @@ impl Wiring {
                         Api::all(target.clone()),
                         every(),
                         shutdown.clone(),
+                        rewatch.clone(),
                     ));
                 }
                 None => informer.replace(Vec::new()),
@@ -515,7 +556,7 @@ impl Controller for ControllerSet {
             // Informers stop with the manager's shutdown or when this set is dropped.
             let stop = context.shutdown.child_token();
             self.informers_stop = stop.clone();
-            wiring.start_informers(&stop).await;
+            wiring.start_informers(&stop, &context.rewatch).await;
             self.handler_resets = Arc::new(wiring.handler_resets());
             self.scrape_hooks = context.metrics.scrape_hook_count();
             Ok(())

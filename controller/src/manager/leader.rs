@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::gate::WriteGate;
 use crate::platform::config::{LeaderElectionConfig, whole_seconds_up};
+use crate::platform::informer::Rewatch;
 
 /// Longest pause between two failed acquisition attempts (the API server was unreachable).
 pub const FAILED_ATTEMPT_RETRY_CAP: Duration = Duration::from_secs(1);
@@ -213,15 +214,18 @@ pub struct LeaderElector {
 impl LeaderElector {
     /// Starts competing for the lease (the first attempt creates it if needed).
     pub async fn start(client: Client, settings: LeaderSettings) -> Result<Self, LeaderError> {
-        Self::start_gated(client, settings, None).await
+        Self::start_gated(client, settings, None, None).await
     }
 
     /// [`LeaderElector::start`], opening `gate` while this replica leads and closing it the
-    /// moment the leadership is lost or the election stops (before either is signalled).
+    /// moment the leadership is lost or the election stops (before either is signalled), and
+    /// kicking `rewatch` when an attempt reaches the API server after failed ones (the API is
+    /// back: broken watches start over at once).
     pub async fn start_gated(
         client: Client,
         settings: LeaderSettings,
         gate: Option<WriteGate>,
+        rewatch: Option<Rewatch>,
     ) -> Result<Self, LeaderError> {
         let duration = whole_seconds_up(settings.lease_duration);
         let retry = whole_seconds_up(settings.retry_period);
@@ -241,6 +245,8 @@ impl LeaderElector {
                 state_tx,
                 observed: None,
                 gate,
+                rewatch,
+                failing: false,
             },
             stop.clone(),
         ));
@@ -327,6 +333,9 @@ struct Election {
     state_tx: watch::Sender<LeaderState>,
     observed: Option<(LeaseSpec, Instant)>,
     gate: Option<WriteGate>,
+    rewatch: Option<Rewatch>,
+    /// Whether the last attempt failed (the API server may be down).
+    failing: bool,
 }
 
 /// How one attempt ended.
@@ -406,13 +415,24 @@ impl Election {
     }
 
     /// An attempt bounded by the retry period, so a hanging request cannot outlive the renew
-    /// deadline unnoticed.
+    /// deadline unnoticed. The first attempt that reaches the API server after failed ones
+    /// kicks the informers' re-watch (docs/behaviour.md#stale-caches).
     async fn bounded_attempt(&mut self) -> Outcome {
         let bound = self.settings.retry_period.max(Duration::from_secs(1));
-        match tokio::time::timeout(bound, self.attempt()).await {
+        let outcome = match tokio::time::timeout(bound, self.attempt()).await {
             Ok(outcome) => outcome,
             Err(_) => Outcome::Failed(format!("the attempt took longer than {bound:?}")),
+        };
+        let failing = matches!(outcome, Outcome::Failed(_));
+        if self.failing
+            && !failing
+            && let Some(rewatch) = &self.rewatch
+        {
+            tracing::info!("the API server answers again: re-establishing broken watches now");
+            rewatch.kick();
         }
+        self.failing = failing;
+        outcome
     }
 
     /// Releases the lease if this replica still holds it.

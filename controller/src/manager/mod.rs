@@ -46,6 +46,7 @@ use self::clients::ClientError;
 use self::leader::{LeaderElector, LeaderError, LeaderSettings};
 use crate::platform::BoxError;
 use crate::platform::config::Config;
+use crate::platform::informer::Rewatch;
 use crate::platform::metrics::{Metrics, MetricsPort};
 
 /// What a controller gets to work with.
@@ -63,6 +64,9 @@ pub struct ControllerContext {
     pub controller_manager: clients::ShareClients,
     /// Metrics to update.
     pub metrics: Metrics,
+    /// Kicked when the API server answers again (a Lease attempt succeeded after failures):
+    /// informers whose watch broke start over at once.
+    pub rewatch: Rewatch,
     /// Cancelled when the controller must stop.
     pub shutdown: CancellationToken,
 }
@@ -344,12 +348,14 @@ async fn manage(
     }
 
     let controller_shutdown = CancellationToken::new();
+    let rewatch = Rewatch::new();
     let context = ControllerContext {
         config: config.clone(),
         control: clients.control.clone(),
         target: clients.target.clone(),
         controller_manager: clients.controller_manager.clone(),
         metrics: metrics.clone(),
+        rewatch: rewatch.clone(),
         shutdown: controller_shutdown.clone(),
     };
     health.set_not_ready("waiting for controller caches to sync");
@@ -387,6 +393,7 @@ async fn manage(
             clients.leader_election.clone(),
             settings,
             Some(gate.clone()),
+            Some(rewatch.clone()),
         )
         .await?;
         tracing::info!(identity = %elector.identity(), "waiting for leadership");

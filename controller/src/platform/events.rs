@@ -260,10 +260,42 @@ impl EventSink {
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         tokio::spawn(async move {
-            if let Err(error) = api.create(&Default::default(), &event).await {
-                tracing::debug!(%error, reason = event.reason, "cannot record an event");
+            // An event recorded just before an API outage (a MachineSet's SuccessfulCreate) is
+            // written once the API server answers again, not dropped; it keeps its time.
+            let mut pause = EVENT_RETRY_FIRST;
+            let started = Instant::now();
+            loop {
+                let error = match api.create(&Default::default(), &event).await {
+                    Ok(_) => return,
+                    // The name carries the event's time: an earlier attempt got through.
+                    Err(kube::Error::Api(status)) if status.code == 409 => return,
+                    Err(error) => error,
+                };
+                if !event_write_retryable(&error) || started.elapsed() >= EVENT_RETRY_WINDOW {
+                    tracing::debug!(%error, reason = event.reason, "cannot record an event");
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(EVENT_RETRY_CAP);
             }
         });
+    }
+}
+
+/// How long a failed event write is retried while the API server is unreachable or overloaded.
+pub const EVENT_RETRY_WINDOW: Duration = Duration::from_secs(300);
+/// First pause before an event write is tried again.
+const EVENT_RETRY_FIRST: Duration = Duration::from_millis(250);
+/// Longest pause between two attempts to write one event.
+const EVENT_RETRY_CAP: Duration = Duration::from_secs(2);
+
+/// Whether a failed event write may succeed later: the API server unreachable (transport
+/// errors, the write gate of a replica that leads again later), overloaded (429) or failing
+/// (5xx). A refusal (4xx) is final.
+fn event_write_retryable(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        _ => true,
     }
 }
 

@@ -3,7 +3,8 @@
 //! Process-local, as upstream: a restart starts unfrozen and the check decides again.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::watch;
 
 use crate::platform::metrics::Metrics;
 
@@ -11,21 +12,30 @@ use crate::platform::metrics::Metrics;
 /// `mcm_machine_controller_frozen` gauge.
 #[derive(Clone)]
 pub struct FreezeSwitch {
-    frozen: Arc<AtomicBool>,
+    frozen: Arc<watch::Sender<bool>>,
     metrics: Metrics,
 }
 
 /// The read-only side, handed to the controllers that stop while frozen.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct FreezeReader {
-    frozen: Arc<AtomicBool>,
+    frozen: Arc<watch::Sender<bool>>,
+}
+
+impl Default for FreezeReader {
+    /// A detached reader: never frozen.
+    fn default() -> Self {
+        Self {
+            frozen: Arc::new(watch::channel(false).0),
+        }
+    }
 }
 
 impl FreezeSwitch {
     /// An unfrozen switch reporting to `metrics`.
     pub fn new(metrics: Metrics) -> Self {
         Self {
-            frozen: Arc::new(AtomicBool::new(false)),
+            frozen: Arc::new(watch::channel(false).0),
             metrics,
         }
     }
@@ -39,12 +49,12 @@ impl FreezeSwitch {
 
     /// True while frozen.
     pub fn is_frozen(&self) -> bool {
-        self.frozen.load(Ordering::SeqCst)
+        *self.frozen.borrow()
     }
 
     /// Freezes or unfreezes the Machine controller.
     pub fn set(&self, frozen: bool) {
-        self.frozen.store(frozen, Ordering::SeqCst);
+        self.frozen.send_replace(frozen);
         self.metrics.set_machine_controller_frozen(frozen);
     }
 }
@@ -52,11 +62,46 @@ impl FreezeSwitch {
 impl FreezeReader {
     /// True while the API-server check keeps the Machine controller frozen.
     pub fn is_frozen(&self) -> bool {
-        self.frozen.load(Ordering::SeqCst)
+        *self.frozen.borrow()
+    }
+
+    /// A receiver that changes when the switch is flipped: a frozen pass requeues its machine
+    /// after the long retry, so the controllers requeue every machine when the freeze is lifted
+    /// (machines created just before an outage would otherwise wait that long).
+    pub fn changes(&self) -> watch::Receiver<bool> {
+        self.frozen.subscribe()
+    }
+}
+
+/// Adds `keys()` to `queue` whenever the freeze is lifted, until `shutdown`.
+pub async fn requeue_when_unfrozen(
+    reader: FreezeReader,
+    queue: crate::platform::queue::WorkQueue,
+    keys: impl Fn() -> Vec<String> + Send + 'static,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let mut changes = reader.changes();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            changed = changes.changed() => if changed.is_err() { return },
+        }
+        if !*changes.borrow_and_update() {
+            let keys = keys();
+            tracing::info!(
+                queue = queue.name(),
+                keys = keys.len(),
+                "machine controller unfrozen: requeueing"
+            );
+            for key in keys {
+                queue.add(key);
+            }
+        }
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -67,8 +112,10 @@ mod tests {
         assert!(!reader.is_frozen());
         switch.set(true);
         assert!(reader.is_frozen() && switch.is_frozen());
+        let mut changes = reader.changes();
         switch.set(false);
         assert!(!reader.is_frozen());
+        assert!(changes.has_changed().unwrap() && !*changes.borrow_and_update());
         // A detached reader (no API-server check running) never reports a freeze.
         assert!(!FreezeReader::default().is_frozen());
     }

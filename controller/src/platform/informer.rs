@@ -13,11 +13,33 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::StreamExt as _;
-use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt as _};
+use mcm_decisions::vocabulary::{CacheView, rewatch_pause};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
+
+/// The signal that the API server answers again (a Lease renewal or a list succeeded after
+/// failures): every informer waiting to re-establish a broken watch tries at once instead of
+/// sleeping out its pause. Clone freely; every clone is the same signal.
+#[derive(Clone, Debug, Default)]
+pub struct Rewatch(Arc<tokio::sync::Notify>);
+
+impl Rewatch {
+    /// A signal nobody waits for yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Wakes every informer that waits to re-establish its watch.
+    pub fn kick(&self) {
+        self.0.notify_waiters();
+    }
+
+    async fn kicked(&self) {
+        self.0.notified().await;
+    }
+}
 
 /// One change seen by an informer.
 #[derive(Debug)]
@@ -53,6 +75,8 @@ struct State<K> {
     objects: HashMap<String, Arc<K>>,
     handlers: Vec<Handler<K>>,
     synced: bool,
+    /// Since when the watch is broken and no list has completed (docs/behaviour.md#stale-caches).
+    stale_since: Option<jiff::Timestamp>,
 }
 
 /// A shared, name-keyed cache of one kind. Clone freely.
@@ -60,6 +84,8 @@ pub struct Informer<K> {
     kind: &'static str,
     state: Arc<Mutex<State<K>>>,
     synced: tokio::sync::watch::Sender<bool>,
+    /// Bumped whenever the cache goes stale or catches up (see [`Informer::view`]).
+    freshness: tokio::sync::watch::Sender<u64>,
     /// Leaves out of each object what no controller reads, before it is cached.
     prune: fn(&mut K),
 }
@@ -70,6 +96,7 @@ impl<K> Clone for Informer<K> {
             kind: self.kind,
             state: Arc::clone(&self.state),
             synced: self.synced.clone(),
+            freshness: self.freshness.clone(),
             prune: self.prune,
         }
     }
@@ -91,14 +118,17 @@ where
     /// object would otherwise erase (see `platform::node_cache`).
     pub fn pruning(kind: &'static str, prune: fn(&mut K)) -> Self {
         let (synced, _) = tokio::sync::watch::channel(false);
+        let (freshness, _) = tokio::sync::watch::channel(0);
         Self {
             kind,
             state: Arc::new(Mutex::new(State {
                 objects: HashMap::new(),
                 handlers: Vec::new(),
                 synced: false,
+                stale_since: None,
             })),
             synced,
+            freshness,
             prune,
         }
     }
@@ -154,6 +184,40 @@ where
     /// True once the first list has been applied.
     pub fn is_synced(&self) -> bool {
         self.lock().synced
+    }
+
+    /// Whether the cache is synced and caught up with the API server, for
+    /// [`mcm_decisions::vocabulary::may_act`].
+    pub fn view(&self) -> CacheView<'static> {
+        let state = self.lock();
+        CacheView {
+            kind: self.kind,
+            synced: state.synced,
+            stale_since: state.stale_since,
+        }
+    }
+
+    /// A receiver that changes whenever the cache goes stale or catches up.
+    pub fn freshness_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.freshness.subscribe()
+    }
+
+    /// Records that the watch broke at `now`: the cache may miss what is written from now on
+    /// until a list completes. Returns whether it was caught up before.
+    pub fn mark_stale(&self, now: jiff::Timestamp) -> bool {
+        let mut state = self.lock();
+        if state.stale_since.is_some() || !state.synced {
+            return false;
+        }
+        state.stale_since = Some(now);
+        drop(state);
+        tracing::warn!(
+            kind = self.kind,
+            stale_since = %now,
+            "watch broke: cache stale since {now}; controllers reading it wait until it has caught up"
+        );
+        self.freshness.send_modify(|generation| *generation += 1);
+        true
     }
 
     /// Waits until the first list has been applied.
@@ -244,40 +308,86 @@ where
                 "cache synced"
             );
         }
+        let caught_up = state.stale_since.take();
+        let objects = state.objects.len();
         drop(state);
         self.synced.send_replace(true);
+        if let Some(since) = caught_up {
+            let stale_for = jiff::Timestamp::now().duration_since(since);
+            tracing::info!(
+                kind = self.kind,
+                stale_since = %since,
+                stale_seconds = stale_for.as_secs_f64(),
+                objects,
+                "cache caught up (stale since {since}, {:.1}s)",
+                stale_for.as_secs_f64()
+            );
+            self.freshness.send_modify(|generation| *generation += 1);
+        }
     }
 
-    /// Watches `api` with `config` and keeps the cache current until `shutdown`. Watch errors are
-    /// logged and retried with kube-runtime's default backoff.
-    pub async fn run(self, api: Api<K>, config: watcher::Config, shutdown: CancellationToken) {
-        let stream = watcher(api, config).default_backoff();
-        futures::pin_mut!(stream);
-        let mut relist: Option<Vec<Arc<K>>> = None;
+    /// Watches `api` with `config` and keeps the cache current until `shutdown`.
+    ///
+    /// A watch that ends normally is resumed from its last resourceVersion by the watcher (the
+    /// API server replays what happened meanwhile). A failure (the API server unreachable, a
+    /// watch that cannot be resumed) marks the cache stale, and the watch starts over with a
+    /// list after [`rewatch_pause`] (at most a second) or at once when `rewatch` is kicked; the
+    /// completed list is the moment the cache has caught up again, and kicks the others.
+    pub async fn run(
+        self,
+        api: Api<K>,
+        config: watcher::Config,
+        shutdown: CancellationToken,
+        rewatch: Rewatch,
+    ) {
+        let mut failures: u32 = 0;
         loop {
-            let event = tokio::select! {
-                () = shutdown.cancelled() => return,
-                event = stream.next() => event,
+            let broke = {
+                let stream = watcher(api.clone(), config.clone());
+                futures::pin_mut!(stream);
+                let mut relist: Option<Vec<Arc<K>>> = None;
+                loop {
+                    let event = tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        event = stream.next() => event,
+                    };
+                    match event {
+                        None => return,
+                        Some(Ok(watcher::Event::Init)) => relist = Some(Vec::new()),
+                        Some(Ok(watcher::Event::InitApply(object))) => match relist.as_mut() {
+                            // The whole list is held until it is complete, as the cache keeps it
+                            // and where it will stay: a buffer of whole objects (about 1.5 KiB
+                            // each before their strings and maps) was a copy of 5,000 Nodes or
+                            // Machines on top of the cache after a restart.
+                            Some(buffer) => buffer.push(self.cached(object)),
+                            None => self.apply(object),
+                        },
+                        Some(Ok(watcher::Event::InitDone)) => {
+                            let was_stale = self.view().stale_since.is_some();
+                            self.replace_cached(relist.take().unwrap_or_default());
+                            failures = 0;
+                            if was_stale {
+                                rewatch.kick();
+                            }
+                        }
+                        Some(Ok(watcher::Event::Apply(object))) => self.apply(object),
+                        Some(Ok(watcher::Event::Delete(object))) => self.delete(object),
+                        Some(Err(error)) => break error,
+                    }
+                }
             };
-            match event {
-                None => return,
-                Some(Ok(watcher::Event::Init)) => relist = Some(Vec::new()),
-                Some(Ok(watcher::Event::InitApply(object))) => match relist.as_mut() {
-                    // The whole list is held until it is complete, as the cache keeps it and
-                    // where it will stay: a buffer of whole objects (about 1.5 KiB each before
-                    // their strings and maps) was a copy of 5,000 Nodes or Machines on top of
-                    // the cache after a restart.
-                    Some(buffer) => buffer.push(self.cached(object)),
-                    None => self.apply(object),
-                },
-                Some(Ok(watcher::Event::InitDone)) => {
-                    self.replace_cached(relist.take().unwrap_or_default());
-                }
-                Some(Ok(watcher::Event::Apply(object))) => self.apply(object),
-                Some(Ok(watcher::Event::Delete(object))) => self.delete(object),
-                Some(Err(error)) => {
-                    tracing::warn!(kind = self.kind, %error, "watch failed; retrying");
-                }
+            self.mark_stale(jiff::Timestamp::now());
+            let pause = rewatch_pause(failures);
+            failures = failures.saturating_add(1);
+            if failures == 1 {
+                tracing::warn!(kind = self.kind, error = %broke, retry_in = ?pause, "watch failed; starting over with a list");
+            } else {
+                tracing::debug!(kind = self.kind, error = %broke, retry_in = ?pause, "watch failed again; starting over with a list");
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(pause) => {}
+                () = rewatch.kicked() => {}
             }
         }
     }

@@ -7,6 +7,7 @@
 //! driver and handles it uses; composing controllers into a manager is `manager::compose`.
 //! Nothing here imports a controller.
 
+pub mod caches;
 pub mod config;
 pub mod events;
 pub mod freeze;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::platform::caches::CacheGate;
 use crate::platform::metrics::Metrics;
 use mcm_decisions::vocabulary::Retry;
 
@@ -291,13 +292,34 @@ impl WorkQueue {
         F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
         Fut: Future<Output = Outcome> + Send + 'static,
     {
+        self.run_gated(workers, shutdown, None, process).await;
+    }
+
+    /// [`WorkQueue::run`] whose workers take a key only while `gate` allows acting: while a
+    /// cache of the controller is stale, keys wait in the queue (docs/behaviour.md#stale-caches).
+    pub async fn run_gated<F, Fut>(
+        &self,
+        workers: usize,
+        shutdown: CancellationToken,
+        gate: Option<CacheGate>,
+        process: F,
+    ) where
+        F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
         let mut pool = tokio::task::JoinSet::new();
         for _ in 0..workers.max(1) {
             let queue = self.clone();
             let shutdown = shutdown.clone();
             let process = process.clone();
+            let gate = gate.clone();
             pool.spawn(async move {
                 loop {
+                    if let Some(gate) = &gate
+                        && !gate.wait(&shutdown).await
+                    {
+                        return;
+                    }
                     let Some(key) = queue.take() else {
                         tokio::select! {
                             () = shutdown.cancelled() => return,

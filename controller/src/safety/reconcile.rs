@@ -20,6 +20,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::platform::BoxError;
+use crate::platform::caches::CacheGate;
 use crate::platform::informer::Change;
 use crate::platform::queue::WorkQueue;
 use crate::safety::apiserver::check::{self as apiserver_check, ApiServerChecker};
@@ -68,8 +69,13 @@ pub fn run_orphans(
             });
         }
         orphans.add(KEY);
+        // A VM is an orphan when no cached machine claims it: never judged on a stale cache.
+        let gate = CacheGate::new(ORPHAN_QUEUE)
+            .with(&context.machines)
+            .with(&context.machine_classes)
+            .with(&context.nodes);
         orphans
-            .run(1, shutdown, move |_key| {
+            .run_gated(1, shutdown, Some(gate), move |_key| {
                 let context = Arc::clone(&context);
                 async move { orphan_collect::run_once(&context).await }
             })
@@ -107,8 +113,12 @@ pub fn run_overshoot(
                 .subscribe(move |_change| overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE));
         }
         overshoot.add(KEY);
+        let gate = CacheGate::new(OVERSHOOT_QUEUE)
+            .with(&context.machines)
+            .with(&context.machine_sets)
+            .with(&context.machine_deployments);
         overshoot
-            .run(1, shutdown, move |_key| {
+            .run_gated(1, shutdown, Some(gate), move |_key| {
                 let context = Arc::clone(&context);
                 async move { overshoot_apply::run_once(&context).await }
             })

@@ -167,8 +167,11 @@ impl World {
             control.as_str(),
             target.as_str(),
             namespace.as_str(),
-            "--leader-elect=false",
         ];
+        // One replica, nothing to elect, unless the test elects a leader itself.
+        if !extra.iter().any(|flag| flag.starts_with("--leader-elect=")) {
+            argv.push("--leader-elect=false");
+        }
         // Tests are not about client throttling unless they say so.
         if !extra.iter().any(|flag| flag.starts_with("--kube-api-")) {
             argv.extend(["--kube-api-qps=5000", "--kube-api-burst=10000"]);

@@ -7,6 +7,7 @@ mod harness;
 mod machine;
 mod machine_deployment;
 mod machine_set;
+mod outage;
 mod safety;
 mod split;
 mod termination;

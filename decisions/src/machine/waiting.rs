@@ -460,12 +460,37 @@ pub fn refresh_held_condition(
         return false;
     };
     let old = status.conditions.clone().unwrap_or_default();
-    let (merged, changed) = merge_waiting_condition(&old, wanted, now);
+    let (merged, mut changed) = merge_waiting_condition(&old, wanted, now);
     if merged != old {
         status.conditions = (!merged.is_empty()).then_some(merged);
     }
+    // `lastOperation` names the guard too: it is what `kubectl get machine -o yaml` readers
+    // and dashboards look at first.
+    if let Some(held) = held
+        && let Some(operation) = status.last_operation.as_mut()
+        && let Some(description) =
+            held_description(operation.description.as_deref().unwrap_or_default(), held)
+    {
+        operation.description = Some(description);
+        changed = true;
+    }
     changed
 }
+
+/// What an Unknown machine's `lastOperation.description` says while a guard holds it: the
+/// health check's text (upstream's, kept as the prefix) followed by [`HELD_MARK`] and the guard;
+/// `None` when it says so already. A previous guard's text is replaced.
+#[must_use]
+pub fn held_description(description: &str, held: &str) -> Option<String> {
+    let base = description
+        .split_once(HELD_MARK)
+        .map_or(description, |(base, _)| base);
+    let wanted = format!("{base}{HELD_MARK}{held}");
+    (wanted != description).then_some(wanted)
+}
+
+/// Separates the health check's description of an Unknown machine from the guard that holds it.
+pub const HELD_MARK: &str = ". Not marked Failed (and replaced) while held by ";
 
 #[cfg(test)]
 #[path = "waiting_tests.rs"]

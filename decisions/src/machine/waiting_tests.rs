@@ -287,6 +287,45 @@ fn a_machine_held_by_the_meltdown_guard_names_the_guard() {
     // The deadline that passed is still named as such.
     assert!(text.contains(&format!("ran out at {}", at(600))), "{text}");
 
+    // lastOperation names the guard after the health check's own text, once.
+    let mut shown = held.clone();
+    shown.status.get_or_insert_default().last_operation = Some(mcm_api::v1alpha1::LastOperation {
+        description: Some(
+            "Machine m1 is unhealthy - changing MachinePhase to Unknown. Node conditions: Ready=False"
+                .to_owned(),
+        ),
+        ..Default::default()
+    });
+    assert!(refresh_held_condition(
+        &mut shown,
+        &ControllerSettings::default(),
+        None,
+        None,
+        Some(guard),
+        at(700)
+    ));
+    let description = shown
+        .status
+        .as_ref()
+        .and_then(|s| s.last_operation.as_ref())
+        .and_then(|o| o.description.clone())
+        .unwrap_or_default();
+    assert!(
+        description.starts_with("Machine m1 is unhealthy - changing MachinePhase to Unknown."),
+        "{description}"
+    );
+    assert!(
+        description.contains("held by the meltdown guard"),
+        "{description}"
+    );
+    assert_eq!(held_description(&description, guard), None, "said once");
+    assert_eq!(
+        held_description(&description, "another guard"),
+        Some(format!(
+            "Machine m1 is unhealthy - changing MachinePhase to Unknown. Node conditions: Ready=False{HELD_MARK}another guard"
+        ))
+    );
+
     // Below the threshold the plan fails the machine and names no guard.
     let plan = health_plan(&held, &siblings, 0.0);
     assert!(plan.status.is_some());

@@ -7,6 +7,7 @@
 //! it, it imports none of them. This file only declares the modules and re-exports their items, so
 //! `mcm_decisions::vocabulary::X` names each of them; the modules import each other directly.
 
+pub mod caches;
 pub mod event;
 pub mod failures;
 pub mod go_text;
@@ -16,6 +17,7 @@ pub mod settings;
 pub mod status;
 pub mod timestamps;
 
+pub use caches::{Acting, CacheView, may_act, rewatch_pause};
 pub use event::{Event, EventType};
 pub use failures::{DriverError, WriteFailure, is_transient};
 pub use go_text::{go_time_string, parse_go_bool, render_conditions};

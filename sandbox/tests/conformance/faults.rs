@@ -8,6 +8,24 @@ use mcm_sandbox::{ErrorRule, UnavailableMode, Verb};
 
 use crate::common::{EVENTUALLY, Target, api_error, configmap, wait_for};
 
+/// A watch of the ConfigMaps from the current resourceVersion (a minute at most).
+async fn watch_from_now(
+    cms: &kube::Api<ConfigMap>,
+) -> futures::stream::BoxStream<'static, kube::Result<kube::api::WatchEvent<ConfigMap>>> {
+    use futures::StreamExt;
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("list resourceVersion");
+    cms.watch(&kube::api::WatchParams::default().timeout(60), &rv)
+        .await
+        .expect("open watch")
+        .boxed()
+}
+
 fn secret(name: &str) -> Secret {
     serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("secret literal")
 }
@@ -369,9 +387,9 @@ async fn admin_http_endpoints_control_faults_and_counters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_delay_holds_events_back_in_order_until_lowered() {
     use crate::common::{raw, unique_suffix};
-    use futures::{StreamExt, TryStreamExt};
+    use futures::TryStreamExt;
     use kube::ResourceExt;
-    use kube::api::{WatchEvent, WatchParams};
+    use kube::api::WatchEvent;
     let t = Target::sandbox_or_env().await;
     let Some(sb) = t.sandbox_only(
         "watch_delay_holds_events_back_in_order_until_lowered",
@@ -381,18 +399,7 @@ async fn watch_delay_holds_events_back_in_order_until_lowered() {
     };
     let cms = t.api::<ConfigMap>();
     let prefix = format!("delayed-{}", unique_suffix());
-    let rv = cms
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .expect("list resourceVersion");
-    let mut stream = cms
-        .watch(&WatchParams::default().timeout(60), &rv)
-        .await
-        .expect("open watch")
-        .boxed();
+    let mut stream = watch_from_now(&cms).await;
 
     // An hour: nothing can be delivered before the delay is lowered below.
     let response = raw(
@@ -446,5 +453,56 @@ async fn watch_delay_holds_events_back_in_order_until_lowered() {
         }
     }
     assert_eq!(seen, names, "held events keep their order");
+    t.finish().await;
+}
+
+/// An injected outage closes the open watches, as a stopped kube-apiserver does, unless the
+/// request says `"closeWatches": false`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_closes_open_watches_unless_told_not_to() {
+    use crate::common::raw;
+    use futures::StreamExt;
+    let t = Target::sandbox_or_env().await;
+    if t.sandbox_only(
+        "an_outage_closes_open_watches_unless_told_not_to",
+        "/sandbox/admin is sandbox-only",
+    )
+    .is_none()
+    {
+        return t.finish().await;
+    }
+    let cms = t.api::<ConfigMap>();
+    let json = ("content-type", "application/json");
+    for (body, closes) in [
+        (r#"{"seconds": 60, "closeWatches": false}"#, false),
+        (r#"{"seconds": 60}"#, true),
+    ] {
+        let mut stream = watch_from_now(&cms).await;
+        let response = raw(
+            &t.client,
+            "POST",
+            "/sandbox/admin/unavailable",
+            &[json],
+            body.as_bytes().to_vec(),
+        )
+        .await;
+        assert_eq!(response.status, 200, "POST unavailable {body}");
+        // The stream ends at once when closed; an open one yields nothing in this window.
+        let ended = tokio::time::timeout(Duration::from_secs(2), async {
+            while stream.next().await.is_some() {}
+        })
+        .await
+        .is_ok();
+        assert_eq!(ended, closes, "watch closed by an outage of {body}");
+        let cleared = raw(
+            &t.client,
+            "DELETE",
+            "/sandbox/admin/unavailable",
+            &[],
+            vec![],
+        )
+        .await;
+        assert_eq!(cleared.status, 200);
+    }
     t.finish().await;
 }

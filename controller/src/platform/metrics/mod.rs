@@ -48,12 +48,14 @@
 //! | `drain.rs` | `mcm_drain_volume_reattach_total` |
 //! | `scrape_failures.rs` | `mcm_misc_scrape_failure_total` (both ports) |
 //! | `leader_election.rs` | `leader_election_master_status` (both ports) |
+//! | `caches.rs` | `mcm_cache_stale_since_seconds` (ours, both ports) |
 //! | `work_queue.rs` | `mcm_workqueue_*` (docs/behaviour.md#metrics-library) and `mcm_reconcile_duration_seconds`, one set per port |
 //! | `object_series.rs` | what the object families share: name/namespace labels, conditions, failed machines |
 //! | `registration.rs` | metric types, shared buckets, `register` |
 //! | `exposition.rs` | content type, [`MetricsPort`], merging the two ports' expositions |
 //! | `registry.rs` | [`Metrics`]: both registries, the scrape hooks and the methods the controllers call |
 
+mod caches;
 mod drain;
 mod driver;
 mod exposition;

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use prometheus_client::registry::Registry;
 
+use super::caches::CacheFamily;
 use super::drain::VolumeReattachFamily;
 use super::driver::{DriverCallFamilies, DriverRequestFamilies};
 use super::exposition::{MetricsPort, merge_expositions};
@@ -41,6 +42,8 @@ struct Inner {
     volume_reattach: VolumeReattachFamily,
     // client-go's leader-election gauge (component-base), on both ports.
     leader: LeaderElectionFamily,
+    // Since when each cache is stale (ours), on both ports.
+    caches: CacheFamily,
     // client-go workqueue families (and our reconcile durations), one set per port.
     manager_queues: QueueMetrics,
     machine_queues: QueueMetrics,
@@ -79,6 +82,7 @@ impl Metrics {
         let driver_calls = DriverCallFamilies::register(&mut m);
         let volume_reattach = VolumeReattachFamily::register(&mut m);
         let leader = LeaderElectionFamily::register(&mut r, &mut m);
+        let caches = CacheFamily::register(&mut r, &mut m);
         let manager_queues = QueueMetrics::register(&mut r);
         let machine_queues = QueueMetrics::register(&mut m);
         Self(Arc::new(Inner {
@@ -93,6 +97,7 @@ impl Metrics {
             driver_calls,
             volume_reattach,
             leader,
+            caches,
             manager_queues,
             machine_queues,
         }))
@@ -165,6 +170,12 @@ impl Metrics {
     /// `leader_election_master_status{name}`: 1 leading, 0 standby).
     pub fn set_leader(&self, lease: &str, leading: bool) {
         self.0.leader.set(lease, leading);
+    }
+
+    /// Since when the cache of `kind` has not caught up after its watch broke (`None`: it
+    /// follows the API server); `mcm_cache_stale_since_seconds{kind}`.
+    pub fn set_cache_stale_since(&self, kind: &str, stale_since: Option<jiff::Timestamp>) {
+        self.0.caches.set(kind, stale_since);
     }
 
     /// Creates the series of every counter family whose label values are known before anything
