@@ -233,7 +233,7 @@ pub fn missing_class_warning(v: &DeploymentVerdict, class: &str) -> String {
         _ => "no old machine goes (the rollout waits)".to_owned(),
     };
     format!(
-        "machineclass {namespace}/{class} does not exist: new machines of machinedeployment {md} cannot be created until it does (they stay without a phase, event MachineClassNotFound); {old_machines}"
+        "machineclass {namespace}/{class} does not exist: new machines of machinedeployment {md} cannot be created until it does (they stay without a phase, event MachineClassNotFound); {old_machines}; reverting the template deletes the new machines at once"
     )
 }
 
