@@ -875,3 +875,31 @@ fn a_missing_class_says_what_the_strategy_does_meanwhile() {
         "Recreate deletes the 3 old machines first: the deployment has none until the class exists;"
     ));
 }
+
+#[test]
+fn deletion_order_ties_are_broken_as_the_controller_breaks_them() {
+    // Six machines created in the same second, listed in reverse: the controller deletes them
+    // by name, and so does the preview (it printed 1 of 6 positions right before).
+    let md = rolling("md", 6, "1", "0");
+    let set = set_of(&md, "old", 0);
+    let mut machines: Vec<Machine> = machines_of(&set, 6, None)
+        .into_iter()
+        .map(|mut m| {
+            m.metadata.creation_timestamp = Some(Time(at(5)));
+            m
+        })
+        .collect();
+    machines.reverse();
+    let v = deployment_verdict(&md, &with_class(&md, "large"), &[set], &machines);
+    assert_eq!(
+        v.order,
+        vec![
+            "md-old-000",
+            "md-old-001",
+            "md-old-002",
+            "md-old-003",
+            "md-old-004",
+            "md-old-005"
+        ]
+    );
+}

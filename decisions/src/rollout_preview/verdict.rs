@@ -190,7 +190,23 @@ pub fn preview_deployment(
         DeploymentEffect::Undetermined(reason)
     } else if rolls {
         let roll = roll_of(new)?;
-        going.sort_by(|a, b| deletion_order(a, b, change.now));
+        // The controller scales old sets down oldest first, and each set deletes in the
+        // deletion order (ties by name): the same order here.
+        let mut by_age: Vec<&MachineSet> = owned.iter().collect();
+        by_age.sort_by(|a, b| revision::creation_order(a, b));
+        let set_rank = |m: &Machine| {
+            by_age
+                .iter()
+                .position(|s| {
+                    controlled_by(&m.metadata, crate::machine_set::plan::KIND, &s.metadata)
+                })
+                .unwrap_or(usize::MAX)
+        };
+        going.sort_by(|a, b| {
+            set_rank(a)
+                .cmp(&set_rank(b))
+                .then_with(|| deletion_order(a, b, change.now))
+        });
         order = going
             .iter()
             .map(|m| m.metadata.name.clone().unwrap_or_default())
