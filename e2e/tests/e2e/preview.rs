@@ -438,7 +438,6 @@ pub async fn in_place_preview_matches_what_happened(system: Arc<System>) -> Resu
     Ok(Outcome::Passed)
 }
 
-
 /// `kubectl patch --dry-run=server` of `pu` with `patch`: the warnings kubectl printed.
 async fn dry_run(
     kubectl: &mcm_e2e::kubectl::Kubectl,
