@@ -368,10 +368,10 @@ $api_note
   export KUBECONFIG=$kubeconfig
   kubectl get machinedeployments,machinesets,machines,nodes        # mcd, mcs, mc
   kubectl scale machinedeployment $deployment --replicas=5
-  kubectl patch machinedeployment $deployment --type=merge \\
-    -p '{"spec":{"template":{"spec":{"class":{"name":"virtual-medium"}}}}}'   # roll to the other class
   kubectl patch machineclass virtual-small --type=merge \\
     -p '{"providerSpec":{"tags":{"team":"b"}}}'                            # hot update, no rollout
+  kubectl patch machinedeployment $deployment --type=merge \\
+    -p '{"spec":{"template":{"spec":{"class":{"name":"virtual-medium"}}}}}'   # roll to the other class
   kubectl annotate node <node> node.machine.sapcloud.io/preserve=now      # preserve a node
   kubectl annotate node <node> provider-virtual.mcm.gardener.cloud/conditions='Ready=False'
                                              # unhealthy: replaced after healthTimeout (2m)
@@ -395,8 +395,15 @@ echo
 summary() {
 	local desired phases nodes ready total
 	desired=$(k get machinedeployment "$deployment" -o jsonpath='{.spec.replicas}' 2>/dev/null || echo "?")
-	phases=$(k get machines -o jsonpath='{range .items[*]}{.status.currentStatus.phase}{"\n"}{end}' 2>/dev/null |
-		sed 's/^$/(new)/' | sort | uniq -c | awk '{printf "%s%s %s", (NR>1?", ":""), $2, $1}')
+	# A failed read is not "no machines": say the API server cannot be reached (an outage).
+	# Each machine's phase in brackets, so that a machine without one is a line "[]".
+	if ! phases=$(k get machines -o jsonpath='{range .items[*]}[{.status.currentStatus.phase}]{"\n"}{end}' 2>/dev/null); then
+		printf 'desired %s | the API server is unreachable (machines and nodes unknown)\n' "$desired"
+		return
+	fi
+	[ -z "$phases" ] ||
+		phases=$(sed 's/^\[\]$/(new)/; s/^\[\(.*\)\]$/\1/' <<<"$phases" | sort | uniq -c |
+			awk '{printf "%s%s %s", (NR>1?", ":""), $2, $1}')
 	nodes=$(k get nodes -o jsonpath='{range .items[*]}{range .status.conditions[?(@.type=="Ready")]}{.status}{"\n"}{end}{end}' 2>/dev/null)
 	ready=$(grep -c '^True$' <<<"$nodes" || true)
 	total=$(k get nodes -o name 2>/dev/null | grep -c . || true)
@@ -447,6 +454,7 @@ started=$SECONDS
 last=""
 last_print=$SECONDS
 reported_done=false
+reported_line=""
 while true; do
 	check_children
 	line=$(summary)
@@ -496,8 +504,11 @@ while true; do
 		elif ! $reported_done; then
 			say "all machines of $deployment are Running; try the commands above (Ctrl-C stops)"
 			reported_done=true
+			reported_line=$line
 		fi
-	else
+	elif [ "$line" != "$reported_line" ] && [[ $line != *unreachable* ]]; then
+		# Said again only after the fleet changed (a scale, a roll), not after a check that
+		# failed for a moment or an API outage: the line printed 27 times in one session.
 		reported_done=false
 	fi
 	if $smoke && [ $((SECONDS - started)) -ge "$timeout" ]; then

@@ -82,15 +82,24 @@ impl Progress {
         (self.replicas - self.updated).max(0)
     }
 
-    /// One plain line: `updated 1/2, ready 2/2, available 2/2, old machines left 1`.
+    /// One plain line: `updated 1/2, ready 2/2, available 2/2, old machines left 1`. A count
+    /// above the desired one (surge machines during a rollout, machines still draining after a
+    /// scale-down) is shown as `2/2 (+1 extra)`, never as `3/2`.
     #[must_use]
     pub fn line(&self) -> String {
         let d = self.desired;
+        let of = |n: i32| {
+            if n > d {
+                format!("{d}/{d} (+{} extra)", n - d)
+            } else {
+                format!("{n}/{d}")
+            }
+        };
         format!(
-            "updated {}/{d}, ready {}/{d}, available {}/{d}, old machines left {}",
-            self.updated,
-            self.ready,
-            self.available,
+            "updated {}, ready {}, available {}, old machines left {}",
+            of(self.updated),
+            of(self.ready),
+            of(self.available),
             self.old_left()
         )
     }
@@ -502,6 +511,11 @@ mod tests {
         assert_eq!(
             progress(2, 3, 1, 1).line(),
             "updated 1/2, ready 1/2, available 1/2, old machines left 2"
+        );
+        // A surge machine ready during a rollout of 5: never "ready 6/5".
+        assert_eq!(
+            progress(5, 6, 1, 6).line(),
+            "updated 1/5, ready 5/5 (+1 extra), available 5/5 (+1 extra), old machines left 5"
         );
     }
 

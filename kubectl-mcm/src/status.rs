@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Node;
-use mcm_api::keys::annotation;
+use mcm_api::keys::{annotation, preserve};
 use mcm_api::v1alpha1::{Machine, MachineDeployment, MachinePhase, MachineSet};
 
 use crate::rollout::{Progress, owned_by};
@@ -354,14 +354,26 @@ pub fn summarize(
             })
             .count()
     });
+    // Preserved now (an expiry is set), or armed: `when-failed` on the machine or its node is
+    // preserved only once the machine fails, and has no expiry until then.
     let preserved = mine
         .iter()
         .filter_map(|m| {
-            let expiry = preserve_expiry(m)?;
+            let requested = preserve_request(m);
+            let until = match preserve_expiry(m) {
+                Some(expiry) => expiry.to_string(),
+                None if requested
+                    .as_deref()
+                    .is_some_and(|r| r.ends_with(preserve::WHEN_FAILED)) =>
+                {
+                    "when it fails (then --machine-preserve-timeout)".to_owned()
+                }
+                None => return None,
+            };
             Some(Preserved {
                 machine: m.metadata.name.clone().unwrap_or_default(),
-                requested: preserve_request(m),
-                until: expiry.to_string(),
+                requested,
+                until,
             })
         })
         .collect();
@@ -613,6 +625,36 @@ mod tests {
             .into(),
         );
         assert_eq!(preserve_request(&m).as_deref(), Some("node: now"));
+        // Armed `when-failed` preservations of running machines are listed too, without expiry.
+        let mut armed = machine("w", "s1", Some("Running"), "2026-11-25T09:00:00Z", None);
+        armed.metadata.annotations =
+            Some([(annotation::PRESERVE.to_owned(), "when-failed".to_owned())].into());
+        let mut by_node = machine("v", "s1", Some("Running"), "2026-11-25T09:00:00Z", None);
+        by_node.metadata.annotations = Some(
+            [(
+                annotation::LAST_APPLIED_NODE_PRESERVE_VALUE.to_owned(),
+                "when-failed".to_owned(),
+            )]
+            .into(),
+        );
+        let with_armed = summarize(
+            &md(),
+            &[set("s1", "md-uid")],
+            &[armed, by_node],
+            None,
+            now(),
+            600,
+        );
+        let listed: Vec<(&str, Option<&str>)> = with_armed
+            .preserved
+            .iter()
+            .map(|p| (p.machine.as_str(), p.requested.as_deref()))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![("w", Some("when-failed")), ("v", Some("node: when-failed"))]
+        );
+        assert!(with_armed.preserved[0].until.starts_with("when it fails"));
         let text = render_summary(&s, false);
         assert!(text.contains("PRESERVED MACHINE"), "{text}");
         assert!(text.contains("unknown/1 (nodes not readable)"), "{text}");

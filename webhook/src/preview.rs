@@ -16,10 +16,10 @@ use kube::api::ListParams;
 use mcm_api::{v1alpha1, v1beta1};
 use mcm_conversion::Spoke;
 use mcm_decisions::rollout_preview::text::{
-    class_warnings, could_not_determine, deployment_warnings,
+    class_warnings, could_not_determine, deployment_warnings, missing_class_warning,
 };
 use mcm_decisions::rollout_preview::types::{ClassChange, ClassUser, DeploymentChange, HotPaths};
-use mcm_decisions::rollout_preview::verdict::{preview_class, preview_deployment};
+use mcm_decisions::rollout_preview::verdict::{preview_class, preview_deployment, template_class};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -226,6 +226,10 @@ impl Preview {
         }
         let namespace = new.metadata.namespace.clone().unwrap_or_default();
         let name = new.metadata.name.clone().unwrap_or_default();
+        // A template that names another class: whether that class exists.
+        let new_class = template_class(new)
+            .filter(|class| Some(*class) != template_class(old))
+            .map(str::to_owned);
         let read = async {
             let client = self
                 .client
@@ -237,11 +241,21 @@ impl Preview {
                 .list(&params)
                 .await
                 .map_err(|e| format!("cannot list MachineSets: {}", brief(&e)))?;
+            let missing = match &new_class {
+                Some(class) => {
+                    Api::<v1alpha1::MachineClass>::namespaced(client.clone(), &namespace)
+                        .get_opt(class)
+                        .await
+                        .map_err(|e| format!("cannot get MachineClass {class}: {}", brief(&e)))?
+                        .is_none()
+                }
+                None => false,
+            };
             let machines = Api::<v1alpha1::Machine>::namespaced(client, &namespace)
                 .list(&params)
                 .await
                 .map_err(|e| format!("cannot list Machines: {}", brief(&e)))?;
-            Ok::<_, String>((sets.items, machines.items))
+            Ok::<_, String>((sets.items, machines.items, missing))
         };
         let read = tokio::time::timeout(self.deadline, read)
             .await
@@ -251,9 +265,9 @@ impl Preview {
                     self.deadline.as_millis()
                 ))
             });
-        let (sets, machines, failure) = match read {
-            Ok((sets, machines)) => (sets, machines, None),
-            Err(error) => (Vec::new(), Vec::new(), Some(error)),
+        let (sets, machines, missing, failure) = match read {
+            Ok((sets, machines, missing)) => (sets, machines, missing, None),
+            Err(error) => (Vec::new(), Vec::new(), false, Some(error)),
         };
         let change = DeploymentChange {
             machine_sets: &sets,
@@ -269,7 +283,12 @@ impl Preview {
             )));
         }
         match preview_deployment(&change) {
-            Ok(v) => lines.extend(deployment_warnings(&v)),
+            Ok(v) => {
+                lines.extend(deployment_warnings(&v));
+                if let Some(class) = new_class.as_deref().filter(|_| missing) {
+                    lines.push(missing_class_warning(&v, class));
+                }
+            }
             Err(error) => lines.push(could_not_determine(&error.to_string())),
         }
         lines

@@ -1,8 +1,11 @@
 //! Publishing `events.k8s.io/v1` Events without flooding the API server.
 //!
 //! Two rules keep the writes down while every message a user needs still reaches them:
-//! - an event identical to one recorded in the last [`EVENT_REPEAT_SUPPRESSION`] (same object,
-//!   type, reason and note) is dropped, so a requeue loop cannot flood the API;
+//! - an event identical to one written before (same object, type, reason and note) is counted on
+//!   that Event, as client-go's recorder does: `series` (`count`, `lastObservedTime`) and the
+//!   core/v1 view's `count` and `lastTimestamp` are patched, at most once per
+//!   [`EVENT_REPEAT_SUPPRESSION`] (repeats in between are written with the next patch), so a
+//!   requeue loop cannot flood the API and `kubectl describe` shows `x2 over 5m`;
 //! - Normal events of the same object and reason within [`NORMAL_EVENT_WINDOW`] are coalesced
 //!   like a kube event series: the first is written at once, the later ones are held and only
 //!   the latest is written when the window ends, saying how many it stands for. A rollout of
@@ -20,10 +23,51 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
-/// How long an identical event (same object, type, reason and note) is not recorded again.
+/// The shortest time between two writes of one Event's repeat count (same object, type, reason
+/// and note).
 pub const EVENT_REPEAT_SUPPRESSION: Duration = Duration::from_secs(60);
+
+/// How long after its last write an Event still takes repeats; later ones start a new Event (the
+/// API server's default event TTL is 1 h from the last write).
+pub const SERIES_LIFETIME: Duration = Duration::from_secs(50 * 60);
+
+/// A repeat count to write on an Event already written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeriesUpdate {
+    /// Namespace of the Event.
+    pub namespace: String,
+    /// Name of the Event.
+    pub name: String,
+    /// Occurrences, the first included.
+    pub count: i32,
+    /// When the latest occurred.
+    pub last: jiff::Timestamp,
+}
+
+#[derive(Debug)]
+struct Series {
+    namespace: String,
+    name: String,
+    count: i32,
+    last: jiff::Timestamp,
+    written: Instant,
+    /// Repeats not yet written.
+    dirty: bool,
+}
+
+impl Series {
+    fn update(&self) -> SeriesUpdate {
+        SeriesUpdate {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            count: self.count,
+            last: self.last,
+        }
+    }
+}
 
 /// Normal events of one object and reason are written at most once per this window; the latest
 /// one held in a window is written when it ends.
@@ -47,12 +91,13 @@ pub struct Pending {
 /// What [`Coalescer::offer`] decided.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Offer {
-    /// Write this event now.
+    /// Write this event now (named for the wall time it was offered at).
     Publish(Box<Pending>),
-    /// Held: a later [`Coalescer::due`] writes the latest held event of its window.
+    /// A repeat: write this count on the Event already written.
+    Update(SeriesUpdate),
+    /// Held: a later [`Coalescer::due`] writes the latest held event of its window, or
+    /// [`Coalescer::due_updates`] the repeat count.
     Held,
-    /// Dropped: identical to one written or held recently.
-    Dropped,
 }
 
 #[derive(Debug)]
@@ -66,8 +111,18 @@ struct Window {
 /// The pure part of the publisher: which events to write, and when (time is a parameter).
 #[derive(Debug, Default)]
 pub struct Coalescer {
-    recent: HashMap<(String, bool, String, String), Instant>,
+    series: HashMap<(String, bool, String, String), Series>,
     windows: HashMap<(String, String), Window>,
+}
+
+/// client-go's Event name: the object's name and the time in hex nanoseconds.
+#[must_use]
+pub fn event_name(regarding: &ObjectReference, at: jiff::Timestamp) -> String {
+    format!(
+        "{}.{:x}",
+        regarding.name.clone().unwrap_or_default(),
+        at.as_nanosecond()
+    )
 }
 
 fn identity(regarding: &ObjectReference) -> String {
@@ -78,8 +133,9 @@ fn identity(regarding: &ObjectReference) -> String {
 }
 
 impl Coalescer {
-    /// Decides about `event` offered at `now`.
-    pub fn offer(&mut self, event: Pending, now: Instant) -> Offer {
+    /// Decides about `event` offered at `now` (`wall`: the same moment on the wall clock, which
+    /// names a published Event and dates a repeat).
+    pub fn offer(&mut self, event: Pending, now: Instant, wall: jiff::Timestamp) -> Offer {
         let object = identity(&event.regarding);
         let key = (
             object.clone(),
@@ -87,19 +143,45 @@ impl Coalescer {
             event.reason.clone(),
             event.note.clone(),
         );
-        if self
-            .recent
-            .get(&key)
-            .is_some_and(|at| now.duration_since(*at) < EVENT_REPEAT_SUPPRESSION)
+        if let Some(series) = self
+            .series
+            .get_mut(&key)
+            .filter(|s| now.duration_since(s.written) < SERIES_LIFETIME)
         {
-            return Offer::Dropped;
+            series.count = series.count.saturating_add(1);
+            series.last = wall;
+            if now.duration_since(series.written) < EVENT_REPEAT_SUPPRESSION {
+                series.dirty = true;
+                return Offer::Held;
+            }
+            series.written = now;
+            series.dirty = false;
+            return Offer::Update(series.update());
         }
-        if self.recent.len() > 10_000 {
-            self.recent
-                .retain(|_, at| now.duration_since(*at) < EVENT_REPEAT_SUPPRESSION);
+        if self.series.len() > 10_000 {
+            self.series
+                .retain(|_, s| s.dirty || now.duration_since(s.written) < SERIES_LIFETIME);
         }
-        self.recent.insert(key, now);
+        // Only an Event written now can take repeats: a held one is written under another name.
+        let start_series = |series: &mut HashMap<_, Series>, event: &Pending| {
+            series.insert(
+                key.clone(),
+                Series {
+                    namespace: event
+                        .regarding
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| "default".to_owned()),
+                    name: event_name(&event.regarding, wall),
+                    count: 1,
+                    last: wall,
+                    written: now,
+                    dirty: false,
+                },
+            );
+        };
         if event.warning {
+            start_series(&mut self.series, &event);
             return Offer::Publish(Box::new(event));
         }
         let window_key = (object, event.reason.clone());
@@ -118,6 +200,7 @@ impl Coalescer {
                         merged: 0,
                     },
                 );
+                start_series(&mut self.series, &event);
                 Offer::Publish(Box::new(event))
             }
         }
@@ -151,9 +234,23 @@ impl Coalescer {
         out
     }
 
+    /// The repeat counts not yet written whose Event was last written
+    /// [`EVENT_REPEAT_SUPPRESSION`] ago or more.
+    pub fn due_updates(&mut self, now: Instant) -> Vec<SeriesUpdate> {
+        self.series
+            .values_mut()
+            .filter(|s| s.dirty && now.duration_since(s.written) >= EVENT_REPEAT_SUPPRESSION)
+            .map(|s| {
+                s.dirty = false;
+                s.written = now;
+                s.update()
+            })
+            .collect()
+    }
+
     /// Whether anything is held.
     pub fn holds_events(&self) -> bool {
-        self.windows.values().any(|w| w.held.is_some())
+        self.windows.values().any(|w| w.held.is_some()) || self.series.values().any(|s| s.dirty)
     }
 }
 
@@ -195,15 +292,16 @@ impl EventSink {
             action: action.to_owned(),
             note: truncate_note(note),
         };
+        let wall = jiff::Timestamp::now();
         let offer = self
             .coalescer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .offer(pending, Instant::now());
+            .offer(pending, Instant::now(), wall);
         match offer {
-            Offer::Publish(event) => self.write(*event),
+            Offer::Publish(event) => self.write_at(*event, wall),
+            Offer::Update(update) => self.update(update),
             Offer::Held => self.ensure_flusher(),
-            Offer::Dropped => {}
         }
     }
 
@@ -225,15 +323,19 @@ impl EventSink {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                let (due, more) = {
+                let (due, updates, more) = {
                     let mut c = coalescer
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
                     let due = c.due(Instant::now());
-                    (due, c.holds_events())
+                    let updates = c.due_updates(Instant::now());
+                    (due, updates, c.holds_events())
                 };
                 for event in due {
-                    writer.write(event);
+                    writer.write_at(event, jiff::Timestamp::now());
+                }
+                for update in updates {
+                    writer.update(update);
                 }
                 if !more {
                     running.store(false, Ordering::Release);
@@ -250,13 +352,23 @@ impl EventSink {
         });
     }
 
-    fn write(&self, pending: Pending) {
-        let event = event_object(
-            pending,
-            jiff::Timestamp::now(),
-            self.reporting_controller,
-            &self.instance,
-        );
+    /// Writes the repeat count on an Event already written (a merge patch of `series` and the
+    /// core/v1 view's `count` and `lastTimestamp`).
+    pub(crate) fn update(&self, update: SeriesUpdate) {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &update.namespace);
+        tokio::spawn(async move {
+            let patch = series_patch(&update);
+            if let Err(error) = api
+                .patch(&update.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                tracing::debug!(%error, event = update.name, "cannot count a repeated event");
+            }
+        });
+    }
+
+    pub(crate) fn write_at(&self, pending: Pending, at: jiff::Timestamp) {
+        let event = event_object(pending, at, self.reporting_controller, &self.instance);
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         tokio::spawn(async move {
@@ -320,12 +432,7 @@ pub fn event_object(
         .unwrap_or_else(|| "default".to_owned());
     Event {
         metadata: kube::api::ObjectMeta {
-            // client-go's naming: the object's name and the time in hex nanoseconds.
-            name: Some(format!(
-                "{}.{:x}",
-                pending.regarding.name.clone().unwrap_or_default(),
-                timestamp.as_nanosecond()
-            )),
+            name: Some(event_name(&pending.regarding, timestamp)),
             namespace: Some(namespace),
             ..Default::default()
         },
@@ -342,6 +449,17 @@ pub fn event_object(
         reporting_instance: Some(instance.to_owned()),
         ..Default::default()
     }
+}
+
+/// The merge patch of [`EventSink::update`].
+#[must_use]
+pub fn series_patch(update: &SeriesUpdate) -> serde_json::Value {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+    serde_json::json!({
+        "series": {"count": update.count, "lastObservedTime": MicroTime(update.last)},
+        "deprecatedCount": update.count,
+        "deprecatedLastTimestamp": Time(update.last),
+    })
 }
 
 /// Event notes are limited to 1 kB by the API server.
@@ -393,7 +511,10 @@ mod tests {
         let mut c = Coalescer::default();
         let t0 = Instant::now();
         let first = event("ms", false, "ScalingMachineSet", "Scaled down to 9");
-        assert_eq!(c.offer(first.clone(), t0), Offer::Publish(Box::new(first)));
+        assert_eq!(
+            c.offer(first.clone(), t0, wall()),
+            Offer::Publish(Box::new(first))
+        );
         for (i, size) in [8, 7, 6].into_iter().enumerate() {
             let at = t0 + Duration::from_secs(u64::try_from(i).unwrap() + 1);
             let e = event(
@@ -402,7 +523,7 @@ mod tests {
                 "ScalingMachineSet",
                 &format!("Scaled down to {size}"),
             );
-            assert_eq!(c.offer(e, at), Offer::Held);
+            assert_eq!(c.offer(e, at, wall()), Offer::Held);
         }
         assert!(
             c.due(t0 + Duration::from_secs(5)).is_empty(),
@@ -417,7 +538,7 @@ mod tests {
         // The flush opened a new window: a fresh event right after is held again.
         let later = t0 + NORMAL_EVENT_WINDOW + Duration::from_secs(1);
         let e = event("ms", false, "ScalingMachineSet", "Scaled down to 5");
-        assert_eq!(c.offer(e, later), Offer::Held);
+        assert_eq!(c.offer(e, later, wall()), Offer::Held);
         assert!(c.holds_events());
         // A window that ends with nothing held is forgotten; the next event is written at once.
         let much_later = later + NORMAL_EVENT_WINDOW * 3;
@@ -425,7 +546,7 @@ mod tests {
         assert!(c.due(much_later + NORMAL_EVENT_WINDOW).is_empty());
         let e = event("ms", false, "ScalingMachineSet", "Scaled down to 0");
         assert_eq!(
-            c.offer(e.clone(), much_later + NORMAL_EVENT_WINDOW * 2),
+            c.offer(e.clone(), much_later + NORMAL_EVENT_WINDOW * 2, wall()),
             Offer::Publish(Box::new(e))
         );
     }
@@ -441,24 +562,122 @@ mod tests {
             event("a", true, "FailedCreate", "quota"),
             event("a", true, "FailedCreate", "quota exceeded again"),
         ] {
-            assert_eq!(c.offer(e.clone(), t0), Offer::Publish(Box::new(e)));
+            assert_eq!(c.offer(e.clone(), t0, wall()), Offer::Publish(Box::new(e)));
         }
     }
 
+    fn wall() -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_700_000_000).unwrap()
+    }
+
     #[test]
-    fn identical_events_are_dropped_for_a_minute() {
+    fn identical_events_are_counted_on_the_event_written_first() {
         let mut c = Coalescer::default();
         let t0 = Instant::now();
-        let e = event("a", true, "DrainFailed", "pdb");
-        assert_eq!(c.offer(e.clone(), t0), Offer::Publish(Box::new(e.clone())));
+        let at = |s: i64| wall() + jiff::SignedDuration::from_secs(s);
+        let e = event("a", true, "MachineClassChangeNotHotUpdatable", "image");
         assert_eq!(
-            c.offer(e.clone(), t0 + Duration::from_secs(30)),
-            Offer::Dropped
+            c.offer(e.clone(), t0, at(0)),
+            Offer::Publish(Box::new(e.clone()))
+        );
+        let name = event_name(&e.regarding, at(0));
+        // Five minutes later (a second hot update): the same Event, count 2, its time.
+        let t1 = t0 + Duration::from_secs(300);
+        assert_eq!(
+            c.offer(e.clone(), t1, at(300)),
+            Offer::Update(SeriesUpdate {
+                namespace: "default".into(),
+                name: name.clone(),
+                count: 2,
+                last: at(300),
+            })
+        );
+        // A requeue loop: repeats within the minute are held and written together.
+        assert_eq!(
+            c.offer(e.clone(), t1 + Duration::from_secs(5), at(305)),
+            Offer::Held
         );
         assert_eq!(
-            c.offer(e.clone(), t0 + EVENT_REPEAT_SUPPRESSION),
+            c.offer(e.clone(), t1 + Duration::from_secs(10), at(310)),
+            Offer::Held
+        );
+        assert!(c.holds_events());
+        assert!(c.due_updates(t1 + Duration::from_secs(30)).is_empty());
+        assert_eq!(
+            c.due_updates(t1 + EVENT_REPEAT_SUPPRESSION),
+            vec![SeriesUpdate {
+                namespace: "default".into(),
+                name,
+                count: 4,
+                last: at(310),
+            }]
+        );
+        assert!(!c.holds_events());
+        // Long after its last write the Event may be gone: a new one is written.
+        let late = t1 + EVENT_REPEAT_SUPPRESSION + SERIES_LIFETIME;
+        assert_eq!(
+            c.offer(e.clone(), late, at(4000)),
             Offer::Publish(Box::new(e))
         );
+    }
+
+    #[test]
+    fn the_series_patch_sets_the_fields_kubectl_prints() {
+        let update = SeriesUpdate {
+            namespace: "ns".into(),
+            name: "m1.1".into(),
+            count: 3,
+            last: wall(),
+        };
+        let patch = series_patch(&update);
+        assert_eq!(patch["series"]["count"], 3);
+        assert_eq!(patch["deprecatedCount"], 3);
+        assert_eq!(patch["deprecatedLastTimestamp"], "2023-11-14T22:13:20Z");
+        assert!(patch["series"]["lastObservedTime"].is_string());
+    }
+
+    /// The patch is accepted by the API server and the core/v1 view shows the count and time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_repeat_count_reaches_the_core_v1_view() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let sandbox = mcm_sandbox::Sandbox::start(mcm_sandbox::SandboxConfig::default())
+            .await
+            .unwrap();
+        let sink = EventSink::new(sandbox.client(), "test");
+        let mut e = event("m1", true, "MachineClassChangeNotHotUpdatable", "image");
+        e.regarding.namespace = Some("default".into());
+        sink.write_at(e.clone(), wall());
+        let name = event_name(&e.regarding, wall());
+        let core: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(sandbox.client(), "default");
+        let mut seen = None;
+        for _ in 0..100 {
+            if core.get_opt(&name).await.unwrap().is_some() {
+                seen = Some(());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(seen.is_some(), "the event was written");
+        let last = wall() + jiff::SignedDuration::from_secs(300);
+        sink.update(SeriesUpdate {
+            namespace: "default".into(),
+            name: name.clone(),
+            count: 2,
+            last,
+        });
+        let mut counted = None;
+        for _ in 0..100 {
+            let event = core.get(&name).await.unwrap();
+            if event.count == Some(2) {
+                counted = Some(event);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let event = counted.expect("count 2 in the core/v1 view");
+        assert_eq!(event.last_timestamp.map(|t| t.0), Some(last));
+        assert_eq!(event.first_timestamp.map(|t| t.0), Some(wall()));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | `machinesafetyorphanvms` | [`crate::safety::orphans::collect::run_once`] | start, `--machine-safety-orphan-vms-period`, machine delete, `OutOfRange` ([`mcm_decisions::machine::routing::triggers_orphan_collection`]) |
 //! | `machinesafetyapiserver` (target only) | [`crate::safety::apiserver::check::run_once`] | start, `--machine-safety-apiserver-statuscheck-period` (timeout/5 while down) |
-//! | `machinesafetyovershooting` | [`crate::safety::overshoot::apply::run_once`] | start, `--machine-safety-overshooting-period`, machine add, MachineSet changes |
+//! | `machinesafetyovershooting` | [`crate::safety::overshoot::apply::run_once`] | start, `--machine-safety-overshooting-period`, machine add (as upstream), the unfreeze annotation appearing on a set or deployment ([`triggers_overshoot_check`]) |
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,7 +27,9 @@ use crate::safety::apiserver::check::{self as apiserver_check, ApiServerChecker}
 use crate::safety::context::{ApiServerContext, OrphanContext, OvershootContext};
 use crate::safety::orphans::collect as orphan_collect;
 use crate::safety::overshoot::apply as overshoot_apply;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mcm_decisions::machine::routing::triggers_orphan_collection;
+use mcm_decisions::safety::overshoot::triggers_overshoot_check;
 
 /// The single key of every safety queue (upstream uses `""` too).
 pub const KEY: &str = "";
@@ -99,18 +101,23 @@ pub fn run_overshoot(
                 }
             });
         }
+        // Sets and deployments trigger a run only when the unfreeze annotation appears: a run
+        // on any of their changes froze every scale-down (docs/behaviour.md#overshooting).
         {
             let overshoot = overshoot.clone();
-            context
-                .machine_sets
-                .subscribe(move |_change| overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE));
+            context.machine_sets.subscribe(move |change| {
+                if unfreeze_requested(change, |ms| &ms.metadata) {
+                    overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE);
+                }
+            });
         }
         {
-            // The unfreeze annotation on a MachineDeployment is acted on without waiting a period.
             let overshoot = overshoot.clone();
-            context
-                .machine_deployments
-                .subscribe(move |_change| overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE));
+            context.machine_deployments.subscribe(move |change| {
+                if unfreeze_requested(change, |md| &md.metadata) {
+                    overshoot.add_after(KEY, OVERSHOOT_DEBOUNCE);
+                }
+            });
         }
         overshoot.add(KEY);
         let gate = CacheGate::new(OVERSHOOT_QUEUE)
@@ -125,6 +132,16 @@ pub fn run_overshoot(
             .await;
         Ok(())
     })
+}
+
+fn unfreeze_requested<K>(change: &Change<K>, meta: impl Fn(&K) -> &ObjectMeta) -> bool {
+    match change {
+        Change::Added(new) => triggers_overshoot_check(None, meta(new.as_ref())),
+        Change::Updated { old, new } => {
+            triggers_overshoot_check(Some(meta(old.as_ref())), meta(new.as_ref()))
+        }
+        Change::Deleted(_) => false,
+    }
 }
 
 /// Runs the API-server check (`machinesafetyapiserver`) until `shutdown`; idle without a target

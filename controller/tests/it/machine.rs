@@ -2056,3 +2056,43 @@ async fn in_place_update_without_a_result_fails_after_the_in_place_timeout() {
     wait_event(&world, "InPlaceUpdateFailed").await;
     world.stop_manager().await.unwrap();
 }
+
+/// docs/behaviour.md#q14: a machine whose MachineClass does not exist never got a VM (CreateMachine
+/// needs the class with its finalizer), so deleting it (a reverted roll to a missing class) does
+/// not wait for the class: the finalizer goes without a driver call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_of_a_missing_class_is_deleted_without_waiting_for_the_class() {
+    let mut world = World::start().await;
+    world
+        .start_manager(
+            mcm_controller::manager::compose::named(&["machine", "machinetermination"]),
+            &[],
+        )
+        .await;
+    create_machine(&world, "ghost-0", "ghost", serde_json::json!({})).await;
+    wait_machine(&world, "ghost-0", "the MCM finalizer", |m| {
+        m.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == "machine.sapcloud.io/machine-controller-manager")
+    })
+    .await;
+    wait_event(&world, "MachineClassNotFound").await;
+    world
+        .machines()
+        .delete("ghost-0", &Default::default())
+        .await
+        .unwrap();
+    eventually("machine ghost-0 to be gone", LIMIT, || async {
+        world
+            .machines()
+            .get_opt("ghost-0")
+            .await
+            .ok()
+            .and_then(|m| m.is_none().then_some(()))
+    })
+    .await;
+    wait_event(&world, "DeletedWithoutClass").await;
+    world.stop_manager().await.expect("clean stop");
+}

@@ -389,6 +389,30 @@ async fn scale_down_deletes_by_priority_and_preserved_machines_last() {
     let left = wait_count(&world, name, 2).await;
     let left: BTreeSet<String> = left.iter().map(|m| m.name_any()).collect();
     assert_eq!(left, BTreeSet::from([preserved.clone(), kept.clone()]));
+    assert!(
+        crate::harness::events_with_reason(&world, "PreservedMachineDeleted")
+            .await
+            .is_empty(),
+        "the preserved machine was kept"
+    );
+    // Last, but not never: scaled to 0, the preserved machine goes too, and the set says so.
+    patch_set(&world, name, json!({"spec": {"replicas": 0}})).await;
+    wait_count(&world, name, 0).await;
+    let warned = crate::harness::eventually("a PreservedMachineDeleted event", LIMIT, || async {
+        let events = crate::harness::events_with_reason(&world, "PreservedMachineDeleted").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    assert!(
+        warned[0]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains(&format!(
+                "Deleted machine {preserved} although it was preserved until"
+            ))),
+        "{:?}",
+        warned[0].message
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -412,6 +412,17 @@ async fn create_deployment(
     pool: &str,
     rolling: bool,
 ) -> MachineDeployment {
+    create_deployment_of(world, name, pool, rolling, 1, "c").await
+}
+
+async fn create_deployment_of(
+    world: &World,
+    name: &str,
+    pool: &str,
+    rolling: bool,
+    replicas: i32,
+    class: &str,
+) -> MachineDeployment {
     let strategy = if rolling {
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}})
     } else {
@@ -422,12 +433,12 @@ async fn create_deployment(
         "kind": "MachineDeployment",
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {
-            "replicas": 1,
+            "replicas": replicas,
             "selector": {"matchLabels": {"pool": pool}},
             "strategy": strategy,
             "template": {
                 "metadata": {"labels": {"pool": pool}},
-                "spec": {"class": {"kind": "MachineClass", "name": "c"}}
+                "spec": {"class": {"kind": "MachineClass", "name": class}}
             }
         }
     }))
@@ -723,6 +734,97 @@ async fn a_recreate_deployment_does_not_stop_the_check_of_other_sets() {
         label_of(&recreate.metadata),
         None,
         "the Recreate set (1 machine, high 1 + 0 + 1) is within bounds"
+    );
+    world.stop_manager().await.expect("clean stop");
+}
+
+/// docs/behaviour.md#overshooting: the check runs at start, on Machine add and every period, and
+/// does not count machines being deleted, so a scale-down (5 → 2: high 2 + 1 + 2 = 5 while the
+/// five machines drain) never freezes the set or the deployment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_down_never_freezes_the_deployment() {
+    let mut world = World::start().await;
+    // Each VM's first DeleteMachine fails: the scaled-down machines stay Terminating for a
+    // backoff, long after the MachineSet and deployment changes of the scale-down.
+    world
+        .create_class(
+            "shrink",
+            json!({"failures": {"delete": {"code": "Unavailable", "times": 1}}}),
+        )
+        .await;
+    world
+        .start_manager(mcm_controller::manager::compose::registry(), &[])
+        .await;
+    create_deployment_of(&world, "shrink", "shrink", true, 5, "shrink").await;
+    eventually("5 available machines", LIMIT, || async {
+        let md = world.machine_deployments().get("shrink").await.ok()?;
+        (md.status?.available_replicas == Some(5)).then_some(())
+    })
+    .await;
+
+    world
+        .machine_deployments()
+        .patch_scale(
+            "shrink",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .expect("scale down");
+    // Sampled every 50 ms from the scale-down until the three machines are gone, and 1 s on.
+    let mut frozen_seen = std::collections::BTreeSet::new();
+    let mut remaining = usize::MAX;
+    let mut settled_at = None;
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let md = world
+            .machine_deployments()
+            .get("shrink")
+            .await
+            .expect("deployment");
+        if label_of(&md.metadata).is_some() || deployment_frozen_reason(&md).is_some() {
+            frozen_seen.insert(format!("deployment: {:?}", deployment_frozen_reason(&md)));
+        }
+        for ms in world
+            .machine_sets()
+            .list(&Default::default())
+            .await
+            .expect("sets")
+        {
+            if label_of(&ms.metadata).is_some() || set_frozen_reason(&ms).is_some() {
+                frozen_seen.insert(format!("set: {:?}", set_frozen_reason(&ms)));
+            }
+        }
+        let machines = world
+            .machines()
+            .list(&Default::default())
+            .await
+            .expect("machines")
+            .items;
+        if machines.len() < remaining {
+            remaining = machines.len();
+        }
+        if remaining == 2 && settled_at.is_none() {
+            settled_at = Some(tokio::time::Instant::now());
+        }
+        if settled_at.is_some_and(|at| at.elapsed() >= Duration::from_secs(1)) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the scale-down did not finish: {remaining} machines left"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        frozen_seen.is_empty(),
+        "the scale-down froze: {frozen_seen:?}"
+    );
+    assert!(
+        events_with_reason(&world, "FrozeMachineSet")
+            .await
+            .is_empty(),
+        "no FrozeMachineSet event"
     );
     world.stop_manager().await.expect("clean stop");
 }

@@ -17,8 +17,36 @@ use crate::drain::plan::{DrainConfig, DrainOutcome};
 use crate::vocabulary::{
     DriverError, Event, Retry, StatusWrite, WriteFailure, current_of, current_status,
     description_of, has_finalizer, is_transient, last_operation, name_of, node_name_of,
-    operation_type_of, phase_of, time,
+    operation_type_of, phase_of, provider_id_of, time,
 };
+
+/// Whether a machine being deleted whose MachineClass does not exist may lose its finalizer
+/// without a driver call: it has no provider ID and no creation flow runs for it.
+///
+/// CreateMachine is only called with a class that carries the MCM finalizer
+/// ([`super::order::validate_machine_class`]), and that finalizer stays while any machine
+/// references the class (docs/behaviour.md#q14): a class that does not exist means no VM was
+/// ever created for this machine, so there is nothing to drain or delete. Upstream waits for the
+/// class (LongRetry) forever, which left a reverted roll to a missing class with machines
+/// Terminating until someone created it (docs/behaviour.md#q14).
+#[must_use]
+pub fn released_without_class(machine: &Machine, in_creation_flow: bool) -> bool {
+    !in_creation_flow
+        && provider_id_of(machine).is_none()
+        && has_finalizer(machine, finalizer::MACHINE_CONTROLLER_MANAGER)
+}
+
+/// The event of [`released_without_class`].
+#[must_use]
+pub fn released_without_class_event(machine: &Machine, class: &str) -> Event {
+    Event::normal(
+        "DeletedWithoutClass",
+        format!(
+            "Machine {} had no VM (its MachineClass {class:?} does not exist): finalizer removed without a driver call",
+            name_of(machine)
+        ),
+    )
+}
 
 /// Which step of the deletion flow the machine is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

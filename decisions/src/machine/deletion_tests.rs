@@ -725,3 +725,19 @@ proptest! {
         prop_assert!(false, "deletion did not reach finalizer removal: {:?}", m.last_operation());
     }
 }
+
+#[test]
+fn only_a_machine_without_a_vm_is_released_without_its_class() {
+    let mut bare = machine("ghost-0");
+    bare.metadata.finalizers = Some(vec![finalizer::MACHINE_CONTROLLER_MANAGER.into()]);
+    assert!(released_without_class(&bare, false));
+    // A creation flow may be calling CreateMachine right now.
+    assert!(!released_without_class(&bare, true));
+    // A provider ID means a VM exists: its deletion needs the class.
+    let created = bare.clone().with_provider_id("virtual:///ghost-0");
+    assert!(!released_without_class(&created, false));
+    // Without the finalizer there is nothing to remove.
+    let mut gone = bare;
+    gone.metadata.finalizers = None;
+    assert!(!released_without_class(&gone, false));
+}

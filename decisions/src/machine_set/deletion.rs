@@ -86,7 +86,11 @@ pub fn deletion_order(a: &Machine, b: &Machine, now: Timestamp) -> Ordering {
         return by_phase;
     }
     let created = |m: &Machine| m.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    created(a).cmp(&created(b))
+    // Upstream leaves ties to Go's unstable sort (in effect the lister's order); the name makes
+    // the order the controller's and the rollout preview's alike (docs/behaviour.md#deletion-order).
+    created(a)
+        .cmp(&created(b))
+        .then_with(|| a.metadata.name.cmp(&b.metadata.name))
 }
 
 /// Whether a Failed machine may be deleted and replaced (docs/behaviour.md#auto-preservation `shouldFailedMachineBeTerminated`).

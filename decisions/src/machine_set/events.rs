@@ -48,6 +48,18 @@ pub fn deleted(machines: &[String]) -> Event {
         ),
     }
 }
+/// A machine MCM was preserving is deleted because the set needs fewer machines (a rollout or a
+/// scale-down): preserved machines go last, not never (docs/behaviour.md#deletion-order), which
+/// surprises whoever asked for `preserve=now`.
+#[must_use]
+pub fn preserved_deleted(machine: &str, until: &str) -> Event {
+    Event::warning(
+        "PreservedMachineDeleted",
+        format!(
+            "Deleted machine {machine} although it was preserved until {until}: the MachineSet needs fewer machines (a rollout or scale-down deletes preserved machines last, but deletes them)"
+        ),
+    )
+}
 /// A deletion failed.
 #[must_use]
 pub fn delete_failed(error: &str) -> Event {

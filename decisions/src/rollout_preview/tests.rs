@@ -19,6 +19,7 @@ use super::batches::{batch_count, estimate};
 use super::field_diff::template_changes;
 use super::text::{
     class_report, class_warnings, could_not_determine, deployment_report, deployment_warnings,
+    missing_class_warning,
 };
 use super::types::*;
 use super::verdict::{preview_class, preview_deployment};
@@ -721,4 +722,184 @@ fn prop_classes_never_panic() {
             assert!(class_report(&v).starts_with("MachineClass "));
         }
     });
+}
+
+/// `md` rolled from `small` (revision 1, now empty) to `large` (revision 2, `n` machines).
+fn rolled_to_large(n: usize) -> (MachineDeployment, Vec<MachineSet>, Vec<Machine>) {
+    let md = rolling("md", i32::try_from(n).unwrap(), "1", "0");
+    let mut small = set_of(&md, "small", 0);
+    small.metadata.annotations = Some(BTreeMap::from([(annotation::REVISION.into(), "1".into())]));
+    let large_md = with_class(&md, "large");
+    let mut large = set_of(&large_md, "large", 10);
+    large.metadata.annotations = Some(BTreeMap::from([(annotation::REVISION.into(), "2".into())]));
+    let machines = machines_of(&large, n, None);
+    (large_md, vec![small, large], machines)
+}
+
+#[test]
+fn rollback_to_the_previous_revision_replaces_the_fleet() {
+    let (md, sets, machines) = rolled_to_large(6);
+    let mut undo = md.clone();
+    undo.spec.rollback_to = Some(mcm_api::v1alpha1::RollbackConfig { revision: Some(0) });
+    let v = deployment_verdict(&md, &undo, &sets, &machines);
+    assert_eq!(v.rollback, Some(RollbackPlan::To { revision: 1 }));
+    assert!(matches!(
+        v.effect,
+        DeploymentEffect::Roll {
+            machines: 6,
+            kept: 0,
+            ..
+        }
+    ));
+    assert_eq!(
+        deployment_warnings(&v),
+        vec![
+            "this rollback (spec.rollbackTo) to revision 1 replaces 6 machines of machinedeployment shoot/md by a rolling update (maxSurge 1, maxUnavailable 0: about 6 batches)"
+        ]
+    );
+    assert!(
+        v.changes
+            .iter()
+            .any(|c| c.path.starts_with("spec.rollbackTo") && c.effect == FieldEffect::Rolls),
+        "{:?}",
+        v.changes
+    );
+    // Named by number; the current revision's template is no change; an unknown one is cleared.
+    undo.spec.rollback_to = Some(mcm_api::v1alpha1::RollbackConfig { revision: Some(2) });
+    let v = deployment_verdict(&md, &undo, &sets, &machines);
+    assert_eq!(v.rollback, Some(RollbackPlan::SameTemplate { revision: 2 }));
+    assert!(deployment_warnings(&v)[0].contains("DeploymentRollbackTemplateUnchanged"));
+    undo.spec.rollback_to = Some(mcm_api::v1alpha1::RollbackConfig { revision: Some(9) });
+    let v = deployment_verdict(&md, &undo, &sets, &machines);
+    assert_eq!(v.rollback, Some(RollbackPlan::NotFound { requested: 9 }));
+    assert!(deployment_warnings(&v)[0].contains("revision 9, which no MachineSet"));
+    // Without the sets, the preview says it cannot tell (the webhook then reads them).
+    undo.spec.rollback_to = Some(mcm_api::v1alpha1::RollbackConfig { revision: Some(0) });
+    let blind = preview_deployment(&DeploymentChange {
+        old: &md,
+        new: &undo,
+        machine_sets: &[],
+        machines: &[],
+        observed: false,
+        now: at(100),
+    })
+    .unwrap();
+    assert_eq!(
+        deployment_warnings(&blind),
+        vec![
+            "could not determine the effect: spec.rollbackTo rolls machinedeployment shoot/md back to the previous revision; which machines are replaced depends on its MachineSets, which were not read"
+        ]
+    );
+}
+
+#[test]
+fn resuming_with_a_pending_template_change_replaces_the_fleet() {
+    // Paused, then moved to `large`: the machines still run `small`.
+    let md = rolling("md", 6, "1", "0");
+    let set = set_of(&md, "small", 0);
+    let machines = machines_of(&set, 6, None);
+    let mut paused = with_class(&md, "large");
+    paused.spec.paused = Some(true);
+    let mut resumed = paused.clone();
+    resumed.spec.paused = Some(false);
+    let v = deployment_verdict(&paused, &resumed, std::slice::from_ref(&set), &machines);
+    assert!(v.resumes_pending);
+    assert_eq!(
+        deployment_warnings(&v),
+        vec![
+            "resuming rolls out the template changed while it was paused and replaces 6 machines of machinedeployment shoot/md by a rolling update (maxSurge 1, maxUnavailable 0: about 6 batches)"
+        ]
+    );
+    assert!(v.changes.contains(&FieldChange {
+        path: "spec.paused".into(),
+        effect: FieldEffect::Rolls
+    }));
+    // Nothing pending: resuming touches no machine.
+    let mut paused_same = md.clone();
+    paused_same.spec.paused = Some(true);
+    let v = deployment_verdict(&paused_same, &md, std::slice::from_ref(&set), &machines);
+    assert!(
+        deployment_warnings(&v).is_empty(),
+        "{:?}",
+        deployment_warnings(&v)
+    );
+}
+
+#[test]
+fn a_drifted_fleet_says_which_earlier_change_blocks_the_hot_update() {
+    // Warnings for deployment `a` whose machines applied `applied`, on a class change.
+    let warnings = |applied: Value, before: Value, after: Value| {
+        let v = class_verdict(
+            &class("small", before),
+            &class("small", after),
+            &fleets(&applied)[..1],
+            HotPaths::Rules,
+        )
+        .unwrap();
+        class_warnings(&v)
+    };
+    // The machines run image x and team a; the class got image y (not hot), now team b (hot).
+    assert_eq!(
+        warnings(
+            json!({"tags": {"team": "a"}, "image": "x"}),
+            json!({"tags": {"team": "a"}, "image": "y"}),
+            json!({"tags": {"team": "b"}, "image": "y"}),
+        ),
+        vec![
+            "providerSpec.tags.team is hot-updatable, but 3 machines of machinedeployment shoot/a are not updated: their providerSpec also differs from the class at providerSpec.image, which is not hot-updatable (an earlier change); only new machines get either change (reference a new class to roll them)"
+        ]
+    );
+    // Reverting the image (a cold path) while team b is pending: the update names team, never an
+    // empty subject.
+    assert_eq!(
+        warnings(
+            json!({"tags": {"team": "a"}, "image": "x"}),
+            json!({"tags": {"team": "b"}, "image": "y"}),
+            json!({"tags": {"team": "b"}, "image": "x"}),
+        ),
+        vec![
+            "providerSpec.tags.team is hot-updatable: 3 machines of machinedeployment shoot/a are updated in place through UpdateMachine, none is replaced"
+        ]
+    );
+}
+
+#[test]
+fn a_missing_class_says_what_the_strategy_does_meanwhile() {
+    let v = roll_of_fleet(&rolling("md", 6, "1", "1"), 6);
+    assert_eq!(
+        missing_class_warning(&v, "large"),
+        "machineclass shoot/large does not exist: new machines of machinedeployment shoot/md cannot be created until it does (they stay without a phase, event MachineClassNotFound); meanwhile the rolling update takes up to 1 old machine away (maxUnavailable), capacity that comes back only once the class exists; reverting the template deletes the new machines at once"
+    );
+    let v = roll_of_fleet(&recreate("md", 3), 3);
+    assert!(missing_class_warning(&v, "large").contains(
+        "Recreate deletes the 3 old machines first: the deployment has none until the class exists;"
+    ));
+}
+
+#[test]
+fn deletion_order_ties_are_broken_as_the_controller_breaks_them() {
+    // Six machines created in the same second, listed in reverse: the controller deletes them
+    // by name, and so does the preview (it printed 1 of 6 positions right before).
+    let md = rolling("md", 6, "1", "0");
+    let set = set_of(&md, "old", 0);
+    let mut machines: Vec<Machine> = machines_of(&set, 6, None)
+        .into_iter()
+        .map(|mut m| {
+            m.metadata.creation_timestamp = Some(Time(at(5)));
+            m
+        })
+        .collect();
+    machines.reverse();
+    let v = deployment_verdict(&md, &with_class(&md, "large"), &[set], &machines);
+    assert_eq!(
+        v.order,
+        vec![
+            "md-old-000",
+            "md-old-001",
+            "md-old-002",
+            "md-old-003",
+            "md-old-004",
+            "md-old-005"
+        ]
+    );
 }

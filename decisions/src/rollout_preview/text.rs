@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::batches::{estimate, human};
 use super::types::{
     ClassVerdict, DeploymentEffect, DeploymentVerdict, FieldChange, FieldEffect, MeasuredDurations,
-    Roll,
+    Roll, RollbackPlan,
 };
 
 /// Most machine names listed in the deletion order of a report.
@@ -29,7 +29,12 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// `a, b and c is/are`.
 fn paths_of(changes: &[&FieldChange]) -> String {
     let names: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
-    match names.as_slice() {
+    joined(&names)
+}
+
+/// `a, b and c`.
+fn joined(names: &[&str]) -> String {
+    match names {
         [] => String::new(),
         [one] => (*one).to_owned(),
         [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
@@ -44,15 +49,45 @@ fn with_effect(changes: &[FieldChange], effect: FieldEffect) -> Vec<&FieldChange
     changes.iter().filter(|c| c.effect == effect).collect()
 }
 
+/// What starts the roll, as the subject of the sentence.
+fn roll_subject(v: &DeploymentVerdict) -> String {
+    match (&v.rollback, v.resumes_pending) {
+        (Some(RollbackPlan::To { revision }), _) => {
+            format!("this rollback (spec.rollbackTo) to revision {revision}")
+        }
+        (_, true) => "resuming rolls out the template changed while it was paused and".to_owned(),
+        _ => "this change".to_owned(),
+    }
+}
+
+/// The sentence of a rollback that changes nothing.
+fn rollback_sentence(v: &DeploymentVerdict) -> Option<String> {
+    let md = &v.deployment;
+    match v.rollback.as_ref()? {
+        RollbackPlan::To { .. } => None,
+        RollbackPlan::NotFound { requested: 0 } => Some(format!(
+            "spec.rollbackTo asks for the previous revision, but machinedeployment {md} has none: the controller clears it (event DeploymentRollbackRevisionNotFound) and no machine is replaced"
+        )),
+        RollbackPlan::NotFound { requested } => Some(format!(
+            "spec.rollbackTo names revision {requested}, which no MachineSet of machinedeployment {md} carries: the controller clears it (event DeploymentRollbackRevisionNotFound) and no machine is replaced"
+        )),
+        RollbackPlan::SameTemplate { revision } => Some(format!(
+            "spec.rollbackTo names revision {revision}, whose template machinedeployment {md} already has: the controller clears it (event DeploymentRollbackTemplateUnchanged) and no machine is replaced"
+        )),
+    }
+}
+
 /// The sentence of a deployment effect, `None` when no machine is touched.
 fn effect_sentence(v: &DeploymentVerdict) -> Option<String> {
     let md = &v.deployment;
+    let subject = roll_subject(v);
     match &v.effect {
-        DeploymentEffect::Nothing => None,
+        DeploymentEffect::Nothing => rollback_sentence(v),
+        DeploymentEffect::Undetermined(reason) => Some(could_not_determine(reason)),
         DeploymentEffect::Roll {
             machines: 0, kept, ..
         } => Some(format!(
-            "this change rolls machinedeployment {md} to a new template, but no machine runs an older one: none is replaced{}",
+            "{subject} rolls machinedeployment {md} to a new template, but no machine runs an older one: none is replaced{}",
             if *kept > 0 {
                 format!(
                     " ({} already on it)",
@@ -75,14 +110,15 @@ fn effect_sentence(v: &DeploymentVerdict) -> Option<String> {
                     max_surge,
                     max_unavailable,
                 } => format!(
-                    "this change replaces {n} of machinedeployment {md} by a rolling update (maxSurge {max_surge}, maxUnavailable {max_unavailable}: about {})",
+                    "{subject} replaces {n} of machinedeployment {md} by a rolling update (maxSurge {max_surge}, maxUnavailable {max_unavailable}: about {})",
                     plural(*batches, "batch", "batches")
                 ),
                 Roll::Recreate => format!(
-                    "this change replaces {n} of machinedeployment {md} by recreating them (all are deleted first, then the new ones are created: 1 batch)"
+                    "{subject} replaces {n} of machinedeployment {md} by recreating them (all are deleted first, then the new ones are created: 1 batch)"
                 ),
                 Roll::InPlace { manual: true, .. } => format!(
-                    "in-place update (manual orchestration): {n} of machinedeployment {md} are updated as their nodes are selected for update by hand; none is replaced"
+                    "{}in-place update (manual orchestration): {n} of machinedeployment {md} are updated as their nodes are selected for update by hand; none is replaced",
+                    in_place_lead(v)
                 ),
                 Roll::InPlace {
                     max_surge,
@@ -95,7 +131,8 @@ fn effect_sentence(v: &DeploymentVerdict) -> Option<String> {
                         String::new()
                     };
                     format!(
-                        "in-place update: {n} of machinedeployment {md}, {per_batch} at a time ({surge}maxUnavailable {max_unavailable}: about {}); none is replaced",
+                        "{}in-place update: {n} of machinedeployment {md}, {per_batch} at a time ({surge}maxUnavailable {max_unavailable}: about {}); none is replaced",
+                        in_place_lead(v),
                         plural(*batches, "batch", "batches")
                     )
                 }
@@ -121,6 +158,17 @@ fn effect_sentence(v: &DeploymentVerdict) -> Option<String> {
     }
 }
 
+/// What starts an in-place roll other than a template edit, before the sentence.
+fn in_place_lead(v: &DeploymentVerdict) -> String {
+    match (&v.rollback, v.resumes_pending) {
+        (Some(RollbackPlan::To { revision }), _) => {
+            format!("rollback (spec.rollbackTo) to revision {revision} by ")
+        }
+        (_, true) => "resuming rolls out the template changed while it was paused by ".to_owned(),
+        _ => String::new(),
+    }
+}
+
 /// The warnings of a deployment verdict (empty when no machine is touched).
 #[must_use]
 pub fn deployment_warnings(v: &DeploymentVerdict) -> Vec<String> {
@@ -134,7 +182,7 @@ pub fn deployment_warnings(v: &DeploymentVerdict) -> Vec<String> {
             "this change scales machinedeployment {md} from {from} to {to} machines"
         ));
     }
-    if v.estimated && !lines.is_empty() {
+    if v.estimated && !lines.is_empty() && !matches!(v.effect, DeploymentEffect::Undetermined(_)) {
         lines.push(format!(
             "the machine counts of machinedeployment {md} are estimated from spec.replicas (its machines could not be read)"
         ));
@@ -148,6 +196,45 @@ pub fn deployment_warnings(v: &DeploymentVerdict) -> Vec<String> {
             .collect();
     }
     lines
+}
+
+/// The warning when the class a deployment's new template names does not exist: the machines
+/// the roll creates stay without a phase (`MachineClassNotFound`, retried) until it does, while
+/// the strategy takes old machines away as it would for any new machine that is not ready.
+#[must_use]
+pub fn missing_class_warning(v: &DeploymentVerdict, class: &str) -> String {
+    let md = &v.deployment;
+    let namespace = md.split_once('/').map_or("default", |(ns, _)| ns);
+    let old_machines = match &v.effect {
+        DeploymentEffect::Roll {
+            roll: Roll::Rolling {
+                max_unavailable, ..
+            },
+            machines,
+            ..
+        } if *max_unavailable > 0 && *machines > 0 => format!(
+            "meanwhile the rolling update takes up to {} away (maxUnavailable), capacity that comes back only once the class exists",
+            plural(
+                usize::try_from(*max_unavailable)
+                    .unwrap_or(0)
+                    .min(*machines),
+                "old machine",
+                "old machines"
+            )
+        ),
+        DeploymentEffect::Roll {
+            roll: Roll::Recreate,
+            machines,
+            ..
+        } if *machines > 0 => format!(
+            "Recreate deletes the {} first: the deployment has none until the class exists",
+            plural(*machines, "old machine", "old machines")
+        ),
+        _ => "no old machine goes (the rollout waits)".to_owned(),
+    };
+    format!(
+        "machineclass {namespace}/{class} does not exist: new machines of machinedeployment {md} cannot be created until it does (they stay without a phase, event MachineClassNotFound); {old_machines}; reverting the template deletes the new machines at once"
+    )
 }
 
 /// The warnings of a class verdict: one line per deployment that uses the class.
@@ -168,10 +255,19 @@ pub fn class_warnings(v: &ClassVerdict) -> Vec<String> {
     for user in &v.users {
         let md = &user.deployment;
         let mut line = if user.hot_updated > 0 {
+            // The paths the updates change: what the machines run against the new class, which
+            // is more than this change when an earlier one is still pending, and never empty.
+            let updated: Vec<&str> = user.updated_paths.iter().map(String::as_str).collect();
+            let (subject, verb) = if updated.is_empty() {
+                (paths_of(&hot), is_are(&hot))
+            } else {
+                (
+                    joined(&updated),
+                    if updated.len() == 1 { "is" } else { "are" },
+                )
+            };
             format!(
-                "{} {} hot-updatable: {} of machinedeployment {md} {} updated in place through UpdateMachine, none is replaced",
-                paths_of(&hot),
-                is_are(&hot),
+                "{subject} {verb} hot-updatable: {} of machinedeployment {md} {} updated in place through UpdateMachine, none is replaced",
                 plural(user.hot_updated, "machine", "machines"),
                 if user.hot_updated == 1 { "is" } else { "are" },
             )
@@ -192,6 +288,18 @@ pub fn class_warnings(v: &ClassVerdict) -> Vec<String> {
                 is_are(named),
                 plural(user.machines, "machine", "machines"),
                 if user.machines == 1 { "is" } else { "are" },
+            )
+        } else if user.blocked > 0 {
+            let blocked: Vec<&str> = user.blocked_by.iter().map(String::as_str).collect();
+            format!(
+                "{} {} hot-updatable, but {} of machinedeployment {md} {} not updated: {} providerSpec also differs from the class at {}, which {} not hot-updatable (an earlier change); only new machines get either change (reference a new class to roll them)",
+                paths_of(&hot),
+                is_are(&hot),
+                plural(user.blocked, "machine", "machines"),
+                if user.blocked == 1 { "is" } else { "are" },
+                if user.blocked == 1 { "its" } else { "their" },
+                joined(&blocked),
+                if blocked.len() == 1 { "is" } else { "are" },
             )
         } else {
             format!(

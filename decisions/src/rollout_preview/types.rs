@@ -168,6 +168,32 @@ pub enum DeploymentEffect {
         /// Machines that receive them.
         machines: usize,
     },
+    /// Machines may be replaced, but which depends on objects that were not read (a rollback's
+    /// target revision, a resumed deployment's pending template): says why.
+    Undetermined(String),
+}
+
+/// A `spec.rollbackTo` the change sets, as the deployment controller will carry it out
+/// (docs/behaviour.md#rollback).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RollbackPlan {
+    /// The template of this revision's MachineSet replaces the deployment's.
+    To {
+        /// The revision rolled back to (0 resolved to the last one).
+        revision: i64,
+    },
+    /// No MachineSet carries the revision (0: there is no earlier one): the controller clears
+    /// `spec.rollbackTo` with the event `DeploymentRollbackRevisionNotFound`, nothing else.
+    NotFound {
+        /// The revision asked for (0: the last one).
+        requested: i64,
+    },
+    /// The revision's template is the current one: `spec.rollbackTo` is cleared with the event
+    /// `DeploymentRollbackTemplateUnchanged`, nothing else.
+    SameTemplate {
+        /// The revision.
+        revision: i64,
+    },
 }
 
 /// The verdict on a MachineDeployment update.
@@ -187,6 +213,11 @@ pub struct DeploymentVerdict {
     pub order: Vec<String>,
     /// The machine counts come from `spec.replicas` (sets and machines were not read).
     pub estimated: bool,
+    /// The rollback the change asks for (`spec.rollbackTo` set), when its sets were read.
+    pub rollback: Option<RollbackPlan>,
+    /// The change resumes a paused deployment whose machines do not all run its template: the
+    /// template changed while it was paused rolls out now.
+    pub resumes_pending: bool,
 }
 
 /// What a class change does to one deployment that uses it.
@@ -202,6 +233,14 @@ pub struct ClassUserVerdict {
     pub left_unchanged: usize,
     /// Of those, adopting the new providerSpec without a driver call (no last-applied record).
     pub adopted: usize,
+    /// The providerSpec paths the hot updates change (each machine's last-applied providerSpec
+    /// against the new one; an earlier change not yet applied is among them).
+    pub updated_paths: Vec<String>,
+    /// Machines whose last-applied providerSpec differs from the new one at a path that is not
+    /// hot-updatable: the machine controller updates none of them.
+    pub blocked: usize,
+    /// Those paths (`providerSpec.<path>`), also when the change itself did not touch them.
+    pub blocked_by: Vec<String>,
 }
 
 /// The verdict on a MachineClass update.

@@ -8,8 +8,9 @@
 //! annotation), and re-runs after `--machine-safety-overshooting-period` and on every machine add.
 //!
 //! Differences from upstream: a MachineDeployment without surge configuration (Recreate) counts
-//! with a surge of 0 instead of aborting the check of every other MachineSet, and a malformed
-//! surge only skips the MachineSet it concerns. Like upstream, at most one overshoot freeze or
+//! with a surge of 0 instead of aborting the check of every other MachineSet, a malformed
+//! surge only skips the MachineSet it concerns, and machines being deleted are not counted (a
+//! scale-down never freezes). Like upstream, at most one overshoot freeze or
 //! unfreeze happens per run (steps 2–4 always run).
 
 use std::borrow::Borrow;
@@ -162,6 +163,18 @@ fn is_set_frozen(ms: &MachineSet) -> bool {
     label_is_true(&ms.metadata) || set_frozen_condition(ms)
 }
 
+/// Whether a MachineSet or MachineDeployment change runs the check before its period: only when
+/// the operator's unfreeze annotation appears (`old` is `None` for an added object).
+///
+/// Upstream runs the check at start, on Machine add and every period only; any other change of a
+/// set or deployment (a scale-down above all: its machines drain while the limit has already
+/// dropped) must not trigger it (docs/behaviour.md#overshooting). The annotation is an
+/// operator waiting for an unfreeze, which upstream makes wait up to a period.
+#[must_use]
+pub fn triggers_overshoot_check(old: Option<&ObjectMeta>, new: &ObjectMeta) -> bool {
+    has_unfreeze_annotation(new) && !old.is_some_and(has_unfreeze_annotation)
+}
+
 /// Sets the `Frozen` condition and the `freeze` label on a MachineSet.
 pub fn freeze_machine_set(ms: &mut MachineSet, reason: &str, message: &str, now: Timestamp) {
     let conditions = ms
@@ -237,6 +250,10 @@ pub fn unfreeze_machine_deployment(md: &mut MachineDeployment) {
 
 /// Machines counted for a MachineSet: labels contain the template labels and an owner reference
 /// (any kind) names the set; a machine with two such references counts twice (as upstream).
+///
+/// A machine being deleted is not counted (upstream counts it): it is capacity on its way out,
+/// never an overshoot, and counting it froze every scale-down whose deletions were still
+/// draining when a run came (docs/behaviour.md#q12).
 #[must_use]
 pub fn machine_count<M: Borrow<Machine>>(ms: &MachineSet, machines: &[M]) -> usize {
     let name = ms.metadata.name.as_deref().unwrap_or("");
@@ -251,6 +268,7 @@ pub fn machine_count<M: Borrow<Machine>>(ms: &MachineSet, machines: &[M]) -> usi
         .iter()
         .map(Borrow::borrow)
         .filter(|m: &&Machine| m.metadata.namespace == ms.metadata.namespace)
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
         .filter(|m| {
             let labels = m.metadata.labels.as_ref();
             template_labels

@@ -330,3 +330,53 @@ fn count_needs_template_labels_and_owner_name_and_counts_double_refs() {
         .push(claim::owner_reference("Other", "a-1", "y"));
     assert_eq!(machine_count(&s, &all), 3);
 }
+
+#[test]
+fn machines_being_deleted_do_not_count_so_a_scale_down_never_freezes() {
+    // Scaled 9 → 4 (surge 1, safety-up 2: high 7): five machines are still draining.
+    let d = md("a", 4, Some(1));
+    let sets = vec![ms("a-1", "a", 4, Some("md-a"))];
+    let mut fleet = machines("a-1", "a", 9);
+    for m in fleet.iter_mut().take(5) {
+        m.metadata.deletion_timestamp = Some(Time(t()));
+    }
+    let p = plan(
+        &sets,
+        std::slice::from_ref(&d),
+        &fleet,
+        OvershootConfig::default(),
+        t(),
+    );
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(machine_count(&sets[0], &fleet), 4);
+    // The same nine machines, none being deleted, still overshoot.
+    let p = plan(
+        &sets,
+        std::slice::from_ref(&d),
+        &machines("a-1", "a", 9),
+        OvershootConfig::default(),
+        t(),
+    );
+    assert!(
+        matches!(&p.actions[0], OvershootAction::FreezeMachineSet { name, .. } if name == "a-1"),
+        "{:?}",
+        p.actions
+    );
+}
+
+#[test]
+fn only_an_appearing_unfreeze_annotation_triggers_a_run() {
+    let plain = ms("a-1", "a", 4, Some("md-a")).metadata;
+    let mut scaled = plain.clone();
+    scaled.generation = Some(7);
+    let mut annotated = plain.clone();
+    annotated.annotations = Some(BTreeMap::from([(
+        annotation::UNFREEZE.to_owned(),
+        value::TRUE_CAPITALISED.to_owned(),
+    )]));
+    assert!(!triggers_overshoot_check(Some(&plain), &scaled));
+    assert!(!triggers_overshoot_check(None, &plain));
+    assert!(triggers_overshoot_check(Some(&plain), &annotated));
+    assert!(triggers_overshoot_check(None, &annotated));
+    assert!(!triggers_overshoot_check(Some(&annotated), &annotated));
+}

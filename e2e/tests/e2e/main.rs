@@ -259,6 +259,25 @@ async fn rollout_preview_on_its_own_system() {
     run_all(config, vec![scenario, in_place], false).await;
 }
 
+/// The preview of an undo, a resume with a pending template, a class that does not exist (and
+/// its revert) and a drifted fleet against what the controllers then did. Its own system:
+/// `cargo test -p mcm-e2e rollout_preview_of_undo`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_preview_of_undo_resume_missing_class_and_drift() {
+    let scenario = Scenario {
+        name: "rollout_preview_of_undo_resume_missing_class_and_drift",
+        sandbox_only: false,
+        run: |s| {
+            Box::pin(preview::undo_resume_missing_class_and_drift_previews_match(
+                s,
+            ))
+        },
+    };
+    let mut config = SystemConfig::new("preview-undo");
+    config.namespace = "e2e-preview-undo".to_owned();
+    run_all(config, vec![scenario], false).await;
+}
+
 /// API-server outages of 20, 60 and 150 s against a manager that elects a leader (issue 26 item
 /// 2): prints how long after the API's return it leads and reconciles again; fails if it exits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

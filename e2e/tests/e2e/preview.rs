@@ -438,6 +438,264 @@ pub async fn in_place_preview_matches_what_happened(system: Arc<System>) -> Resu
     Ok(Outcome::Passed)
 }
 
+/// `kubectl patch --dry-run=server` of `pu` with `patch`: the warnings kubectl printed.
+async fn dry_run(
+    kubectl: &mcm_e2e::kubectl::Kubectl,
+    ns: &str,
+    kind: &str,
+    name: &str,
+    patch: &str,
+) -> Result<String> {
+    let dry = kubectl
+        .transcript(&[
+            "-n",
+            ns,
+            "patch",
+            kind,
+            name,
+            "--type",
+            "merge",
+            "-p",
+            patch,
+            "--dry-run=server",
+        ])
+        .await?;
+    ensure(dry.success, || format!("dry run failed: {}", dry.text()))?;
+    Ok(dry.stderr)
+}
+
+/// `pu`'s machines once exactly `n` run on `class` and none of `before` is left.
+async fn rolled_to(
+    s: &System,
+    class: &'static str,
+    before: &BTreeSet<String>,
+) -> Result<BTreeSet<String>> {
+    eventually(
+        &format!("pu: 2 machines Running on {class}, the old ones gone"),
+        300,
+        || async move {
+            let current = machines(s, "pu").await?;
+            let on_class = current
+                .iter()
+                .filter(|m| {
+                    phase(m) == "Running"
+                        && !terminating(m)
+                        && m["spec"]["class"]["name"].as_str() == Some(class)
+                })
+                .count();
+            let now = names(&current);
+            Ok(
+                if current.len() == 2 && on_class == 2 && now.is_disjoint(before) {
+                    Probe::Done(now)
+                } else {
+                    Probe::Waiting(format!("machines {now:?}, {on_class} Running on {class}"))
+                },
+            )
+        },
+    )
+    .await
+}
+
+/// The changes the preview used to get wrong (docs/webhook-rules.md#rollout-preview-warnings-on-update):
+/// an undo (`spec.rollbackTo`), a resume with a template changed while paused, a class that does
+/// not exist (and its revert), and a hot class change on a fleet that still runs an earlier
+/// change that is not hot-updatable. Each previewed with a server-side dry run, then done, and
+/// the preview compared with what happened.
+pub async fn undo_resume_missing_class_and_drift_previews_match(
+    system: Arc<System>,
+) -> Result<Outcome> {
+    let s = &*system;
+    let kubectl = match support::kubectl(s) {
+        Ok(k) => k,
+        Err(outcome) => return Ok(outcome),
+    };
+    let ns = s.namespace().to_owned();
+    let md = "machinedeployments.v1alpha1.machine.sapcloud.io";
+    let mc = "machineclasses.v1alpha1.machine.sapcloud.io";
+    for class in ["pu-small", "pu-large"] {
+        create_class(
+            s,
+            class,
+            json!({"bootDelay": "1s", "tags": {"team": "a"}}),
+            "2",
+        )
+        .await?;
+    }
+    create(
+        s,
+        Kind::MachineDeployment,
+        deployment(s, "pu", 2, "pu-small", json!({})),
+    )
+    .await?;
+    let small = names(&wait_running(s, "pu", 2, 180).await?);
+    let to_large = json!({"spec": {"template": {"spec": {"class": {"name": "pu-large"}}}}});
+    merge_patch(s, Kind::MachineDeployment, "pu", to_large.clone()).await?;
+    let large = rolled_to(s, "pu-large", &small).await?;
+
+    // 1. Undo: rolls back to revision 1 and replaces both machines.
+    let undo = r#"{"spec":{"rollbackTo":{"revision":0}}}"#;
+    let warnings = dry_run(&kubectl, &ns, md, "pu", undo).await?;
+    let undo_preview = previewed(
+        &warnings,
+        &ns,
+        "pu",
+        "this rollback (spec.rollbackTo) to revision 1 replaces",
+    );
+    ensure(
+        undo_preview.is_some() && !warnings.contains("deprecated"),
+        || format!("no rollback verdict in: {warnings}"),
+    )?;
+    merge_patch(
+        s,
+        Kind::MachineDeployment,
+        "pu",
+        serde_json::from_str(undo).map_err(|e| E2eError::Assertion(e.to_string()))?,
+    )
+    .await?;
+    let back = rolled_to(s, "pu-small", &large).await?;
+    ensure(
+        undo_preview == Some(large.difference(&back).count()),
+        || {
+            format!(
+                "previewed {undo_preview:?} replaced by the undo, {} were",
+                large.difference(&back).count()
+            )
+        },
+    )?;
+
+    // 2. Resume with the template changed while paused.
+    merge_patch(
+        s,
+        Kind::MachineDeployment,
+        "pu",
+        json!({"spec": {"paused": true}}),
+    )
+    .await?;
+    merge_patch(s, Kind::MachineDeployment, "pu", to_large.clone()).await?;
+    let warnings = dry_run(&kubectl, &ns, md, "pu", r#"{"spec":{"paused":false}}"#).await?;
+    let resume_preview = previewed(
+        &warnings,
+        &ns,
+        "pu",
+        "resuming rolls out the template changed while it was paused",
+    );
+    ensure(resume_preview.is_some(), || {
+        format!("no resume verdict in: {warnings}")
+    })?;
+    merge_patch(
+        s,
+        Kind::MachineDeployment,
+        "pu",
+        json!({"spec": {"paused": false}}),
+    )
+    .await?;
+    let resumed = rolled_to(s, "pu-large", &back).await?;
+    ensure(
+        resume_preview == Some(back.difference(&resumed).count()),
+        || {
+            format!(
+                "previewed {resume_preview:?} replaced by the resume, {} were",
+                back.difference(&resumed).count()
+            )
+        },
+    )?;
+
+    // 3. A class that does not exist: warned; no old machine goes (maxUnavailable 0); the
+    //    revert deletes the machines that could not be created.
+    let ghost = r#"{"spec":{"template":{"spec":{"class":{"name":"pu-ghost"}}}}}"#;
+    let warnings = dry_run(&kubectl, &ns, md, "pu", ghost).await?;
+    ensure(
+        warnings.contains(&format!("machineclass {ns}/pu-ghost does not exist"))
+            && warnings.contains("no old machine goes (the rollout waits)"),
+        || format!("no missing-class warning in: {warnings}"),
+    )?;
+    merge_patch(
+        s,
+        Kind::MachineDeployment,
+        "pu",
+        serde_json::from_str(ghost).map_err(|e| E2eError::Assertion(e.to_string()))?,
+    )
+    .await?;
+    let kept = &resumed;
+    eventually(
+        "pu: a machine of pu-ghost without a phase, both old ones Running",
+        120,
+        || async move {
+            let current = machines(s, "pu").await?;
+            let ghosts = current
+                .iter()
+                .filter(|m| m["spec"]["class"]["name"] == "pu-ghost" && phase(m).is_empty())
+                .count();
+            let old_running = current
+                .iter()
+                .filter(|m| {
+                    kept.contains(mcm_e2e::objects::name(m))
+                        && phase(m) == "Running"
+                        && !terminating(m)
+                })
+                .count();
+            Ok(if ghosts >= 1 && old_running == 2 {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!(
+                    "{ghosts} ghost machines, {old_running} old Running"
+                ))
+            })
+        },
+    )
+    .await?;
+    merge_patch(s, Kind::MachineDeployment, "pu", to_large.clone()).await?;
+    eventually(
+        "pu: the pu-ghost machines deleted after the revert",
+        120,
+        || async move {
+            let current = machines(s, "pu").await?;
+            let now = names(&current);
+            Ok(if now == *kept {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("machines {now:?}"))
+            })
+        },
+    )
+    .await?;
+
+    // 4. A drifted fleet: bootDelay changed (not hot-updatable), then tags (hot): the preview names
+    //    what blocks the update, and indeed nothing is updated.
+    merge_patch(
+        s,
+        Kind::MachineClass,
+        "pu-large",
+        json!({"providerSpec": {"bootDelay": "2s"}}),
+    )
+    .await?;
+    let hot = r#"{"providerSpec":{"tags":{"team":"b"}}}"#;
+    let warnings = dry_run(&kubectl, &ns, mc, "pu-large", hot).await?;
+    ensure(
+        warnings.contains(&format!(
+            "providerSpec.tags.team is hot-updatable, but 2 machines of machinedeployment {ns}/pu are not updated: their providerSpec also differs from the class at providerSpec.bootDelay"
+        )) && !warnings.contains("Warning:  "),
+        || format!("no drift verdict in: {warnings}"),
+    )?;
+    merge_patch(
+        s,
+        Kind::MachineClass,
+        "pu-large",
+        serde_json::from_str(hot).map_err(|e| E2eError::Assertion(e.to_string()))?,
+    )
+    .await?;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let teams: Vec<Option<String>> = machines(s, "pu").await?.iter().map(applied_team).collect();
+    ensure(teams.iter().all(|t| t.as_deref() == Some("a")), || {
+        format!("previewed no update, but the machines applied {teams:?}")
+    })?;
+
+    delete_deployment_and_wait(s, "pu").await?;
+    delete(s, Kind::MachineClass, "pu-small").await?;
+    delete(s, Kind::MachineClass, "pu-large").await?;
+    Ok(Outcome::Passed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

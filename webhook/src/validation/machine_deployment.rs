@@ -10,6 +10,9 @@ use super::report::Report;
 use crate::field::FieldError;
 use crate::request::{Context, Operation};
 
+/// The warning for `spec.rollbackTo` on CREATE.
+pub const ROLLBACK_ON_CREATE: &str = "spec.rollbackTo on a new machinedeployment has no earlier revision: the controller clears it (event DeploymentRollbackRevisionNotFound) and rolls nothing back";
+
 const STRATEGY_TYPES: &[&str] = &["RollingUpdate", "Recreate", "InPlaceUpdate"];
 const ORCHESTRATION_TYPES: &[&str] = &["Auto", "Manual"];
 /// Longer names make MachineSet and Machine names exceed 63 characters.
@@ -81,8 +84,10 @@ pub fn machine_deployment(
         spec.auto_preserve_failed_machine_max,
         spec.replicas,
     );
-    if spec.rollback_to.is_some() {
-        report.warn("spec.rollbackTo is deprecated and ignored".to_owned());
+    // The controller carries a rollbackTo out (docs/behaviour.md#rollback); an UPDATE's is
+    // predicted by the rollout preview. A new deployment has no revision to go back to.
+    if spec.rollback_to.is_some() && context.operation == Operation::Create {
+        report.warn(ROLLBACK_ON_CREATE.to_owned());
     }
     if let (Operation::Update, Some(old)) = (context.operation, old)
         && let Some(old_spec) = &old.spec

@@ -15,7 +15,7 @@ mod report;
 
 pub use machine::machine;
 pub use machine_class::machine_class;
-pub use machine_deployment::machine_deployment;
+pub use machine_deployment::{ROLLBACK_ON_CREATE, machine_deployment};
 pub use machine_set::machine_set;
 pub use report::Report;
 

@@ -525,7 +525,7 @@ async fn warnings_are_short_and_do_not_deny() {
     assert_eq!(answer["response"]["allowed"], true);
     assert_eq!(
         answer["response"]["warnings"],
-        json!(["spec.rollbackTo is deprecated and ignored"])
+        json!([mcm_webhook::validation::ROLLBACK_ON_CREATE])
     );
 
     let old = machine_class();

@@ -290,8 +290,9 @@ async fn valid_objects_are_defaulted_warned_about_and_served_as_v1beta1() {
         .await;
     assert!(output.status.success(), "{}", text(&output));
     assert!(
-        String::from_utf8_lossy(&output.stderr)
-            .contains("Warning: spec.rollbackTo is deprecated and ignored"),
+        String::from_utf8_lossy(&output.stderr).contains(
+            "Warning: spec.rollbackTo on a new machinedeployment has no earlier revision"
+        ),
         "{}",
         text(&output)
     );
@@ -504,6 +505,10 @@ async fn dry_run_apply_of_a_template_change_prints_the_rollout_verdict() {
         stderr.contains("Warning: this change replaces 3 machines of machinedeployment shoot--demo/worker-p by a rolling update (maxSurge 1, maxUnavailable 0: about 3 batches)"),
         "{stderr}"
     );
+    assert!(
+        !stderr.contains("does not exist"),
+        "class large exists: {stderr}"
+    );
     let class = env
         .kubectl(&[
             "get",
@@ -519,6 +524,18 @@ async fn dry_run_apply_of_a_template_change_prints_the_rollout_verdict() {
         String::from_utf8_lossy(&class.stdout),
         "small",
         "dry run stored nothing"
+    );
+
+    // A class that does not exist: said at admission, with what happens meanwhile.
+    let missing = env.write("md-huge.json", &preview_md("huge", 3));
+    let out = env
+        .kubectl(&["apply", "-f", &missing, "--dry-run=server"])
+        .await;
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Warning: machineclass shoot--demo/huge does not exist: new machines of machinedeployment shoot--demo/worker-p cannot be created until it does (they stay without a phase, event MachineClassNotFound); no old machine goes (the rollout waits); reverting the template deletes the new machines at once"),
+        "{stderr}"
     );
 
     // A hot-updatable class change names the deployment that uses the class.

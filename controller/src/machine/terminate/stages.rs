@@ -10,9 +10,10 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineState};
 
 use super::state::{Termination, TerminationError};
 use super::writes::{
-    class_of, controller_settings, cordon, delete_node, delete_volume_attachments, driver_error,
-    driver_metric, get_machine, get_node, live_volume_attachments, persist_status, record_events,
-    remove_machine_finalizer, secret_data, set_node_condition, set_node_label, write_status,
+    class_name, class_of, controller_settings, cordon, delete_node, delete_volume_attachments,
+    driver_error, driver_metric, get_machine, get_node, live_volume_attachments, persist_status,
+    record_events, remove_machine_finalizer, secret_data, set_node_condition, set_node_label,
+    write_status,
 };
 use crate::drain::reconcile::{DrainTarget, drain_pass};
 use crate::platform::index;
@@ -26,7 +27,7 @@ use mcm_decisions::machine::deletion::{
     NodeLookupResult, VmStatusInput, VmStatusStep, deletion_stage, plan_blocked,
     plan_delete_vm_result, plan_delete_vm_wait, plan_drain_stage, plan_finalizer_removal_result,
     plan_get_vm_status, plan_node_deletion, plan_node_deletion_result, plan_set_termination,
-    plan_volume_attachments,
+    plan_volume_attachments, released_without_class, released_without_class_event,
 };
 use mcm_decisions::machine::waiting::{drain_view, refresh_waiting_condition};
 use mcm_decisions::vocabulary::{Retry, effective_settings, elapsed};
@@ -52,6 +53,11 @@ enum Step {
     Finished,
 }
 
+/// Whether the machine's class is absent from the cache (not merely unusable).
+fn class_missing(context: &crate::machine::context::TerminationContext, machine: &Machine) -> bool {
+    context.machine_classes.get(class_name(machine)).is_none()
+}
+
 fn machine_name(machine: &Machine) -> &str {
     machine.metadata.name.as_deref().unwrap_or("")
 }
@@ -71,6 +77,35 @@ pub(super) async fn run_pass(
     }
     let class = match class_of(context, &machine) {
         Ok(class) => class,
+        Err(_)
+            if class_missing(context, &machine)
+                && released_without_class(&machine, context.in_creation_flow(key)) =>
+        {
+            // No VM can exist: nothing to drain or delete (docs/behaviour.md#q14).
+            let class = class_name(&machine).to_owned();
+            return match remove_machine_finalizer(context, &machine).await {
+                Ok(()) => {
+                    let event = released_without_class_event(&machine, &class);
+                    tracing::info!(machine = key, %class, "deleted without a class: it had no VM");
+                    context.event(
+                        &machine,
+                        false,
+                        &event.reason,
+                        "Delete",
+                        event.message.clone(),
+                    );
+                    Ok(Outcome::Done)
+                }
+                Err(failure) => {
+                    tracing::warn!(
+                        machine = key,
+                        ?failure,
+                        "cannot remove the machine finalizer"
+                    );
+                    Ok(Outcome::Retry)
+                }
+            };
+        }
         Err((retry, reason)) => {
             tracing::warn!(
                 machine = key,

@@ -106,18 +106,23 @@ pub(super) fn record_events(context: &TerminationContext, machine: &Machine, eve
     }
 }
 
+/// The name of the machine's class (empty when it has none).
+pub(super) fn class_name(machine: &Machine) -> &str {
+    machine
+        .spec
+        .class
+        .as_ref()
+        .and_then(|class| class.name.as_deref())
+        .unwrap_or("")
+}
+
 /// The machine's class, validated as upstream's `ValidateMachineClass` (docs/behaviour.md#class-validation); `Err` carries the
 /// retry and the reason.
 pub(super) fn class_of(
     context: &TerminationContext,
     machine: &Machine,
 ) -> Result<MachineClass, (Retry, String)> {
-    let name = machine
-        .spec
-        .class
-        .as_ref()
-        .and_then(|class| class.name.as_deref())
-        .unwrap_or("");
+    let name = class_name(machine);
     let Some(class) = context.machine_classes.get(name) else {
         return Err((
             Retry::Long,

@@ -12,8 +12,10 @@ use serde_json::json;
 use std::sync::Arc;
 
 use super::{Controller, SyncError};
-use mcm_decisions::machine_set::plan::{self, MachineRef, MachineUpdate, ReplicaError, events};
-use mcm_decisions::vocabulary::{Event, EventType};
+use mcm_decisions::machine_set::plan::{
+    self, MachineRef, MachineUpdate, ReplicaError, events, is_preserved,
+};
+use mcm_decisions::vocabulary::{Event, EventType, preserve_expiry_of};
 
 /// Read-modify-write attempts on one machine before giving up for this pass.
 const UPDATE_ATTEMPTS: u32 = 5;
@@ -307,6 +309,20 @@ impl Controller {
             .collect();
         if !deleted.is_empty() {
             self.record(ms, &events::deleted(&deleted), "Delete");
+        }
+        // A preserved machine goes last, but goes: say so on the machine's set.
+        for machine in cache.iter().filter(|m| {
+            m.metadata
+                .name
+                .as_ref()
+                .is_some_and(|name| deleted.contains(name))
+                && is_preserved(m, now)
+        }) {
+            let until = preserve_expiry_of(machine)
+                .map(|t| t.0.to_string())
+                .unwrap_or_default();
+            let name = machine.metadata.name.as_deref().unwrap_or("");
+            self.record(ms, &events::preserved_deleted(name, &until), "Delete");
         }
         let stale_health_check = outcomes
             .iter()

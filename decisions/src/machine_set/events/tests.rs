@@ -22,3 +22,14 @@ fn creation_and_deletion_events_are_one_per_pass() {
         "Deleted machine: pool-0"
     );
 }
+
+#[test]
+fn a_preserved_machine_deleted_by_the_set_is_a_warning_naming_the_expiry() {
+    let e = events::preserved_deleted("m-1", "2026-11-29T10:00:00Z");
+    assert_eq!(e.reason, "PreservedMachineDeleted");
+    assert_eq!(e.type_, crate::vocabulary::EventType::Warning);
+    assert!(
+        e.message
+            .contains("m-1 although it was preserved until 2026-11-29T10:00:00Z")
+    );
+}
