@@ -266,7 +266,7 @@ async fn rollout_preview_on_its_own_system() {
 async fn rollout_preview_of_undo_resume_missing_class_and_drift() {
     let scenario = Scenario {
         name: "rollout_preview_of_undo_resume_missing_class_and_drift",
-        sandbox_only: false,
+        needs: Needs::AnyCluster,
         run: |s| {
             Box::pin(preview::undo_resume_missing_class_and_drift_previews_match(
                 s,
