@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc test-kube control-plane go-check lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench clean chart-check helm e2e e2e-kube e2e-kind install
+.PHONY: all build test test-unit test-doc test-kube control-plane go-check lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench bench-guard clean chart-check helm e2e e2e-kube e2e-kind install
 PREFIX ?= $(HOME)/.cargo
 
 
@@ -112,6 +112,10 @@ e2e-kind:
 ## bench: print scale, latency and memory figures (medians and ratios, no assertions)
 bench:
 	@scripts/bench.sh
+
+## bench-guard: the rollout benchmark at N = 1,000 (BENCH_MACHINES to change it); fails when the manager's peak RSS in a phase exceeds its memory budget scaled from 120 MiB at 5,000 (docs/performance.md#memory-budget)
+bench-guard:
+	@BENCH_MACHINES=$${BENCH_MACHINES:-1000} BENCH_ARGS="--steady-secs 0 --restart-window-secs 5 --enforce-budget" scripts/bench.sh
 
 clean:
 	$(CARGO) clean

@@ -27,6 +27,12 @@
 //! the surge or availability bound broken: that is a correctness failure, not a timing one.
 //!
 //! `BENCH_KEEP_LOGS=1` keeps the manager's and the provider's logs (the path is printed).
+//! `BENCH_DUMP_OBJECTS=<dir>` writes one Running Machine and its Node, as the API server returns
+//! them after the scale-up, to `<dir>` (the fixtures of the `cache_footprint` example).
+//!
+//! The manager's peak RSS of each phase is printed against its memory budget at N
+//! ([`budget_mib`], docs/performance.md#memory-budget); with `--enforce-budget` the process exits
+//! with status 3 when a phase went over it (`make bench-guard`, run by CI).
 //!
 //! `BENCH_MANAGER_WRAPPER` runs the manager behind a command, e.g. a heap profile:
 //! `BENCH_MANAGER_WRAPPER="valgrind --tool=massif --massif-out-file=/tmp/massif.out"` (then
@@ -53,11 +59,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Client;
 use kube::api::{
     Api, DeleteParams, ListParams, ObjectList, PartialObjectMeta, Patch, PatchParams, PostParams,
 };
 use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Client, ResourceExt as _};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineSet};
 use mcm_sandbox::{ErrorRule, RequestCounters, Sandbox, SandboxConfig, Verb};
 use serde_json::json;
@@ -70,6 +76,20 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const NAMESPACE: &str = "default";
 const DEPLOYMENT: &str = "bench";
+
+/// The manager's memory target: peak RSS in every phase at 5,000 machines.
+const TARGET_MIB_AT_5000: f64 = 120.0;
+/// The part of the target that does not grow with the fleet: where the line through the
+/// rollout's peaks at 1,000 and 5,000 meets N = 0 (the manager idles at about 20 MiB; a rollout's
+/// bursts, buffers and allocator pages cost more at 1,000 than the per-machine line says).
+const FIXED_MIB: f64 = 40.0;
+
+/// The manager's budget at `n` machines: the fixed part, and the rest of the 5,000 target scaled
+/// by `n` (docs/performance.md#memory-budget). A change that adds bytes per machine raises every
+/// phase's peak by N times as much, and goes over this line at a small N as at 5,000.
+fn budget_mib(n: i32) -> f64 {
+    FIXED_MIB + (TARGET_MIB_AT_5000 - FIXED_MIB) * f64::from(n) / 5000.0
+}
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
@@ -716,6 +736,8 @@ struct Restart {
     target: BTreeMap<(String, String), u64>,
     target_lease: u64,
     rss_end_kib: u64,
+    /// The restarted manager's peak RSS in the window (its relists).
+    rss_peak_kib: u64,
 }
 
 /// Ten minutes (or `--steady-secs`) of N Running machines and no change.
@@ -793,7 +815,10 @@ async fn restart_phase(
     *manager = start();
     bench.manager_pid = manager.pid();
     let (mut leading_after, mut reconciled_after) = (None, None);
+    let pid = bench.manager_pid.to_string();
+    let mut rss_peak_kib = 0;
     while started.elapsed() < window {
+        rss_peak_kib = rss_peak_kib.max(rss_kib(&pid));
         if reconciled_after.is_none()
             && let Some(text) = scrape(bench.admin_port).await
         {
@@ -809,7 +834,7 @@ async fn restart_phase(
                 eprintln!("  [restart {elapsed:>6.2}s] every object reconciled once");
             }
         }
-        let pause = if reconciled_after.is_none() { 20 } else { 1000 };
+        let pause = if reconciled_after.is_none() { 20 } else { 50 };
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
     if reconciled_after.is_none()
@@ -837,7 +862,8 @@ async fn restart_phase(
         control_lease,
         target,
         target_lease,
-        rss_end_kib: rss_kib(&bench.manager_pid.to_string()),
+        rss_end_kib: rss_kib(&pid),
+        rss_peak_kib: rss_peak_kib.max(rss_kib(&pid)),
     }
 }
 
@@ -862,6 +888,45 @@ fn listed_count<K: Clone>(list: kube::Result<ObjectList<PartialObjectMeta<K>>>) 
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(0)
     })
+}
+
+/// Writes one Running Machine and its Node, as the API server returns them, into `dir`.
+async fn dump_objects(control: &Client, target: &Client, dir: &Path) {
+    let machines: Api<Machine> = Api::namespaced(control.clone(), NAMESPACE);
+    let list = machines
+        .list(&ListParams::default().limit(50))
+        .await
+        .unwrap();
+    let Some(machine) = list.items.into_iter().find(|m| {
+        m.status
+            .as_ref()
+            .and_then(|s| s.current_status.as_ref())
+            .and_then(|c| c.phase.clone())
+            == Some(MachinePhase::Running)
+    }) else {
+        eprintln!("BENCH_DUMP_OBJECTS: no Running machine among the first 50");
+        return;
+    };
+    let node_name = machine.labels().get("node").cloned().unwrap_or_default();
+    let node = Api::<Node>::all(target.clone())
+        .get(&node_name)
+        .await
+        .unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    for (file, json) in [
+        (
+            "machine.json",
+            serde_json::to_string_pretty(&machine).unwrap(),
+        ),
+        ("node.json", serde_json::to_string_pretty(&node).unwrap()),
+    ] {
+        std::fs::write(dir.join(file), json + "\n").unwrap();
+    }
+    eprintln!(
+        "BENCH_DUMP_OBJECTS: {} and its node written to {}",
+        machine.name_any(),
+        dir.display()
+    );
 }
 
 fn mib(kib: u64) -> f64 {
@@ -1080,6 +1145,9 @@ async fn main() {
         )
         .await;
     let timeline = bench.observer.lock().unwrap().timeline.take();
+    if let Some(dir) = std::env::var_os("BENCH_DUMP_OBJECTS") {
+        dump_objects(&control, &target, Path::new(&dir)).await;
+    }
     let steady_state = if steady.is_zero() {
         None
     } else {
@@ -1325,6 +1393,32 @@ async fn main() {
     );
     print_requests("control", &restart.control, 1.0, "");
     print_requests("target", &restart.target, 1.0, "");
+    let budget = budget_mib(n);
+    let mut peaks: Vec<(&str, u64)> = vec![(scale_up.name, scale_up.manager_peak_rss_kib)];
+    peaks.push(("restart", restart.rss_peak_kib));
+    peaks.extend(
+        [roll.as_ref(), Some(&delete)]
+            .into_iter()
+            .flatten()
+            .map(|p| (p.name, p.manager_peak_rss_kib)),
+    );
+    println!(
+        "manager peak RSS per phase against the budget at N = {n}: {budget:.1} MiB ({FIXED_MIB:.0} MiB fixed + {:.0} MiB × N / 5,000; {TARGET_MIB_AT_5000:.0} MiB at 5,000)",
+        TARGET_MIB_AT_5000 - FIXED_MIB
+    );
+    let mut over_budget = Vec::new();
+    for (phase, kib) in &peaks {
+        let over = mib(*kib) > budget;
+        println!(
+            "  {phase:<20} {:>7.1} MiB  {:>5.1} % of the budget{}",
+            mib(*kib),
+            100.0 * mib(*kib) / budget,
+            if over { "  OVER" } else { "" }
+        );
+        if over {
+            over_budget.push(*phase);
+        }
+    }
     let surge_broken = phases
         .iter()
         .any(|p| p.seen.max_machines > usize::try_from(n + surge).unwrap_or(usize::MAX));
@@ -1343,6 +1437,14 @@ async fn main() {
         println!("logs kept in {}", work.path().display());
         std::mem::forget(work);
         return;
+    }
+    if flag("--enforce-budget") && !over_budget.is_empty() {
+        println!(
+            "MEMORY BUDGET EXCEEDED in {over_budget:?}: the manager's peak RSS went over {budget:.1} MiB at N = {n} (docs/performance.md#memory-budget; logs kept in {})",
+            work.path().display()
+        );
+        std::mem::forget(work);
+        std::process::exit(3);
     }
     if surge_broken || floor_broken {
         println!(

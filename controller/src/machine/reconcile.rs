@@ -69,8 +69,9 @@ pub struct MachineController {
     pub(crate) drain_states: Mutex<HashMap<String, NodeDrainState>>,
     /// Drains of nodes selected for an in-place update in progress, by node name.
     pub(crate) in_place_drains: Mutex<HashMap<String, NodeDrainState>>,
-    /// Each machine as this shell's last pass wrote it, while the cache is older.
-    pub(crate) written: LatestWrites<Machine>,
+    /// Each machine as this shell's last pass wrote it, while the cache is older (shared with
+    /// the Machine cache's handler, which forgets a write once the cache shows it).
+    pub(crate) written: Arc<LatestWrites<Machine>>,
 }
 
 /// The class of a machine and its merged secret data, read by the `ValidateClass` step.
@@ -101,7 +102,7 @@ pub fn run(
             cold_change_warned: Mutex::new(HashSet::new()),
             drain_states: Mutex::new(HashMap::new()),
             in_place_drains: Mutex::new(HashMap::new()),
-            written: LatestWrites::default(),
+            written: Arc::default(),
             context,
         });
         controller.subscribe();
@@ -158,7 +159,10 @@ impl MachineController {
         // Machine cache, so the Machine handler must not read the Node cache (lock-order
         // inversion): it asks this index of the cached Node names (a leaf lock) instead.
         let cached_nodes = Index::subscribe(&self.context.nodes, own_name);
+        let written = Arc::clone(&self.written);
         self.context.machines.subscribe(move |change| {
+            // Before the routing: a pass queued by this change finds the cache, not our write.
+            written.cache_changed(change);
             let creating = |name: &str| {
                 context
                     .upgrade()
@@ -259,7 +263,8 @@ impl MachineController {
         let retry = self.reconcile(&mut machine).await;
         // Every step replaces the machine only with the API server's answer to its write.
         if machine.metadata.resource_version != read_version {
-            self.written.remember(machine);
+            self.written
+                .remember(machine, self.context.machines.get(key));
         }
         tracing::debug!(machine = key, ?retry, "machine pass ended");
         to_outcome(retry)
