@@ -496,7 +496,9 @@ pub async fn wait_for_control_api(
             }
             Err(error) => error,
         };
-        let not_served = matches!(&error, kube::Error::Api(status) if status.is_not_found());
+        // A group nobody serves gets kube-apiserver's plain-text "404 page not found", which
+        // kube-rs reports with code 404 but without the NotFound reason.
+        let not_served = matches!(&error, kube::Error::Api(status) if status.code == 404);
         if not_served && started.elapsed() + pause > wait {
             return Err(ClientError::MachinesNotServed {
                 detail: format!("GET /apis/{MACHINE_API_VERSION} answered 404"),
