@@ -356,6 +356,18 @@ const EXCLUDED: &[(&str, &str)] = &[
     ),
     // Prose that names a command or a tool rather than showing one to run.
     (
+        "kubectl mcm rollout plan",
+        "docs/behaviour.md: says the plan prints the controller's deletion order",
+    ),
+    (
+        "kubectl describe",
+        "docs/operations.md: names where an aggregated event's count shows",
+    ),
+    (
+        "kubectl mcm rollout undo",
+        "user guide and webhook rules: name what undo writes (spec.rollbackTo)",
+    ),
+    (
         "kubectl / Gardener / cluster-autoscaler",
         "docs/architecture.md: a diagram box",
     ),
