@@ -285,7 +285,7 @@ const STEPS: &[(&str, Check)] = &[
     (
         r#"kubectl patch mcd worker-a --type=merge -p '{"spec":{"replicas":-1}}'"#,
         Check::Rejected(
-            r#"The MachineDeployment "worker-a" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"#,
+            r#"The MachineDeployment "worker-a" is invalid: .spec.replicas: Invalid value: -1: should be a non-negative integer"#,
         ),
     ),
     // --- rollouts ---

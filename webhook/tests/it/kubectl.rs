@@ -181,7 +181,8 @@ metadata:
   name: worker-a
   namespace: shoot--demo
 spec:
-  replicas: -1
+  replicas: 1
+  minReadySeconds: -1
   selector:
     matchLabels:
       pool: a
@@ -255,7 +256,7 @@ async fn kubectl_apply_of_an_invalid_machine_deployment_prints_per_field_errors(
             "{stderr}"
         );
         for line in [
-            "* spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+            "* spec.minReadySeconds: Invalid value: -1: must be greater than or equal to 0",
             "* spec.template.metadata.labels: Invalid value: {\"pool\":\"b\"}: `selector` does not match template `labels`",
             "* spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \"0%\": may not be 0 when `maxSurge` is 0",
             "* spec.template.spec.class.kind: Unsupported value: \"AWSMachineClass\": supported values: \"MachineClass\"",
