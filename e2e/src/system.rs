@@ -539,7 +539,7 @@ impl System {
             .await
             .map(drop)
         } else {
-            self.stop_api_server().await
+            self.set_kube_apiserver_running(false).await
         }
     }
 
@@ -550,34 +550,26 @@ impl System {
                 .await
                 .map(drop)
         } else {
-            self.start_api_server().await
+            self.set_kube_apiserver_running(true).await
         }
     }
 
-    /// Stops the API server for an outage (kube-apiserver only; etcd and kube-controller-manager
-    /// keep running, as when an API server instance is replaced).
-    pub async fn stop_api_server(&self) -> Result<()> {
-        let parts = self.sandbox_parts("stopping the API server")?;
+    /// Stops kube-apiserver for an outage, or starts it again on the same port and etcd
+    /// (`running`); etcd and kube-controller-manager keep running, as when an API server
+    /// instance is replaced. The sandbox's outages go through its admin API instead.
+    async fn set_kube_apiserver_running(&self, running: bool) -> Result<()> {
+        let parts = self.sandbox_parts("stopping or starting the API server")?;
         let processes = parts.processes.lock().await;
-        match &processes.api {
-            ApiServer::Kube(control_plane) => control_plane.stop_component("kube-apiserver").await,
-            ApiServer::Sandbox(_) => Err(E2eError::Assertion(
+        let ApiServer::Kube(control_plane) = &processes.api else {
+            return Err(E2eError::Assertion(
                 "the sandbox's outages go through its admin API (/sandbox/admin/unavailable)"
                     .to_owned(),
-            )),
-        }
-    }
-
-    /// Starts kube-apiserver again after [`System::stop_api_server`] (same port, same etcd).
-    pub async fn start_api_server(&self) -> Result<()> {
-        let parts = self.sandbox_parts("starting the API server")?;
-        let processes = parts.processes.lock().await;
-        match &processes.api {
-            ApiServer::Kube(control_plane) => control_plane.start_component("kube-apiserver").await,
-            ApiServer::Sandbox(_) => Err(E2eError::Assertion(
-                "the sandbox's outages go through its admin API (/sandbox/admin/unavailable)"
-                    .to_owned(),
-            )),
+            ));
+        };
+        if running {
+            control_plane.start_component("kube-apiserver").await
+        } else {
+            control_plane.stop_component("kube-apiserver").await
         }
     }
 
