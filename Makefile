@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc test-kube control-plane go-check lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench bench-guard clean chart-check helm e2e e2e-kube e2e-kind install
+.PHONY: all build test test-unit test-doc test-provider-go test-kube control-plane go-check proto-go-check lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench bench-guard clean chart-check helm e2e e2e-kube e2e-kind install
 PREFIX ?= $(HOME)/.cargo
 
 
@@ -16,7 +16,11 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## test: the whole test suite (unit, property, integration against the in-process sandbox, then the suites on the real control plane)
-test: test-unit test-doc test-kube
+test: test-unit test-doc test-provider-go test-kube
+
+## test-provider-go: the Go bridge for upstream's providers: go test, the Azure provider built behind it, the conformance kit against it (skipped loudly without Go; a failure under CI=true)
+test-provider-go:
+	@scripts/provider-go.sh test
 
 ## test-kube: the suites on a real kube-apiserver, etcd and kube-controller-manager built from Go modules (skipped loudly without Go; a failure under CI=true)
 test-kube:
@@ -38,7 +42,7 @@ test-doc:
 	$(CARGO) test --workspace --doc
 
 ## lint: formatting, clippy -D warnings, purity of the decisions crate, dependency rules, no import circle, generated CRDs up to date, image layout, citations, Go modules
-lint: fmt-check clippy purity deps-check imports crds-check dockerfile-check citations go-check
+lint: fmt-check clippy purity deps-check imports crds-check dockerfile-check citations go-check proto-go-check
 
 fmt:
 	$(CARGO) fmt --all
@@ -54,6 +58,10 @@ purity:
 
 deps-check:
 	@scripts/check-deps.sh
+
+## proto-go-check: provider-go's generated Go code matches the driver contract's .proto files
+proto-go-check:
+	@scripts/provider-go.sh check
 
 ## go-check: the project's Go modules are gofmt- and go vet-clean and tidy
 go-check:

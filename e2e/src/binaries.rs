@@ -117,3 +117,75 @@ fn build_all(dir: &Path) -> Result<()> {
         })
     }
 }
+
+/// Where the Go in-memory provider behind the bridge is built: `MCM_PROVIDER_MEMORY_BIN`, else
+/// `<target>/go/mcm-provider-memory`.
+pub fn go_provider_path() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("MCM_PROVIDER_MEMORY_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let dir = bin_dir()?;
+    let target = dir.parent().unwrap_or(&dir);
+    Ok(target.join("go").join("mcm-provider-memory"))
+}
+
+/// Whether the Go toolchain is on the PATH (the bridge's scenario needs it to build its driver).
+pub fn go_available() -> bool {
+    Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
+/// Builds `provider-go/cmd/mcm-provider-memory` (the in-memory provider behind the bridge) once
+/// per process, under the same lock as the cargo build, and returns its path. Go's build cache
+/// makes a build with nothing changed take about a second. `MCM_PROVIDER_MEMORY_BIN` skips it.
+pub fn go_provider() -> Result<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| build_go_provider().map_err(|e| e.to_string()));
+    built.clone().map_err(|message| E2eError::Binary {
+        name: "mcm-provider-memory".to_owned(),
+        message,
+    })
+}
+
+fn build_go_provider() -> Result<PathBuf> {
+    let path = go_provider_path()?;
+    if std::env::var_os("MCM_PROVIDER_MEMORY_BIN").is_some() {
+        return Ok(path);
+    }
+    let Some(out_dir) = path.parent() else {
+        return Err(E2eError::Binary {
+            name: "mcm-provider-memory".to_owned(),
+            message: format!("{} has no parent directory", path.display()),
+        });
+    };
+    std::fs::create_dir_all(out_dir).map_err(E2eError::io("create", out_dir))?;
+    let lock_path = out_dir.join("build.lock");
+    let lock = File::create(&lock_path).map_err(E2eError::io("create", &lock_path))?;
+    lock.lock().map_err(E2eError::io("lock", &lock_path))?;
+    let module = workspace_root().join("provider-go");
+    let mut command = Command::new("go");
+    command
+        .current_dir(&module)
+        .args(["build", "-o"])
+        .arg(&path)
+        .arg("./cmd/mcm-provider-memory");
+    eprintln!("mcm-e2e: building the Go provider: {command:?}");
+    let output = command
+        .output()
+        .map_err(E2eError::io("run go build in", &module))?;
+    drop(lock);
+    if output.status.success() {
+        Ok(path)
+    } else {
+        Err(E2eError::Binary {
+            name: "mcm-provider-memory".to_owned(),
+            message: format!(
+                "go build failed ({}):\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        })
+    }
+}

@@ -17,5 +17,5 @@ pub mod system;
 pub mod wait;
 
 pub use error::{E2eError, Result, ensure};
-pub use system::{System, SystemConfig};
+pub use system::{ProviderKind, System, SystemConfig};
 pub use wait::{Probe, consistently, eventually};

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use crate::admin_http;
-use crate::binaries::binary;
+use crate::binaries::{binary, go_provider};
 use crate::control_plane::{ApiServerKind, ControlPlane};
 use crate::error::{E2eError, Result};
 use crate::process::Process;
@@ -63,6 +63,20 @@ pub struct SystemConfig {
     pub serve_v1beta1: bool,
     /// Extra flags of `mcm-sandbox serve` (e.g. `--node-monitor-grace-period=30s`).
     pub sandbox_flags: Vec<String>,
+    /// The driver behind the manager's gRPC endpoint.
+    pub provider: ProviderKind,
+}
+
+/// The driver a system runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// provider-virtual (Rust), MachineClass provider `virtual`.
+    #[default]
+    Virtual,
+    /// The Go in-memory provider (upstream's `driver.Driver`) behind the Go bridge of
+    /// `provider-go/`, MachineClass provider `Memory`. Its admin address serves `/healthz` and
+    /// `/admin/vms` only.
+    GoBridge,
 }
 
 impl SystemConfig {
@@ -75,6 +89,7 @@ impl SystemConfig {
             start_manager: true,
             serve_v1beta1: true,
             sandbox_flags: Vec::new(),
+            provider: ProviderKind::Virtual,
         }
     }
 }
@@ -244,7 +259,10 @@ impl System {
         let api_kind = ApiServerKind::from_env()?;
         let sandbox_bin = binary("mcm-sandbox")?;
         let webhook_bin = binary("machine-webhook")?;
-        let provider_bin = binary("provider-virtual")?;
+        let provider_bin = match config.provider {
+            ProviderKind::Virtual => binary("provider-virtual")?,
+            ProviderKind::GoBridge => go_provider()?,
+        };
         let manager_bin = binary("machine-controller-manager")?;
         let dir = tempfile::Builder::new()
             .prefix(&format!("mcm-e2e-{}-", config.name))
@@ -385,19 +403,34 @@ impl System {
         )?;
 
         // 4. Provider.
-        let provider = Process::start(
-            "provider",
-            provider_bin,
-            vec![
+        let provider_kubeconfig = identities.join("provider.kubeconfig").display().to_string();
+        let provider_args: Vec<String> = match config.provider {
+            ProviderKind::Virtual => vec![
                 "--endpoint".into(),
                 format!("unix://{}", socket.display()),
                 "--target-kubeconfig".into(),
-                identities.join("provider.kubeconfig").display().to_string(),
+                provider_kubeconfig,
                 "--state-file".into(),
                 dir_path.join("provider/state.json").display().to_string(),
                 "--metrics-address".into(),
                 addresses.provider_admin.to_string(),
             ],
+            ProviderKind::GoBridge => vec![
+                "--endpoint".into(),
+                format!("unix://{}", socket.display()),
+                "--target-kubeconfig".into(),
+                provider_kubeconfig,
+                "--admin-address".into(),
+                addresses.provider_admin.to_string(),
+                // Short heartbeats, for the sandbox's short node-monitor grace period.
+                "--lease-interval=2s".into(),
+                "--status-interval=10s".into(),
+            ],
+        };
+        let provider = Process::start(
+            "provider",
+            provider_bin,
+            provider_args,
             vec![],
             logs.join("provider.log"),
         )?;

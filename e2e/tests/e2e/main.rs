@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod admission;
+mod bridge;
 mod conversion;
 mod documented_commands;
 mod drain;
@@ -329,5 +330,43 @@ async fn stale_view_outage_on_its_own_system() {
         .manager_flags
         .retain(|flag| !flag.starts_with("--leader-elect="));
     config.manager_flags.push("--leader-elect=true".to_owned());
+    run_all(config, vec![scenario], false).await;
+}
+
+/// The manager against upstream's driver interface: the Go in-memory driver of `provider-go/`
+/// behind the Go bridge, on its own system (`cargo test -p mcm-e2e go_bridge`). Without Go it
+/// is skipped with a banner, and fails under `CI=true`, where Go is part of the machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_bridge_on_its_own_system() {
+    let scenario = Scenario {
+        name: "go_bridge_create_scale_roll_errors_delete",
+        needs: Needs::LocalProcesses,
+        run: |s| Box::pin(bridge::machines_through_the_go_bridge(s)),
+    };
+    if mcm_e2e::system::cluster_kubeconfig().is_some() {
+        println!(
+            "  SKIPPED {}: needs the processes started here (MCM_E2E_KUBECONFIG is set)",
+            scenario.name
+        );
+        return;
+    }
+    if !mcm_e2e::binaries::go_available() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{}: Go is not installed, and CI must run the bridge's scenario",
+            scenario.name
+        );
+        println!(
+            "  ********\n  SKIPPED {}: `go` is not on the PATH (the Go provider cannot be built)\n  ********",
+            scenario.name
+        );
+        return;
+    }
+    let mut config = SystemConfig::new("go-bridge");
+    config.namespace = "e2e-go-bridge".to_owned();
+    config.provider = mcm_e2e::ProviderKind::GoBridge;
+    config
+        .manager_flags
+        .push("--resource-exhausted-retry=5s".to_owned());
     run_all(config, vec![scenario], false).await;
 }
