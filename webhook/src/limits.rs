@@ -7,13 +7,22 @@
 //! first byte of a request to the blank line that ends its headers ([`HeadScanner`], pure), on
 //! the plaintext seen by [`Tracked`], a stream wrapper that also records the last traffic.
 //!
-//! One client must not be able to take the listener down by holding many connections (issue 26):
-//! connections are counted per peer ([`peer_key`], its IP address) and bounded by
-//! [`ConnectionLimits::max_connections_per_peer`], and when the global cap is reached the
-//! connection that has waited longest without doing anything useful ([`pick_victim`]: idle
-//! between requests, or stuck in the TLS handshake or in a request head) is given up for the new
-//! one. The decisions are pure functions of a snapshot; [`crate::pool`] keeps the snapshot.
+//! One client must not be able to starve the others by opening connections, from one address or
+//! many, however fast it reconnects. Connections are counted per peer ([`peer_key`], its IP
+//! address). When a cap is reached, a new connection is not refused while an open one may be
+//! given up for it ([`admit`]): at the per-peer cap one of that peer's own connections, at the
+//! global cap preferably one of the peer holding the most. Which one is ranked by what a
+//! legitimate client (an API server) does and a flood does not ([`Tier`]): it takes each step
+//! of a connection (ClientHello, finishing the handshake, sending a request head) within a
+//! round trip, and it sends reviews the webhook can read. A connection stuck in a step for
+//! longer than the eviction grace, or idle after requests that were not reviews, goes first;
+//! then the one that has been longest in its step; a connection that delivered a review is
+//! given up only for a peer holding fewer connections, and one with a request in progress
+//! never. A flood that reconnects at once therefore only cycles through its own connections,
+//! while a client that keeps taking steps stays among the newest. The decisions are pure
+//! functions of a snapshot; [`crate::pool`] keeps the snapshot.
 
+use std::cmp::Reverse;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -27,7 +36,8 @@ use tokio::time::Instant;
 
 /// Bounds on the connections of the HTTPS listener, so idle or slow clients cannot hold the
 /// server's sockets and memory (a client that connects and sends nothing, one that trickles its
-/// headers, or thousands of keep-alive connections left open).
+/// headers, thousands of keep-alive connections left open, or connections opened and opened
+/// again as fast as they are closed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
     /// Time a client has to complete the TLS handshake after connecting.
@@ -37,14 +47,18 @@ pub struct ConnectionLimits {
     /// Time a connection may stay without any byte read or written before it is closed
     /// (gracefully: a request in progress is answered first, within one more idle period).
     pub idle_timeout: Duration,
-    /// Most open connections. When they are all open, a new connection takes the place of the
-    /// one idle longest (see [`pick_victim`]); it is refused only if none may be given up.
+    /// Most open connections. When they are all open, a new connection takes the place of one
+    /// that may be given up (see [`admit`]); it is refused only if none may.
     pub max_connections: usize,
-    /// Most open connections from one peer IP address; more are closed right after accept.
+    /// Most open connections from one peer IP address. A new connection from a peer that holds
+    /// this many takes the place of one of the peer's own connections that is neither busy nor
+    /// has delivered a review (see [`admit`]); it is refused only if there is none.
     pub max_connections_per_peer: usize,
-    /// How long a connection must have been in the TLS handshake, or in an incomplete request
-    /// head, before it may be given up for a new connection when the server is full (connections
-    /// idle between requests may be given up at once, longest idle first).
+    /// How long a connection may take for one step (the ClientHello, finishing the TLS handshake
+    /// once the server answered, starting a request once established, completing a request
+    /// head) before it counts as stalled: given up for a new connection before the connections
+    /// that are taking their steps ([`Tier`]). A legitimate client takes each step within a
+    /// round trip.
     pub eviction_grace: Duration,
 }
 
@@ -52,8 +66,8 @@ impl Default for ConnectionLimits {
     /// 10 s handshake, 10 s header read, 90 s idle (as long as the API server's Go client keeps
     /// idle connections, so the server rarely closes one the client is about to reuse), 1,000
     /// connections, 200 per peer (an API server holds one connection per webhook call in flight,
-    /// and keeps at most 25 idle ones; see `docs/webhook-rules.md#connection-limits`), 1 s grace
-    /// for handshakes and request heads before they may be given up.
+    /// and keeps at most 25 idle ones; see `docs/webhook-rules.md#connection-limits`), 1 s for
+    /// each step of a connection before it counts as stalled.
     fn default() -> Self {
         Self {
             tls_handshake_timeout: Duration::from_secs(10),
@@ -78,12 +92,14 @@ pub fn peer_key(peer: SocketAddr) -> IpAddr {
 /// `machine_webhook_closed_connections_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CloseReason {
-    /// Refused at accept: the peer already holds `max_connections_per_peer`.
+    /// Refused at accept: the peer holds `max_connections_per_peer`, none of which may be given
+    /// up.
     PerPeerLimit,
+    /// Given up for a new connection of the same peer, which held `max_connections_per_peer`.
+    PerPeerLimitEvicted,
     /// Refused at accept: `max_connections` are open and none may be given up.
     GlobalLimit,
-    /// Given up for a new connection while `max_connections` were open: idle between requests,
-    /// or in the handshake or a request head for longer than the eviction grace.
+    /// Given up for a new connection while `max_connections` were open.
     GlobalLimitEvictedIdle,
     /// The TLS handshake did not complete within `tls_handshake_timeout`.
     TlsHandshakeTimeout,
@@ -95,8 +111,9 @@ pub enum CloseReason {
 
 impl CloseReason {
     /// Every reason, so each label value can be exported (at 0) from the start.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::PerPeerLimit,
+        Self::PerPeerLimitEvicted,
         Self::GlobalLimit,
         Self::GlobalLimitEvictedIdle,
         Self::TlsHandshakeTimeout,
@@ -109,6 +126,7 @@ impl CloseReason {
     pub const fn label(self) -> &'static str {
         match self {
             Self::PerPeerLimit => "per_peer_limit",
+            Self::PerPeerLimitEvicted => "per_peer_limit_evicted",
             Self::GlobalLimit => "global_limit",
             Self::GlobalLimitEvictedIdle => "global_limit_evicted_idle",
             Self::TlsHandshakeTimeout => "tls_handshake_timeout",
@@ -121,15 +139,27 @@ impl CloseReason {
 /// What an open connection is doing, as far as giving it up for a new one is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConnState<T> {
-    /// Accepted; the TLS handshake has not completed. `since`: accept time.
+    /// Accepted; the server has not answered a ClientHello (none, or part of one, arrived).
     Handshake {
         /// When the connection was accepted.
         since: T,
     },
-    /// Between requests (or before the first one): nothing in progress since the last traffic.
+    /// The server answered the ClientHello; the client has not finished the handshake.
+    Answered {
+        /// When the server answered.
+        since: T,
+    },
+    /// The TLS handshake completed and no request has started yet.
+    Established {
+        /// When the handshake completed.
+        since: T,
+    },
+    /// Between requests: nothing in progress since the last traffic.
     Idle {
         /// The last byte read or written.
         since: T,
+        /// The connection has delivered a review the webhook could read.
+        proven: bool,
     },
     /// A request head is being read and is not complete yet.
     Head {
@@ -143,6 +173,68 @@ pub enum ConnState<T> {
     Closing,
 }
 
+/// How readily a connection is given up for a new one, first to last; a busy connection has
+/// no tier (it is never given up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tier {
+    /// Being closed anyway.
+    Closing,
+    /// Stuck: in the TLS handshake or in a request head for longer than the eviction grace (a
+    /// ClientHello not answered, a client that does not finish the handshake, a head not
+    /// complete), established without a request for longer than it, or idle after requests
+    /// that were not reviews. Given up for any new connection, the one stuck longest first.
+    Stalled,
+    /// Idle after delivering a review: never given up for a connection of its own peer; at the
+    /// global cap only for a peer holding fewer connections, longest idle first.
+    Proven,
+    /// In the TLS handshake, established without a request, or in a request head, for less
+    /// than the eviction grace: a legitimate client about to send a request looks like this.
+    /// Given up for a connection of its own peer only when the peer has no closing or stalled
+    /// connection left, the one longest in its step first; at the global cap only for a peer
+    /// holding fewer connections.
+    Fresh,
+}
+
+/// The tier of a connection in `state` and the time it has been waiting since (`None` for a
+/// closing one); `None` if it must not be given up. `grace_cutoff` is now minus the eviction
+/// grace.
+pub fn tier<T: Copy + Ord>(state: ConnState<T>, grace_cutoff: T) -> Option<(Tier, Option<T>)> {
+    match state {
+        ConnState::Closing => Some((Tier::Closing, None)),
+        ConnState::Idle {
+            since,
+            proven: false,
+        } => Some((Tier::Stalled, Some(since))),
+        ConnState::Idle {
+            since,
+            proven: true,
+        } => Some((Tier::Proven, Some(since))),
+        ConnState::Handshake { since }
+        | ConnState::Answered { since }
+        | ConnState::Established { since }
+        | ConnState::Head { since } => {
+            let tier = if since <= grace_cutoff {
+                Tier::Stalled
+            } else {
+                Tier::Fresh
+            };
+            Some((tier, Some(since)))
+        }
+        ConnState::Busy => None,
+    }
+}
+
+/// One open connection as [`admit`] sees it at the global cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Open<Id, T> {
+    /// The connection.
+    pub id: Id,
+    /// Connections its peer holds (this one included).
+    pub peer_open: usize,
+    /// What it is doing.
+    pub state: ConnState<T>,
+}
+
 /// What to do with a connection that was just accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission<Id> {
@@ -152,61 +244,99 @@ pub enum Admission<Id> {
     Evict {
         /// The connection to give up.
         victim: Id,
+        /// Which cap made room necessary: [`CloseReason::PerPeerLimitEvicted`] or
+        /// [`CloseReason::GlobalLimitEvictedIdle`].
+        reason: CloseReason,
     },
     /// Close it at once.
     Refuse(CloseReason),
 }
 
-/// Decides on a connection from a peer that holds `peer_open` connections while `open` are open
-/// in all; `connections` is consulted only when the global cap is reached. The per-peer limit
-/// refuses outright: a peer at its limit only displaces its own connections elsewhere, and an
-/// API server that reached it has that many calls in flight (its idle connections are few).
-pub fn admit<Id: Copy, T: Copy + Ord>(
+/// Decides on a connection from a peer that holds `peer_open` connections while `open` are
+/// open in all. `own` lists that peer's connections and is consulted only at the per-peer cap;
+/// `all` lists every connection and is consulted only at the global cap. `grace_cutoff` is now
+/// minus the eviction grace.
+///
+/// At the per-peer cap the new connection takes the place of one of the peer's own connections
+/// that is neither busy nor proven ([`pick_own_victim`]): a flood sharing an API server's
+/// address only cycles through its own connections, and the API server's proven ones stay. At
+/// the global cap it takes the place of a stalled connection of the peer holding the most, or
+/// of a fresh or proven one of a peer holding more than the newcomer's will ([`pick_victim`]).
+pub fn admit<Id, T, O, A>(
     open: usize,
     peer_open: usize,
     limits: &ConnectionLimits,
-    connections: impl FnOnce() -> Vec<(Id, ConnState<T>)>,
+    own: impl FnOnce() -> O,
+    all: impl FnOnce() -> A,
     grace_cutoff: T,
-) -> Admission<Id> {
+) -> Admission<Id>
+where
+    Id: Copy,
+    T: Copy + Ord,
+    O: IntoIterator<Item = (Id, ConnState<T>)>,
+    A: IntoIterator<Item = Open<Id, T>>,
+{
     if peer_open >= limits.max_connections_per_peer {
-        return Admission::Refuse(CloseReason::PerPeerLimit);
+        return match pick_own_victim(own(), grace_cutoff) {
+            Some(victim) => Admission::Evict {
+                victim,
+                reason: CloseReason::PerPeerLimitEvicted,
+            },
+            None => Admission::Refuse(CloseReason::PerPeerLimit),
+        };
     }
     if open < limits.max_connections {
         return Admission::Accept;
     }
-    match pick_victim(connections(), grace_cutoff) {
-        Some(victim) => Admission::Evict { victim },
+    match pick_victim(all(), peer_open, grace_cutoff) {
+        Some(victim) => Admission::Evict {
+            victim,
+            reason: CloseReason::GlobalLimitEvictedIdle,
+        },
         None => Admission::Refuse(CloseReason::GlobalLimit),
     }
 }
 
-/// The connection to give up for a new one: one being closed anyway, else the one that has
-/// waited longest without progress among those idle between requests (any age) and those in the
-/// handshake or in a request head that started at or before `grace_cutoff` (now minus the
-/// eviction grace, so a legitimate handshake in progress is not cut). The newest connections
-/// are given up last, so a client that connects to send a request gets to send it. `None` if
-/// every connection is busy or too young.
-pub fn pick_victim<Id: Copy, T: Copy + Ord>(
+/// The connection of one peer to give up for that peer's new connection: a closing one, else
+/// the [`Tier::Stalled`] one stuck longest, else the [`Tier::Fresh`] one longest in its step.
+/// `None` if every connection of the peer is busy or proven (the peer holds its cap of
+/// connections that serve it).
+pub fn pick_own_victim<Id: Copy, T: Copy + Ord>(
     connections: impl IntoIterator<Item = (Id, ConnState<T>)>,
     grace_cutoff: T,
 ) -> Option<Id> {
-    // Closing first (key None sorts lowest), then the oldest `since`.
     connections
         .into_iter()
-        .filter_map(|(id, state)| {
-            let key = match state {
-                ConnState::Closing => None,
-                ConnState::Idle { since } => Some(since),
-                ConnState::Handshake { since } | ConnState::Head { since }
-                    if since <= grace_cutoff =>
-                {
-                    Some(since)
-                }
-                ConnState::Handshake { .. } | ConnState::Head { .. } | ConnState::Busy => {
-                    return None;
-                }
-            };
-            Some((key, id))
+        .filter_map(|(id, state)| match tier(state, grace_cutoff)? {
+            (Tier::Proven, _) => None,
+            (tier, since) => Some(((tier, since), id)),
+        })
+        .min_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, id)| id)
+}
+
+/// The connection to give up for a new one from a peer holding `newcomer_open` connections
+/// when the listener is full: the lowest [`Tier`] first; within a tier, a connection of the
+/// peer holding the most first, then the one waiting longest. Closing and [`Tier::Stalled`]
+/// connections may always be given up; [`Tier::Proven`] and [`Tier::Fresh`] ones only if their
+/// peer holds more than the newcomer's will (more than `newcomer_open + 1`), so that no peer
+/// is pushed below another's share. `None` if nothing may be given up.
+pub fn pick_victim<Id: Copy, T: Copy + Ord>(
+    connections: impl IntoIterator<Item = Open<Id, T>>,
+    newcomer_open: usize,
+    grace_cutoff: T,
+) -> Option<Id> {
+    connections
+        .into_iter()
+        .filter_map(|open| {
+            let (tier, since) = tier(open.state, grace_cutoff)?;
+            let fair = open.peer_open > newcomer_open.saturating_add(1);
+            match tier {
+                Tier::Closing | Tier::Stalled => {}
+                Tier::Proven | Tier::Fresh if fair => {}
+                Tier::Proven | Tier::Fresh => return None,
+            }
+            Some(((tier, Reverse(open.peer_open), since), open.id))
         })
         .min_by(|a, b| a.0.cmp(&b.0))
         .map(|(_, id)| id)
@@ -281,6 +411,10 @@ struct Shared {
     head_started_ms: AtomicU64,
     /// A request head has been read and its response not started yet.
     in_request: AtomicBool,
+    /// The connection has delivered a review the webhook could read.
+    proven: AtomicBool,
+    /// A request has started on the connection.
+    requested: AtomicBool,
     /// Wakes the watcher when a head starts: its deadline is then nearer than the one it
     /// sleeps for.
     head_start: Notify,
@@ -320,16 +454,26 @@ impl TrafficClock {
         }
     }
 
-    /// What the connection is doing, for [`pick_victim`].
+    /// Notes that the connection delivered a review the webhook could read (see [`Tier`]).
+    pub fn mark_proven(&self) {
+        self.shared.proven.store(true, Ordering::Relaxed);
+    }
+
+    /// What the connection is doing, for [`admit`].
     #[must_use]
     pub fn state(&self) -> ConnState<Instant> {
         if let Some(since) = self.head_started() {
             ConnState::Head { since }
         } else if self.shared.in_request.load(Ordering::Relaxed) {
             ConnState::Busy
+        } else if !self.shared.requested.load(Ordering::Relaxed) {
+            ConnState::Established {
+                since: self.shared.origin,
+            }
         } else {
             ConnState::Idle {
                 since: self.last_traffic(),
+                proven: self.shared.proven.load(Ordering::Relaxed),
             }
         }
     }
@@ -352,6 +496,8 @@ impl<S> Tracked<S> {
             last_traffic_ms: AtomicU64::new(0),
             head_started_ms: AtomicU64::new(NO_HEAD),
             in_request: AtomicBool::new(false),
+            proven: AtomicBool::new(false),
+            requested: AtomicBool::new(false),
             head_start: Notify::new(),
         });
         let clock = TrafficClock {
@@ -377,10 +523,12 @@ impl<S> Tracked<S> {
         self.shared.last_traffic_ms.store(now, Ordering::Relaxed);
         match self.scanner.on_read(bytes) {
             HeadChange::Started => {
+                self.shared.requested.store(true, Ordering::Relaxed);
                 self.shared.head_started_ms.store(now, Ordering::Relaxed);
                 self.shared.head_start.notify_one();
             }
             HeadChange::Completed => {
+                self.shared.requested.store(true, Ordering::Relaxed);
                 self.shared.in_request.store(true, Ordering::Relaxed);
                 self.shared
                     .head_started_ms
@@ -414,6 +562,131 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(result, Poll::Ready(Ok(written)) if written > 0) {
+            self.record_write();
+        }
+        result
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(result, Poll::Ready(Ok(written)) if written > 0) {
+            self.record_write();
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Milliseconds value meaning "not answered yet".
+const NOT_ANSWERED: u64 = u64::MAX;
+
+/// When the server answered a connection's ClientHello, shared between a [`HandshakeWatch`]
+/// stream and the pool.
+#[derive(Clone, Debug)]
+pub struct HandshakeClock {
+    origin: Instant,
+    answered_ms: Arc<AtomicU64>,
+}
+
+impl HandshakeClock {
+    /// When the server first wrote to the connection (its answer to a complete ClientHello, or
+    /// an alert), if it has.
+    #[must_use]
+    pub fn answered(&self) -> Option<Instant> {
+        match self.answered_ms.load(Ordering::Relaxed) {
+            NOT_ANSWERED => None,
+            ms => Some(self.origin + Duration::from_millis(ms)),
+        }
+    }
+
+    /// What the connection is doing while its TLS handshake has not completed.
+    #[must_use]
+    pub fn state(&self, accepted: Instant) -> ConnState<Instant> {
+        match self.answered() {
+            Some(since) => ConnState::Answered { since },
+            None => ConnState::Handshake { since: accepted },
+        }
+    }
+}
+
+/// The accepted TCP stream under TLS, recording when the server first writes to it: the TLS
+/// server writes only once a complete ClientHello has arrived, so a silent client, or one that
+/// sends part of a ClientHello and stalls, is told from one whose handshake is under way.
+#[derive(Debug)]
+pub struct HandshakeWatch<S> {
+    inner: S,
+    clock: HandshakeClock,
+}
+
+impl<S> HandshakeWatch<S> {
+    /// Wraps `inner`, accepted now.
+    pub fn new(inner: S) -> (Self, HandshakeClock) {
+        let clock = HandshakeClock {
+            origin: Instant::now(),
+            answered_ms: Arc::new(AtomicU64::new(NOT_ANSWERED)),
+        };
+        (
+            Self {
+                inner,
+                clock: clock.clone(),
+            },
+            clock,
+        )
+    }
+
+    /// The wrapped stream.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped stream.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    fn record_write(&self) {
+        if self.clock.answered_ms.load(Ordering::Relaxed) == NOT_ANSWERED {
+            let ms = u64::try_from(self.clock.origin.elapsed().as_millis())
+                .unwrap_or(NOT_ANSWERED - 1)
+                .min(NOT_ANSWERED - 1);
+            self.clock.answered_ms.store(ms, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for HandshakeWatch<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for HandshakeWatch<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -488,102 +761,158 @@ mod tests {
         }
     }
 
-    /// Connections as (id, state) with `since` in seconds; the grace cutoff is 10.
-    fn pick(connections: &[(u32, ConnState<u32>)]) -> Option<u32> {
-        pick_victim(connections.iter().copied(), 10)
+    type Own = Vec<(u32, ConnState<u32>)>;
+    type All = Vec<Open<u32, u32>>;
+
+    fn never_own() -> Own {
+        panic!("the peer's connections are only needed at the per-peer cap")
     }
+
+    fn never_all() -> All {
+        panic!("every connection is only needed at the global cap")
+    }
+
+    fn open(id: u32, peer_open: usize, state: ConnState<u32>) -> Open<u32, u32> {
+        Open {
+            id,
+            peer_open,
+            state,
+        }
+    }
+
+    fn idle(since: u32, proven: bool) -> ConnState<u32> {
+        ConnState::Idle { since, proven }
+    }
+
+    /// The grace cutoff of these tests: `since` values above it are within the grace.
+    const CUTOFF: u32 = 10;
 
     #[test]
     fn below_both_caps_a_connection_is_accepted_without_looking_at_the_others() {
-        let admission = admit::<u32, u32>(
-            5,
-            2,
-            &limits(10, 3),
-            || panic!("the snapshot is only needed at the global cap"),
-            0,
-        );
+        let admission = admit(5, 2, &limits(10, 3), never_own, never_all, CUTOFF);
         assert_eq!(admission, Admission::Accept);
     }
 
     #[test]
-    fn a_peer_at_its_cap_is_refused_even_with_idle_connections_around() {
-        let admission = admit(
-            10,
-            3,
-            &limits(10, 3),
-            || vec![(1, ConnState::Idle { since: 0 })],
-            10,
-        );
-        assert_eq!(admission, Admission::Refuse(CloseReason::PerPeerLimit));
-        let admission = admit::<u32, u32>(2, 3, &limits(10, 3), Vec::new, 10);
-        assert_eq!(admission, Admission::Refuse(CloseReason::PerPeerLimit));
-    }
-
-    #[test]
-    fn at_the_global_cap_the_longest_idle_connection_makes_room() {
-        let connections = vec![
-            (1, ConnState::Idle { since: 7 }),
-            (2, ConnState::Busy),
-            (3, ConnState::Idle { since: 3 }),
-            (4, ConnState::Idle { since: 12 }),
-        ];
-        let admission = admit(4, 0, &limits(4, 3), || connections, 10);
-        assert_eq!(admission, Admission::Evict { victim: 3 });
-    }
-
-    #[test]
-    fn at_the_global_cap_with_every_connection_busy_or_young_the_new_one_is_refused() {
-        let connections = vec![
+    fn a_peer_at_its_cap_gives_up_its_own_connection_stuck_longest() {
+        let own = vec![
             (1, ConnState::Busy),
-            (2, ConnState::Handshake { since: 11 }),
-            (3, ConnState::Head { since: 15 }),
+            (2, idle(0, true)),
+            (3, ConnState::Handshake { since: 5 }),
+            (4, idle(3, false)),
+            (5, ConnState::Answered { since: 1 }),
+            (6, ConnState::Head { since: 11 }),
         ];
-        let admission = admit(3, 0, &limits(3, 3), || connections, 10);
-        assert_eq!(admission, Admission::Refuse(CloseReason::GlobalLimit));
+        // The answered handshake since 1 is stuck longest; the proven idle connection since 0
+        // stays.
+        let admission = admit(4, 3, &limits(10, 3), || own.clone(), never_all, CUTOFF);
+        assert_eq!(
+            admission,
+            Admission::Evict {
+                victim: 5,
+                reason: CloseReason::PerPeerLimitEvicted
+            }
+        );
+        let without = own
+            .into_iter()
+            .filter(|(id, _)| *id != 5)
+            .collect::<Vec<_>>();
+        assert_eq!(pick_own_victim(without, CUTOFF), Some(4));
     }
 
     #[test]
-    fn handshakes_and_heads_past_the_grace_are_given_up_oldest_first() {
-        // The handshake since 9 has waited longest; the handshake since 11 is within the grace
-        // and spared although it is older than the idle connection since 12.
+    fn a_peer_at_its_cap_gives_up_a_fresh_connection_only_when_none_is_stalled() {
+        let own = vec![
+            (1, ConnState::Busy),
+            (2, idle(0, true)),
+            (3, ConnState::Head { since: 12 }),
+            (4, ConnState::Established { since: 13 }),
+            (5, ConnState::Handshake { since: 14 }),
+            (6, ConnState::Answered { since: 11 }),
+        ];
+        // The answered handshake has been longest in its step.
+        assert_eq!(pick_own_victim(own.clone(), CUTOFF), Some(6));
+        // Idle after a request that was not a review: stalled, however recent.
+        let mut with_stalled = own;
+        with_stalled.push((7, idle(19, false)));
+        assert_eq!(pick_own_victim(with_stalled, CUTOFF), Some(7));
+    }
+
+    #[test]
+    fn a_peer_at_its_cap_with_only_busy_or_proven_connections_is_refused() {
+        let own = vec![(1, ConnState::Busy), (2, idle(0, true))];
+        // Even with the listener full of other peers' stalled connections.
+        let all = vec![open(9, 50, ConnState::Handshake { since: 0 })];
+        let admission = admit(10, 2, &limits(10, 2), || own, || all, CUTOFF);
+        assert_eq!(admission, Admission::Refuse(CloseReason::PerPeerLimit));
+    }
+
+    #[test]
+    fn at_the_global_cap_the_peer_holding_most_gives_up_a_stalled_connection_first() {
+        let all = vec![
+            open(1, 1, ConnState::Handshake { since: 0 }),
+            open(2, 5, ConnState::Handshake { since: 9 }),
+            open(3, 5, idle(12, false)),
+            open(4, 7, ConnState::Busy),
+            open(5, 7, idle(0, true)),
+            open(6, 7, ConnState::Handshake { since: 11 }),
+        ];
+        // Stalled: 1 (peer of 1), 2 and 3 (peer of 5). The larger peer goes first, and of its
+        // two the one stuck longest.
+        let admission = admit(4, 0, &limits(4, 10), never_own, || all, CUTOFF);
         assert_eq!(
-            pick(&[
-                (1, ConnState::Handshake { since: 11 }),
-                (2, ConnState::Head { since: 10 }),
-                (3, ConnState::Handshake { since: 9 }),
-                (4, ConnState::Idle { since: 12 }),
-            ]),
-            Some(3)
-        );
-        assert_eq!(
-            pick(&[
-                (1, ConnState::Handshake { since: 11 }),
-                (2, ConnState::Head { since: 10 }),
-            ]),
-            Some(2)
-        );
-        // Idle connections have no grace: the youngest idle one still goes before nothing.
-        assert_eq!(
-            pick(&[
-                (1, ConnState::Handshake { since: 11 }),
-                (2, ConnState::Idle { since: 20 }),
-            ]),
-            Some(2)
+            admission,
+            Admission::Evict {
+                victim: 2,
+                reason: CloseReason::GlobalLimitEvictedIdle
+            }
         );
     }
 
     #[test]
     fn a_closing_connection_goes_first() {
+        let all = vec![
+            open(1, 9, ConnState::Handshake { since: 0 }),
+            open(2, 1, ConnState::Closing),
+        ];
+        assert_eq!(pick_victim(all, 0, CUTOFF), Some(2));
+        let own = vec![
+            (1, ConnState::Handshake { since: 0 }),
+            (2, ConnState::Closing),
+        ];
+        assert_eq!(pick_own_victim(own, CUTOFF), Some(2));
         assert_eq!(
-            pick(&[
-                (1, ConnState::Idle { since: 0 }),
-                (2, ConnState::Closing),
-                (3, ConnState::Handshake { since: 0 }),
-            ]),
-            Some(2)
+            pick_victim(vec![open(1, 9, ConnState::Busy)], 0, CUTOFF),
+            None
         );
-        assert_eq!(pick(&[(1, ConnState::Busy)]), None);
-        assert_eq!(pick(&[]), None);
+        assert_eq!(pick_victim(Vec::<Open<u32, u32>>::new(), 0, CUTOFF), None);
+    }
+
+    #[test]
+    fn fresh_and_proven_connections_make_room_at_the_global_cap_only_for_a_peer_holding_fewer() {
+        let all = vec![
+            open(1, 3, ConnState::Handshake { since: 11 }),
+            open(2, 3, idle(5, true)),
+            open(3, 3, ConnState::Busy),
+        ];
+        // A newcomer whose peer will hold 3 too: nothing may be given up, so a flood spread
+        // over many addresses is refused rather than cycling through the listener.
+        let admission = admit(3, 2, &limits(3, 10), never_own, || all.clone(), CUTOFF);
+        assert_eq!(admission, Admission::Refuse(CloseReason::GlobalLimit));
+        // A newcomer whose peer holds one: the proven idle connection goes before the fresh
+        // handshake (a request is about to come on that one).
+        assert_eq!(pick_victim(all.clone(), 1, CUTOFF), Some(2));
+        let fresh = all.into_iter().filter(|o| o.id != 2).collect::<Vec<_>>();
+        assert_eq!(pick_victim(fresh, 1, CUTOFF), Some(1));
+    }
+
+    #[test]
+    fn a_stalled_connection_of_a_small_peer_goes_before_a_proven_one_of_a_large_peer() {
+        let all = vec![
+            open(1, 1, ConnState::Handshake { since: 9 }),
+            open(2, 100, idle(0, true)),
+        ];
+        assert_eq!(pick_victim(all, 0, CUTOFF), Some(1));
     }
 
     #[test]
@@ -602,37 +931,81 @@ mod tests {
         assert_eq!(labels.len(), CloseReason::ALL.len());
     }
 
+    fn state(kind: u8, since: u32) -> ConnState<u32> {
+        match kind {
+            0 => ConnState::Handshake { since },
+            1 => ConnState::Answered { since },
+            2 => idle(since, false),
+            3 => idle(since, true),
+            4 => ConnState::Head { since },
+            5 => ConnState::Busy,
+            6 => ConnState::Established { since },
+            _ => ConnState::Closing,
+        }
+    }
+
+    /// Rank of a connection as the rules state it, lowest given up first: closing; stalled (idle
+    /// without a review, or in a step since the cutoff or before); proven idle; fresh (in a
+    /// step since after the cutoff); `None` for busy.
+    fn rank(state: ConnState<u32>) -> Option<(u8, u32)> {
+        match state {
+            ConnState::Closing => Some((0, 0)),
+            ConnState::Idle {
+                since,
+                proven: false,
+            } => Some((1, since)),
+            ConnState::Idle {
+                since,
+                proven: true,
+            } => Some((2, since)),
+            ConnState::Handshake { since }
+            | ConnState::Answered { since }
+            | ConnState::Established { since }
+            | ConnState::Head { since } => Some((if since <= CUTOFF { 1 } else { 3 }, since)),
+            ConnState::Busy => None,
+        }
+    }
+
     proptest! {
-        /// The victim is never busy, never a handshake or head younger than the grace, and no
-        /// eligible connection has waited longer than it.
+        /// At the per-peer cap the victim is never busy or proven, and no other connection of
+        /// the peer ranks before it (lower tier, then longer wait).
         #[test]
-        fn the_victim_is_eligible_and_has_waited_longest(states in proptest::collection::vec((0_u8..5, 0_u32..20), 0..12)) {
-            let connections: Vec<(usize, ConnState<u32>)> = states
+        fn the_own_victim_is_neither_busy_nor_proven_and_ranks_first(states in proptest::collection::vec((0_u8..8, 0_u32..20), 0..12)) {
+            let own: Vec<(usize, ConnState<u32>)> = states
                 .iter()
                 .enumerate()
-                .map(|(id, (kind, since))| {
-                    let since = *since;
-                    let state = match kind {
-                        0 => ConnState::Handshake { since },
-                        1 => ConnState::Idle { since },
-                        2 => ConnState::Head { since },
-                        3 => ConnState::Busy,
-                        _ => ConnState::Closing,
-                    };
-                    (id, state)
-                })
+                .map(|(id, (kind, since))| (id, state(*kind, *since)))
                 .collect();
-            // Rank: Closing 0, else 1 + since; None when not eligible.
-            let rank = |state: ConnState<u32>| match state {
-                ConnState::Closing => Some(0),
-                ConnState::Idle { since } => Some(1 + since),
-                ConnState::Handshake { since } | ConnState::Head { since } if since <= 10 => Some(1 + since),
-                _ => None,
-            };
-            let best = connections.iter().filter_map(|(_, s)| rank(*s)).min();
-            match pick_victim(connections.iter().copied(), 10) {
+            let eligible = |state| rank(state).filter(|(tier, _)| *tier != 2);
+            let best = own.iter().filter_map(|(_, s)| eligible(*s)).min();
+            match pick_own_victim(own.iter().copied(), CUTOFF) {
                 None => prop_assert_eq!(best, None),
-                Some(victim) => prop_assert_eq!(rank(connections[victim].1), best),
+                Some(victim) => prop_assert_eq!(eligible(own[victim].1), best),
+            }
+        }
+
+        /// At the global cap the victim is never busy; proven or fresh only if its peer holds
+        /// more than the newcomer's will; and no eligible connection ranks before it (lower
+        /// tier, then larger peer, then longer wait).
+        #[test]
+        fn the_victim_is_eligible_and_ranks_first(
+            states in proptest::collection::vec((0_u8..8, 0_u32..20, 1_usize..6), 0..12),
+            newcomer_open in 0_usize..5,
+        ) {
+            let all: Vec<Open<usize, u32>> = states
+                .iter()
+                .enumerate()
+                .map(|(id, (kind, since, peer_open))| Open { id, peer_open: *peer_open, state: state(*kind, *since) })
+                .collect();
+            let key = |open: &Open<usize, u32>| {
+                let (tier, since) = rank(open.state)?;
+                (tier <= 1 || open.peer_open > newcomer_open + 1)
+                    .then_some((tier, Reverse(open.peer_open), since))
+            };
+            let best = all.iter().filter_map(key).min();
+            match pick_victim(all.iter().copied(), newcomer_open, CUTOFF) {
+                None => prop_assert_eq!(best, None),
+                Some(victim) => prop_assert_eq!(key(&all[victim]), best),
             }
         }
     }

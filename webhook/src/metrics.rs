@@ -46,8 +46,8 @@ pub struct DenialLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CloseLabels {
     /// A [`CloseReason::label`]: `per_peer_limit`, `global_limit` (refused at accept),
-    /// `global_limit_evicted_idle` (given up for a new connection), `tls_handshake_timeout`,
-    /// `header_read_timeout` or `idle_timeout`.
+    /// `per_peer_limit_evicted`, `global_limit_evicted_idle` (given up for a new connection),
+    /// `tls_handshake_timeout`, `header_read_timeout` or `idle_timeout`.
     pub reason: &'static str,
 }
 

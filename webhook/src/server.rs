@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use crate::admission::{self, Action, Kind};
-use crate::limits::{CloseReason, ConnectionLimits, Tracked, peer_key};
+use crate::limits::{CloseReason, ConnectionLimits, HandshakeWatch, Tracked, peer_key};
 use crate::metrics::{ConnectionMetrics, DenialLabels, EndpointLabels, Metrics, RequestLabels};
 use crate::pool::{Admitted, Lease, Pool};
 use crate::preview::{Preview, append_warnings};
@@ -212,6 +212,18 @@ fn json_response(body: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// Marks the response to a review the webhook could read (an `AdmissionReview` with a request,
+/// a `ConversionReview`): the connection it came on behaves like an API server's, which the
+/// connection limits take into account (`limits::Tier::Proven`).
+#[derive(Clone, Copy, Debug)]
+struct ReadableReview;
+
+/// `response`, marked as the answer to a review the webhook could read.
+fn readable_review(mut response: Response) -> Response {
+    response.extensions_mut().insert(ReadableReview);
+    response
+}
+
 async fn admit(
     State(state): State<Arc<AppState>>,
     kind: Kind,
@@ -280,7 +292,11 @@ async fn admit(
         .latency
         .get_or_create(&EndpointLabels { endpoint })
         .observe(started.elapsed().as_secs_f64());
-    json_response(body)
+    if outcome == "error" {
+        json_response(body)
+    } else {
+        readable_review(json_response(body))
+    }
 }
 
 async fn convert(State(state): State<Arc<AppState>>, request: Request) -> Response {
@@ -292,7 +308,9 @@ async fn convert(State(state): State<Arc<AppState>>, request: Request) -> Respon
             return response;
         }
     };
-    let (review, outcome, count) = match serde_json::from_slice::<ConversionReview>(&body) {
+    let readable = serde_json::from_slice::<ConversionReview>(&body);
+    let read = readable.is_ok();
+    let (review, outcome, count) = match readable {
         Ok(review) => {
             let answer = mcm_conversion::convert_review(review);
             let converted = answer
@@ -335,7 +353,11 @@ async fn convert(State(state): State<Arc<AppState>>, request: Request) -> Respon
             endpoint: "convert",
         })
         .observe(started.elapsed().as_secs_f64());
-    json_response(review)
+    if read {
+        readable_review(json_response(review))
+    } else {
+        json_response(review)
+    }
 }
 
 /// Serves `router` over TLS on `listener` with the default [`ConnectionLimits`], until the task
@@ -392,15 +414,19 @@ pub async fn serve_tls_with_limits(
             }
             due
         };
-        let lease = match pool.admit(peer_key(peer), now) {
+        let (stream, handshake) = HandshakeWatch::new(stream);
+        let lease = match pool.admit(peer_key(peer), now, handshake) {
             Admitted::Yes { lease, evicted } => {
-                if evicted {
-                    metrics.closed_by(CloseReason::GlobalLimitEvictedIdle);
-                    if warn(CloseReason::GlobalLimitEvictedIdle) {
+                if let Some(reason) = evicted {
+                    metrics.closed_by(reason);
+                    if warn(reason) {
                         tracing::warn!(
-                            max_connections = limits.max_connections,
                             %peer,
-                            "connection limit reached; giving up idle connections for new ones"
+                            reason = reason.label(),
+                            max_connections = limits.max_connections,
+                            max_connections_per_peer = limits.max_connections_per_peer,
+                            "connection limit reached; giving up connections that are not serving \
+                             requests for new ones (logged once a minute per limit)"
                         );
                     }
                 }
@@ -444,13 +470,13 @@ pub async fn serve_tls_with_limits(
 /// by the accept loop).
 async fn serve_connection(
     acceptor: TlsAcceptor,
-    stream: tokio::net::TcpStream,
+    stream: HandshakeWatch<tokio::net::TcpStream>,
     peer: SocketAddr,
     router: Router,
     limits: ConnectionLimits,
     lease: &Lease,
 ) -> Option<CloseReason> {
-    let _ = stream.set_nodelay(true);
+    let _ = stream.get_ref().set_nodelay(true);
     let handshake = tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(stream));
     let tls = tokio::select! {
         result = handshake => match result {
@@ -471,7 +497,17 @@ async fn serve_connection(
     };
     let (io, clock) = Tracked::new(tls);
     lease.established(clock.clone());
-    let service = TowerToHyperService::new(router);
+    // A response to a review the webhook could read proves the connection (see `limits`).
+    let proven = clock.clone();
+    let service = TowerToHyperService::new(tower::util::MapResponse::new(
+        router,
+        move |response: Response| {
+            if response.extensions().get::<ReadableReview>().is_some() {
+                proven.mark_proven();
+            }
+            response
+        },
+    ));
     let mut builder = hyper::server::conn::http1::Builder::new();
     // hyper's header timer would also end idle keep-alive connections (see `limits`); the
     // header timeout is enforced below instead.
@@ -536,11 +572,13 @@ async fn serve_connection(
 /// reads and discards what the client still sends (the rest of a request body the server did
 /// not read) until it closes its side or [`LINGER`] passes, so the client reads the response
 /// instead of a reset.
-async fn linger_close(mut tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>) {
+async fn linger_close(
+    mut tls: tokio_rustls::server::TlsStream<HandshakeWatch<tokio::net::TcpStream>>,
+) {
     if tokio::time::timeout(LINGER, tls.shutdown()).await.is_err() {
         return;
     }
-    let (mut tcp, _) = tls.into_inner();
+    let mut tcp = tls.into_inner().0.into_inner();
     let mut sink = vec![0_u8; 16 * 1024];
     let _ = tokio::time::timeout(LINGER, async {
         while let Ok(read) = tcp.read(&mut sink).await

@@ -95,16 +95,21 @@ struct Args {
     #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u64).range(1..))]
     idle_timeout_seconds: u64,
     /// Most open connections of the webhook listener; when reached, a new connection takes the
-    /// place of the longest-idle one (or of one stuck in its handshake or request head past
-    /// --eviction-grace-millis), and is refused only if every connection is busy.
+    /// place of one stuck in a step for longer than --eviction-grace-millis (preferably of the
+    /// client address holding the most), or of any connection not serving a request of an
+    /// address holding more than the newcomer's; it is refused only if there is none.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: u64,
-    /// Most open connections from one client IP address; more are refused right after accept.
-    /// An API server holds one connection per webhook call in flight (HTTP/1.1).
+    /// Most open connections from one client IP address; a new one from an address holding
+    /// this many takes the place of one of the address's own connections that neither serves a
+    /// request nor has delivered a review (stuck ones first, then the one longest in its step),
+    /// and is refused only if there is none. An API server holds one connection per webhook call
+    /// in flight (HTTP/1.1).
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     max_connections_per_peer: u64,
-    /// Milliseconds a connection must have spent in the TLS handshake or in an incomplete
-    /// request head before it may be given up for a new connection when the listener is full.
+    /// Milliseconds a connection may take for one step (sending its ClientHello, finishing the
+    /// TLS handshake, starting a request, completing a request head) before it counts as stuck
+    /// and is the first to be given up for a new connection when a connection limit is reached.
     #[arg(long, default_value_t = 1000)]
     eviction_grace_millis: u64,
     /// Log format.

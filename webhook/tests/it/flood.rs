@@ -1,17 +1,25 @@
-//! One client must not take the webhook down (issue 26): while a client holds 2,000 connections
-//! (TLS connections left idle, TCP connections that never start TLS, and connections that sent
-//! part of a ClientHello and stall), every admission and conversion of another client succeeds.
+//! One client must not take the webhook down: while a client holds 2,000 connections (TLS
+//! connections left idle, TCP connections that never start TLS, and connections that sent part
+//! of a ClientHello and stall), every admission and conversion of another client succeeds; and
+//! while a flood opens about 2,000 connections a second and opens each one again as soon as the
+//! webhook closes it, an API server's admissions and conversions succeed at least 99 % of the
+//! time, whether the flood comes from ten other addresses or from the API server's own.
 //!
 //! On loopback every address of 127.0.0.0/8 is local, so the clients are told apart by binding
-//! their sockets to different source addresses: the flooding client uses 127.0.0.1 (one peer) or
-//! ten addresses (a client that gets around the per-peer limit, so the global cap is reached and
-//! idle connections must be given up), the well-behaved one 127.0.0.2. Both tests use the
-//! default limits, which is what a deployment runs with.
-//!
-//! The flood keeps its connections: a connection the server closes is opened again after a
-//! pause. The well-behaved client's requests are bounded by generous timeouts only (no latency
-//! is asserted); each one opens a fresh connection, as an API server does when its idle ones are
+//! their sockets to different source addresses. In the first two tests the flooding client uses
+//! 127.0.0.1 (one peer) or ten addresses (a client that gets around the per-peer limit, so the
+//! global cap is reached and connections must be given up), the well-behaved one 127.0.0.2; the
+//! flood keeps its connections, and one the server closes is opened again after a pause. The
+//! well-behaved client's requests are bounded by generous timeouts only (no latency is
+//! asserted); each one opens a fresh connection, as an API server does when its idle ones are
 //! gone, and one more connection is kept alive across requests.
+//!
+//! The hostile runs ([`hostile_run`]) put the webhook on its own runtime (so its CPU time can
+//! be read from its threads) and the API server (127.0.0.1) on another, calling in a loop for a
+//! fixed time while the flood reconnects at once; they print the success rate, the flood's
+//! connection rate and the webhook's CPU use (of this debug build, including the API server's
+//! own TLS handshakes). Every test uses the default limits, which is what a deployment runs
+//! with, and the floods run one at a time.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -48,7 +56,7 @@ const GOOD: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 
 /// Open files the test needs: the flood's sockets, the server's side of the admitted ones, and
 /// room for the rest.
-const FDS_NEEDED: u64 = 2 * FLOOD as u64 + 1000;
+const FDS_NEEDED: u64 = 2 * FLOOD as u64 + 4000;
 
 /// Raises the soft limit of open files to what the test needs, if the hard limit allows.
 fn ensure_file_limit() {
@@ -257,10 +265,19 @@ async fn wait_closed(tcp: &mut TcpStream, stop: &AtomicBool) {
 type Sender = hyper::client::conn::http1::SendRequest<Full<axum::body::Bytes>>;
 
 async fn good_connection(server: &Server) -> Result<Sender, String> {
-    let tcp = connect_from(GOOD, server.addr)
+    connection_from(GOOD, server.addr, &server.ca_pem).await
+}
+
+/// A TLS connection from `source` to `server`, trusting `ca_pem`, with HTTP/1.1 on top.
+async fn connection_from(
+    source: IpAddr,
+    server: SocketAddr,
+    ca_pem: &str,
+) -> Result<Sender, String> {
+    let tcp = connect_from(source, server)
         .await
         .map_err(|e| format!("connect: {e}"))?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(client_config(&server.ca_pem)?))
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(client_config(ca_pem)?))
         .connect(ServerName::try_from(HOST).unwrap(), tcp)
         .await
         .map_err(|e| format!("TLS: {e}"))?;
@@ -399,15 +416,18 @@ async fn good_client(server: &Server) -> (usize, Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_peer_holding_2000_connections_does_not_starve_another() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     ensure_file_limit();
     let server = start().await;
     let flood = Flood::start(&server, &[IpAddr::V4(Ipv4Addr::LOCALHOST)]);
     flood.in_place().await;
     let (ok, failures) = good_client(&server).await;
-    let per_peer = server.closed("per_peer_limit");
+    let refused = server.closed("per_peer_limit");
+    let evicted = server.closed("per_peer_limit_evicted");
     flood.stop().await;
     eprintln!(
-        "one peer, {FLOOD} connections: {ok} of {} requests succeeded; per_peer_limit {per_peer}",
+        "one peer, {FLOOD} connections: {ok} of {} requests succeeded; per_peer_limit {refused}, \
+         per_peer_limit_evicted {evicted}",
         4 * REQUESTS
     );
     assert!(
@@ -416,15 +436,17 @@ async fn one_peer_holding_2000_connections_does_not_starve_another() {
         failures.len()
     );
     assert_eq!(ok, 4 * REQUESTS);
-    // The flood was held off by the per-peer limit, not by luck.
+    // The flood was held off by the per-peer limit (its new connections took the place of its
+    // own stuck ones, or were refused), not by luck.
     assert!(
-        per_peer > 0,
-        "no connection was refused by the per-peer limit"
+        refused + evicted > 0,
+        "the per-peer limit did not act on the flood"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_listener_gives_up_idle_connections_for_new_ones() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     ensure_file_limit();
     let server = start().await;
     // Ten addresses, 200 connections each: within the per-peer limit, twice the global cap.
@@ -447,4 +469,376 @@ async fn a_full_listener_gives_up_idle_connections_for_new_ones() {
     );
     assert_eq!(ok, 4 * REQUESTS);
     assert!(evicted > 0, "no idle connection was given up");
+}
+
+// Hostile runs: floods that reconnect at once, for a fixed time, while a legitimate client (an
+// API server) makes admission and conversion requests in a loop from its own runtime.
+
+/// How long each hostile run lasts.
+const HOSTILE_RUN: Duration = Duration::from_secs(8);
+/// New connections per second the attacker aims for (it reconnects at once when a connection
+/// is closed, within this budget).
+const ATTACK_RATE: usize = 2000;
+/// Connections the attacker tries to hold at once.
+const ATTACKERS: usize = 2000;
+/// Bound on one request of the legitimate client in a hostile run.
+const HOSTILE_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause between two requests of the legitimate client.
+const LEGITIMATE_PACE: Duration = Duration::from_millis(20);
+/// The share of the legitimate client's requests that must succeed.
+const REQUIRED_SUCCESS: f64 = 0.99;
+/// Name of the threads of the webhook's own runtime (at most 15 bytes: the kernel's limit), so
+/// its CPU time can be told from the attacker's and the client's.
+const SERVER_THREAD: &str = "webhook-server";
+/// The API server's address in the hostile runs.
+const API_SERVER: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// Floods are not run at the same time: each one measures what a client gets while one attacker
+/// has the machine.
+static ONE_FLOOD_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A webhook on its own runtime (two worker threads named [`SERVER_THREAD`]), as in its own
+/// process.
+struct Isolated {
+    addr: SocketAddr,
+    ca_pem: String,
+    metrics: ConnectionMetrics,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Isolated {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Isolated {
+    async fn start() -> Self {
+        let (store, ca_pem) = serving_certificate("hostile-ca", HOST);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(SERVER_THREAD)
+            .enable_all()
+            .build()
+            .unwrap();
+        let metrics = ConnectionMetrics::default();
+        let (bound, address) = tokio::sync::oneshot::channel();
+        let served = metrics.clone();
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let _ = bound.send(listener.local_addr().unwrap());
+            server::serve_tls_with_limits(
+                listener,
+                server::router(AppState::new(store.clone())),
+                server_config(store),
+                ConnectionLimits::default(),
+                served,
+            )
+            .await;
+        });
+        Self {
+            addr: address.await.unwrap(),
+            ca_pem,
+            metrics,
+            runtime: Some(runtime),
+        }
+    }
+
+    fn closed(&self, reason: &'static str) -> u64 {
+        self.metrics
+            .closed
+            .get_or_create(&CloseLabels { reason })
+            .get()
+    }
+
+    /// Every close reason with a count above 0, for the report.
+    fn closes(&self) -> String {
+        mcm_webhook::limits::CloseReason::ALL
+            .iter()
+            .map(|reason| (reason.label(), self.closed(reason.label())))
+            .filter(|(_, count)| *count > 0)
+            .map(|(label, count)| format!("{label} {count}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// CPU time (user and system, in clock ticks of 1/100 s: the kernel's `USER_HZ`) of this
+/// process's threads named [`SERVER_THREAD`]; `None` where `/proc` cannot tell.
+fn server_cpu_ticks() -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let path = task.path();
+        // A thread may end while it is being read: skip it.
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue;
+        };
+        if comm.trim_end() != SERVER_THREAD {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        // The fields after the command's closing parenthesis start at field 3 (state); utime
+        // and stime are fields 14 and 15.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        total += fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+/// An attacker: [`ATTACKERS`] tasks, each opening a connection from its source address,
+/// misbehaving on it until the server closes it, and opening the next one at once, all within a
+/// budget of [`ATTACK_RATE`] new connections a second.
+struct Attack {
+    stop: Arc<AtomicBool>,
+    opened: Arc<AtomicUsize>,
+    started: tokio::time::Instant,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Attack {
+    fn start(
+        server: SocketAddr,
+        ca_pem: &str,
+        sources: &[IpAddr],
+        misbehaviours: &[Misbehaviour],
+    ) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let opened = Arc::new(AtomicUsize::new(0));
+        let budget = Arc::new(tokio::sync::Semaphore::new(0));
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(client_config(ca_pem).unwrap()));
+        // The budget is topped up every 5 ms; unused budget does not pile up beyond one top-up.
+        const TICK: Duration = Duration::from_millis(5);
+        let per_tick = ATTACK_RATE * 5 / 1000;
+        let refill = budget.clone();
+        let mut tasks = vec![tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(TICK);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                ticker.tick().await;
+                let available = refill.available_permits();
+                if available < per_tick {
+                    refill.add_permits(per_tick - available);
+                }
+            }
+        })];
+        tasks.extend((0..ATTACKERS).map(|i| {
+            let source = sources[i % sources.len()];
+            let misbehaviour = misbehaviours[i % misbehaviours.len()];
+            let (stop, opened, budget, tls) =
+                (stop.clone(), opened.clone(), budget.clone(), tls.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    match budget.acquire().await {
+                        Ok(permit) => permit.forget(),
+                        Err(_) => return,
+                    }
+                    hold_one(source, server, misbehaviour, &tls, &stop, &mut || {
+                        opened.fetch_add(1, Ordering::Relaxed);
+                    })
+                    .await;
+                }
+            })
+        }));
+        Self {
+            stop,
+            opened,
+            started: tokio::time::Instant::now(),
+            tasks,
+        }
+    }
+
+    /// Stops the attack; returns the connections it opened per second.
+    async fn stop(self) -> f64 {
+        let rate =
+            self.opened.load(Ordering::Relaxed) as f64 / self.started.elapsed().as_secs_f64();
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            task.abort();
+            let _ = task.await;
+        }
+        rate
+    }
+}
+
+/// What the legitimate client got.
+#[derive(Debug, Default)]
+struct Tally {
+    admissions: (usize, usize),
+    conversions: (usize, usize),
+    /// The first failures, for the report.
+    failures: Vec<String>,
+}
+
+impl Tally {
+    fn record(&mut self, what: &str, path: &str, result: Result<(), String>) {
+        let counts = if path == "/convert" {
+            &mut self.conversions
+        } else {
+            &mut self.admissions
+        };
+        counts.0 += 1;
+        match result {
+            Ok(()) => counts.1 += 1,
+            Err(e) if self.failures.len() < 20 => self.failures.push(format!("{what} {path}: {e}")),
+            Err(_) => {}
+        }
+    }
+
+    fn attempts(&self) -> usize {
+        self.admissions.0 + self.conversions.0
+    }
+
+    fn succeeded(&self) -> usize {
+        self.admissions.1 + self.conversions.1
+    }
+
+    fn rate(&self) -> f64 {
+        self.succeeded() as f64 / self.attempts().max(1) as f64
+    }
+}
+
+/// The legitimate client, on its own thread and runtime (as in its own process): for
+/// [`HOSTILE_RUN`], admissions and v1beta1 conversions in turn, each on a fresh connection (as
+/// when an API server has no idle one) and on one kept-alive connection (opened again when it
+/// breaks; the break counts as a failure).
+fn legitimate_client(
+    source: IpAddr,
+    server: SocketAddr,
+    ca_pem: String,
+) -> std::thread::JoinHandle<Tally> {
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let mut tally = Tally::default();
+            let mut kept: Option<Sender> = None;
+            let deadline = tokio::time::Instant::now() + HOSTILE_RUN;
+            let mut step = 0_usize;
+            while tokio::time::Instant::now() < deadline {
+                let (path, body) = if step.is_multiple_of(2) {
+                    admission()
+                } else {
+                    conversion()
+                };
+                let fresh = step % 4 < 2;
+                let attempt = async {
+                    let mut sender = match kept.take() {
+                        Some(sender) if !fresh => sender,
+                        _ => connection_from(source, server, &ca_pem).await?,
+                    };
+                    let answer = post(&mut sender, path, &body).await?;
+                    if !fresh {
+                        kept = Some(sender);
+                    }
+                    if succeeded(path, &answer) {
+                        Ok(())
+                    } else {
+                        Err(format!("unexpected answer {answer}"))
+                    }
+                };
+                let result = tokio::time::timeout(HOSTILE_REQUEST_TIMEOUT, attempt)
+                    .await
+                    .unwrap_or_else(|_| Err("timed out".to_owned()));
+                tally.record(if fresh { "fresh" } else { "kept" }, path, result);
+                step += 1;
+                tokio::time::sleep(LEGITIMATE_PACE).await;
+            }
+            tally
+        })
+    })
+}
+
+/// Runs `attack` against a webhook with the default limits while the legitimate client calls it
+/// from `legitimate`; prints and returns what the client got.
+async fn hostile_run(
+    name: &str,
+    attackers: &[IpAddr],
+    misbehaviours: &[Misbehaviour],
+    legitimate: IpAddr,
+) -> (Tally, Isolated) {
+    ensure_file_limit();
+    let server = Isolated::start().await;
+    let attack = Attack::start(server.addr, &server.ca_pem, attackers, misbehaviours);
+    // Let the flood fill the listener before the client starts.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let cpu_before = server_cpu_ticks();
+    let wall = tokio::time::Instant::now();
+    let client = legitimate_client(legitimate, server.addr, server.ca_pem.clone());
+    let tally = tokio::task::spawn_blocking(move || client.join().unwrap())
+        .await
+        .unwrap();
+    let cpu = server_cpu_ticks()
+        .zip(cpu_before)
+        .map(|(after, before)| (after - before) as f64 / 100.0 / wall.elapsed().as_secs_f64());
+    let rate = attack.stop().await;
+    eprintln!(
+        "{name}: {} of {} requests succeeded ({:.1} %; admissions {}/{}, conversions {}/{}); \
+         attacker opened {rate:.0} connections/s; webhook CPU {}; closed: {}",
+        tally.succeeded(),
+        tally.attempts(),
+        100.0 * tally.rate(),
+        tally.admissions.1,
+        tally.admissions.0,
+        tally.conversions.1,
+        tally.conversions.0,
+        cpu.map_or("unknown".to_owned(), |share| format!(
+            "{:.0} % of a core",
+            100.0 * share
+        )),
+        server.closes(),
+    );
+    (tally, server)
+}
+
+fn assert_served(tally: &Tally) {
+    assert!(
+        tally.admissions.0 > 0 && tally.conversions.0 > 0,
+        "the client made no requests of a kind: {tally:?}"
+    );
+    assert!(
+        tally.rate() >= REQUIRED_SUCCESS,
+        "only {} of {} requests succeeded; first failures: {:#?}",
+        tally.succeeded(),
+        tally.attempts(),
+        tally.failures
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bare_tcp_floods_from_ten_addresses_do_not_starve_the_api_server() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
+    let attackers: Vec<IpAddr> = (2..=11)
+        .map(|i| IpAddr::V4(Ipv4Addr::new(127, 0, 0, i)))
+        .collect();
+    let (tally, _server) = hostile_run(
+        "ten addresses, bare TCP",
+        &attackers,
+        &[Misbehaviour::Silent],
+        API_SERVER,
+    )
+    .await;
+    assert_served(&tally);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_from_the_api_servers_own_address_does_not_lock_it_out() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
+    // Connections that never start TLS or stall in the ClientHello, and one in twenty that
+    // completes TLS and then sends nothing.
+    let misbehaviours: Vec<Misbehaviour> = (0_u32..20)
+        .map(|i| match i {
+            0 => Misbehaviour::IdleTls,
+            i if i.is_multiple_of(2) => Misbehaviour::Silent,
+            _ => Misbehaviour::PartialHello,
+        })
+        .collect();
+    let (tally, _server) =
+        hostile_run("shared address", &[API_SERVER], &misbehaviours, API_SERVER).await;
+    assert_served(&tally);
 }

@@ -1,12 +1,13 @@
-//! Connection limits of the HTTPS listener (issue 16 item 6), over real loopback sockets: idle
-//! TCP connections, slow TLS handshakes, trickled headers and idle keep-alive connections are
-//! closed, and connections beyond the cap are refused until slots come back.
+//! Connection limits of the HTTPS listener, over real loopback sockets: idle TCP connections,
+//! slow TLS handshakes, trickled headers and idle keep-alive connections are closed; connections
+//! beyond the cap are refused until slots come back, unless one may be given up for them (a
+//! peer's own connections that do not serve it, or those of a peer holding more).
 //!
 //! Each scenario uses short timeouts for the limit under test and long ones for the others, and
 //! waits for the effect with a bound far below the long ones, so it shows which limit acted
 //! without asserting on durations.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use mcm_webhook::server::{self, AppState};
 use mcm_webhook::tls::server_config;
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::task::JoinHandle;
 
 use crate::common::{client_config, serving_certificate};
@@ -162,9 +163,26 @@ impl KeptAlive {
     }
 }
 
-/// Sends one conversion request on a fresh keep-alive connection; returns the status and the
-/// open connection.
-async fn request(server: &Server) -> Result<(u16, KeptAlive), String> {
+impl KeptAlive {
+    /// Sends a GET of `path`, which is no review, and returns the status.
+    async fn get(&mut self, path: &str) -> Result<u16, String> {
+        let request = http::Request::get(path)
+            .header("host", HOST)
+            .body(Full::new(axum::body::Bytes::new()))
+            .unwrap();
+        let response = self
+            .sender
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let _ = response.into_body().collect().await;
+        Ok(status)
+    }
+}
+
+/// Opens a keep-alive connection without sending anything on it.
+async fn keep_alive(server: &Server) -> Result<KeptAlive, String> {
     let tls = tls_connect(server).await.map_err(|e| e.to_string())?;
     let (sender, connection) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
@@ -173,7 +191,13 @@ async fn request(server: &Server) -> Result<(u16, KeptAlive), String> {
     let driver = tokio::spawn(async move {
         let _ = connection.await;
     });
-    let mut kept = KeptAlive { driver, sender };
+    Ok(KeptAlive { driver, sender })
+}
+
+/// Sends one conversion request on a fresh keep-alive connection; returns the status and the
+/// open connection.
+async fn request(server: &Server) -> Result<(u16, KeptAlive), String> {
+    let mut kept = keep_alive(server).await?;
     let status = kept.convert().await?;
     Ok((status, kept))
 }
@@ -322,4 +346,104 @@ async fn keep_alive_connections_outlive_the_header_timeout() {
     tokio::time::sleep(3 * SHORT).await;
     assert_eq!(connection.convert().await, Ok(200));
     assert!(!connection.driver.is_finished());
+}
+
+/// A TCP connection to `server` from the loopback address `source`.
+async fn connect_from(source: IpAddr, server: &Server) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(source, 0)).unwrap();
+    socket.connect(server.addr).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_peer_at_its_cap_gives_up_its_silent_connections_not_the_one_serving_it() {
+    const PER_PEER: usize = 4;
+    let server = start(ConnectionLimits {
+        max_connections_per_peer: PER_PEER,
+        ..limits(LONG, LONG, LONG, 1000)
+    })
+    .await;
+    // A keep-alive connection that delivered a review, then silent connections from the same
+    // address: three fill the cap, ten more each take the place of the oldest silent one.
+    let (status, mut kept) = request(&server).await.unwrap();
+    assert_eq!(status, 200);
+    let mut silent = Vec::new();
+    for _ in 0..13 {
+        silent.push(TcpStream::connect(server.addr).await.unwrap());
+    }
+    assert!(server.closed("per_peer_limit_evicted", 10).await);
+    for (i, stream) in silent[..10].iter_mut().enumerate() {
+        assert!(
+            closed_by_server(stream).await,
+            "silent connection {i} is still open"
+        );
+    }
+    for (i, stream) in silent[10..].iter().enumerate() {
+        assert!(
+            still_open(stream),
+            "silent connection {} was closed",
+            10 + i
+        );
+    }
+    // The connection that serves the peer still does, and a new one is served.
+    assert_eq!(kept.convert().await, Ok(200));
+    assert_eq!(request(&server).await.unwrap().0, 200);
+    assert!(server.closed("per_peer_limit", 0).await);
+}
+
+#[tokio::test]
+async fn a_full_listener_makes_room_for_a_peer_holding_fewer_connections() {
+    const CAP: usize = 6;
+    let server = start(limits(LONG, LONG, LONG, CAP)).await;
+    let crowd = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3));
+    let mut held = Vec::new();
+    for _ in 0..CAP {
+        held.push(connect_from(crowd, &server).await);
+    }
+    // The listener is full of one address's fresh handshakes: another address (the client of
+    // `request`, 127.0.0.1) still gets in, in the place of the crowd's oldest connection.
+    let (status, _kept) = request(&server).await.unwrap();
+    assert_eq!(status, 200);
+    assert!(closed_by_server(&mut held[0]).await);
+    assert!(server.closed("global_limit_evicted_idle", 1).await);
+    // The crowd, holding the most, gets no more: its next connection is refused.
+    let mut more = connect_from(crowd, &server).await;
+    assert!(closed_by_server(&mut more).await);
+    assert!(server.closed("global_limit", 1).await);
+    for (i, stream) in held[1..].iter().enumerate() {
+        assert!(still_open(stream), "held connection {} was closed", i + 1);
+    }
+}
+
+#[tokio::test]
+async fn a_connection_that_sent_no_review_is_given_up_before_one_taking_its_steps() {
+    const PER_PEER: usize = 3;
+    let server = start(ConnectionLimits {
+        max_connections_per_peer: PER_PEER,
+        ..limits(LONG, LONG, LONG, 1000)
+    })
+    .await;
+    // One connection delivered a review, one only asked for a page that is none, and one is a
+    // fresh handshake (within the grace): the cap is reached.
+    let (status, mut reviewer) = request(&server).await.unwrap();
+    assert_eq!(status, 200);
+    let mut asker = keep_alive(&server).await.unwrap();
+    assert_eq!(asker.get("/nothing-here").await, Ok(404));
+    let mut fresh = TcpStream::connect(server.addr).await.unwrap();
+    // The next connection takes the place of the one that sent no review, although the fresh
+    // handshake came later.
+    let next = TcpStream::connect(server.addr).await.unwrap();
+    assert!(
+        tokio::time::timeout(PATIENCE, &mut asker.driver)
+            .await
+            .is_ok(),
+        "the connection that sent no review is still open"
+    );
+    assert!(still_open(&fresh), "the fresh handshake was given up first");
+    // Then the fresh handshakes go, longest waiting first; the reviewer stays.
+    let _last = TcpStream::connect(server.addr).await.unwrap();
+    assert!(closed_by_server(&mut fresh).await);
+    assert!(still_open(&next));
+    assert!(server.closed("per_peer_limit_evicted", 2).await);
+    assert_eq!(reviewer.convert().await, Ok(200));
 }
