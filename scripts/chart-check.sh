@@ -218,6 +218,12 @@ lacks self-managed 'customresourcedefinitions'
 count conversion-self-managed '--crd=.*\.machine\.sapcloud\.io' 4
 has conversion-self-managed 'customresourcedefinitions'
 count crds-off '^kind: CustomResourceDefinition' 0
+# A Go provider behind the bridge: the bridge's two arguments, none of provider-virtual's.
+has go-bridge '^            - --endpoint=unix:///run/mcm/driver.sock$'
+has go-bridge '^            - --metrics-address=0.0.0.0:10261$'
+lacks go-bridge '--state-file'
+has go-bridge '--driver-endpoint=unix:///run/mcm/driver.sock'
+has go-bridge 'name: provider-azure$'
 lacks crds-off 'WebhookConfiguration'
 lacks crds-off '^kind: ClusterRole'
 has crds-off 'namespace: shoot--dev--ci'
