@@ -166,6 +166,42 @@ impl ControlPlane {
         run_script(&["stop", &dir], &[], &self.logs().join("control-plane.log")).await
     }
 
+    /// The requests of the audit log that completed with `code`, as `(verb, resource, namespace,
+    /// name)`: what kube-apiserver did, for questions a restarted API server's watch history
+    /// no longer answers (e.g. how many objects were created across an outage).
+    pub fn completed_requests(&self, code: u64) -> Result<Vec<(String, String, String, String)>> {
+        let path = self.logs().join("audit.log");
+        let text = std::fs::read_to_string(&path).map_err(E2eError::io("read", &path))?;
+        let mut requests = Vec::new();
+        for line in text.lines() {
+            let Ok(event) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            if event.pointer("/stage").and_then(Value::as_str) != Some("ResponseComplete")
+                || event
+                    .pointer("/responseStatus/code")
+                    .and_then(Value::as_u64)
+                    != Some(code)
+            {
+                continue;
+            }
+            let text = |pointer: &str| {
+                event
+                    .pointer(pointer)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            requests.push((
+                text("/verb"),
+                text("/objectRef/resource"),
+                text("/objectRef/namespace"),
+                text("/objectRef/name"),
+            ));
+        }
+        Ok(requests)
+    }
+
     /// The requests kube-apiserver's authorizer refused (403), per user whose name starts with
     /// `user_prefix`, counted per `verb resource` from the audit log: the same question the
     /// sandbox's `/sandbox/admin/denials` answers. Refusals while kube-apiserver (re)starts are

@@ -559,6 +559,23 @@ impl System {
         }
     }
 
+    /// The requests kube-apiserver completed with `code` (from its audit log), as `(verb,
+    /// resource, namespace, name)`; an error on the sandbox or a cluster of one's own.
+    pub async fn completed_requests(
+        &self,
+        code: u64,
+    ) -> Result<Vec<(String, String, String, String)>> {
+        let parts = self.sandbox_parts("kube-apiserver's audit log")?;
+        let processes = parts.processes.lock().await;
+        match &processes.api {
+            ApiServer::Kube(control_plane) => control_plane.completed_requests(code),
+            ApiServer::Sandbox(_) => Err(E2eError::Binary {
+                name: "kube-apiserver".to_owned(),
+                message: "the audit log exists on the real control plane only".to_owned(),
+            }),
+        }
+    }
+
     /// Begins an API outage: the sandbox answers 503 to everything (ended by
     /// [`System::end_api_outage`], or after `bound` seconds if that is never called), or
     /// kube-apiserver is stopped.

@@ -269,10 +269,51 @@ pub fn prepare_create(group: &str, plural: &str, obj: &mut Value) -> Vec<Cause> 
             default_apps(plural, obj);
             Vec::new()
         }
+        ("events.k8s.io", "events") => new_event_create_causes(obj),
         _ => Vec::new(),
     };
     causes.extend(validate_builtin(group, plural, obj));
     causes
+}
+
+/// The fields an Event created through events.k8s.io/v1 must leave unset, with the core/v1
+/// names kube-apiserver's errors use (its strict validation of that API: the deprecated fields
+/// exist for Events written through core/v1 only).
+const NEW_EVENT_UNSET: &[(&str, &str)] = &[
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+];
+
+fn new_event_create_causes(obj: &Value) -> Vec<Cause> {
+    NEW_EVENT_UNSET
+        .iter()
+        .filter(|(field, _)| {
+            obj.get(*field)
+                .is_some_and(|v| !v.is_null() && v != &json!(0) && v != &json!(""))
+        })
+        .map(|(_, core)| {
+            cause(
+                "FieldValueInvalid",
+                core,
+                "needs to be unset",
+                Some("\"\"".to_owned()),
+            )
+        })
+        .collect()
+}
+
+/// An update through events.k8s.io/v1 may change `series` but not the deprecated fields.
+fn new_event_update_causes(old: &Value, obj: &Value) -> Vec<Cause> {
+    NEW_EVENT_UNSET
+        .iter()
+        .filter(|(field, core)| {
+            let before = old.get(*field).or_else(|| old.get(*core));
+            let null = Value::Null;
+            before.unwrap_or(&null) != obj.get(*field).unwrap_or(&null)
+        })
+        .map(|(_, core)| cause("FieldValueInvalid", core, "field is immutable", None))
+        .collect()
 }
 
 /// CRDs of the groups Kubernetes reserves (`k8s.io`, `kubernetes.io` and their subdomains) need
@@ -517,6 +558,7 @@ pub fn prepare_update(group: &str, plural: &str, old: &Value, obj: &mut Value) -
         ("", "pods") => default_pod(obj),
         ("", "secrets") => secret_string_data(obj),
         ("apps", _) => default_apps(plural, obj),
+        ("events.k8s.io", "events") => causes.extend(new_event_update_causes(old, obj)),
         _ => {}
     }
     if group.is_empty() && matches!(plural, "configmaps" | "secrets") {

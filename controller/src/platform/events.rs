@@ -2,8 +2,8 @@
 //!
 //! Two rules keep the writes down while every message a user needs still reaches them:
 //! - an event identical to one written before (same object, type, reason and note) is counted on
-//!   that Event, as client-go's recorder does: `series` (`count`, `lastObservedTime`) and the
-//!   core/v1 view's `count` and `lastTimestamp` are patched, at most once per
+//!   that Event, as client-go's recorder does: its `series` (`count`, `lastObservedTime`) is
+//!   patched (the deprecated core/v1 fields stay unset: see [`event_object`]), at most once per
 //!   [`EVENT_REPEAT_SUPPRESSION`] (repeats in between are written with the next patch), so a
 //!   requeue loop cannot flood the API and `kubectl describe` shows `x2 over 5m`;
 //! - Normal events of the same object and reason within [`NORMAL_EVENT_WINDOW`] are coalesced
@@ -413,10 +413,10 @@ fn event_write_retryable(error: &kube::Error) -> bool {
 
 /// The events.k8s.io/v1 Event written for `pending` at `timestamp`.
 ///
-/// The deprecated fields are filled too: the core/v1 view of an events.k8s.io Event takes
-/// `lastTimestamp`, `firstTimestamp` and `count` from them, and `kubectl get events` (which reads
-/// core/v1) sorts and prints by `lastTimestamp`; without them `--sort-by=.lastTimestamp` shows
-/// nothing and the LAST SEEN column is empty.
+/// The deprecated fields (`deprecatedFirstTimestamp`, `deprecatedLastTimestamp`,
+/// `deprecatedCount`) stay unset: kube-apiserver refuses an Event created through
+/// events.k8s.io/v1 that sets them (422 "needs to be unset"). `kubectl get events` prints such
+/// an Event from `eventTime` and `series`.
 #[must_use]
 pub fn event_object(
     pending: Pending,
@@ -424,7 +424,7 @@ pub fn event_object(
     reporting_controller: &str,
     instance: &str,
 ) -> Event {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
     let namespace = pending
         .regarding
         .namespace
@@ -437,9 +437,6 @@ pub fn event_object(
             ..Default::default()
         },
         event_time: Some(MicroTime(timestamp)),
-        deprecated_first_timestamp: Some(Time(timestamp)),
-        deprecated_last_timestamp: Some(Time(timestamp)),
-        deprecated_count: Some(1),
         type_: Some(if pending.warning { "Warning" } else { "Normal" }.to_owned()),
         reason: Some(pending.reason),
         action: Some(pending.action),
@@ -454,11 +451,10 @@ pub fn event_object(
 /// The merge patch of [`EventSink::update`].
 #[must_use]
 pub fn series_patch(update: &SeriesUpdate) -> serde_json::Value {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    // Only the series: the deprecated fields of an events.k8s.io/v1 Event are immutable.
     serde_json::json!({
         "series": {"count": update.count, "lastObservedTime": MicroTime(update.last)},
-        "deprecatedCount": update.count,
-        "deprecatedLastTimestamp": Time(update.last),
     })
 }
 
@@ -495,12 +491,12 @@ mod tests {
     }
 
     #[test]
-    fn events_fill_the_fields_kubectl_get_events_sorts_and_prints_by() {
+    fn events_leave_the_deprecated_fields_unset_as_kube_demands() {
         let at = jiff::Timestamp::from_second(1_700_000_000).unwrap();
         let written = event_object(event("m1", true, "Blocked", "why"), at, "mcm", "host");
-        assert_eq!(written.deprecated_last_timestamp.map(|t| t.0), Some(at));
-        assert_eq!(written.deprecated_first_timestamp.map(|t| t.0), Some(at));
-        assert_eq!(written.deprecated_count, Some(1));
+        assert_eq!(written.deprecated_last_timestamp, None);
+        assert_eq!(written.deprecated_first_timestamp, None);
+        assert_eq!(written.deprecated_count, None);
         assert_eq!(written.event_time.map(|t| t.0), Some(at));
         assert_eq!(written.metadata.namespace.as_deref(), Some("default"));
         assert_eq!(written.type_.as_deref(), Some("Warning"));
@@ -622,7 +618,7 @@ mod tests {
     }
 
     #[test]
-    fn the_series_patch_sets_the_fields_kubectl_prints() {
+    fn the_series_patch_changes_only_the_series() {
         let update = SeriesUpdate {
             namespace: "ns".into(),
             name: "m1.1".into(),
@@ -631,9 +627,8 @@ mod tests {
         };
         let patch = series_patch(&update);
         assert_eq!(patch["series"]["count"], 3);
-        assert_eq!(patch["deprecatedCount"], 3);
-        assert_eq!(patch["deprecatedLastTimestamp"], "2023-11-14T22:13:20Z");
         assert!(patch["series"]["lastObservedTime"].is_string());
+        assert_eq!(patch.as_object().map(serde_json::Map::len), Some(1));
     }
 
     /// The patch is accepted by the API server and the core/v1 view shows the count and time.
@@ -669,15 +664,16 @@ mod tests {
         let mut counted = None;
         for _ in 0..100 {
             let event = core.get(&name).await.unwrap();
-            if event.count == Some(2) {
+            if event.series.as_ref().and_then(|s| s.count) == Some(2) {
                 counted = Some(event);
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let event = counted.expect("count 2 in the core/v1 view");
-        assert_eq!(event.last_timestamp.map(|t| t.0), Some(last));
-        assert_eq!(event.first_timestamp.map(|t| t.0), Some(wall()));
+        let event = counted.expect("series count 2 in the core/v1 view");
+        let series = event.series.expect("series");
+        assert_eq!(series.last_observed_time.map(|t| t.0), Some(last));
+        assert_eq!(event.event_time.map(|t| t.0), Some(wall()));
     }
 
     #[test]

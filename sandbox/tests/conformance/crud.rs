@@ -1119,3 +1119,72 @@ async fn list_with_resource_version_zero_serves_current_objects() {
     assert!(exact.items.iter().any(|o| o.name_any() == "rv0"));
     t.finish().await;
 }
+
+/// An Event created through events.k8s.io/v1 must leave the deprecated core/v1 fields unset
+/// (kube-apiserver's strict validation of that API), and an update through it may change the
+/// series but not them. Found by the manager's events being refused on kube-apiserver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_k8s_io_v1_refuses_the_deprecated_fields() {
+    use k8s_openapi::api::events::v1::Event as NewEvent;
+    let t = Target::sandbox_or_env().await;
+    let events = t.api::<NewEvent>();
+    let event = |name: &str, deprecated: bool| {
+        let mut value = json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": name},
+            "eventTime": "2026-11-28T19:00:00.000000Z",
+            "type": "Normal", "reason": "Testing", "action": "Check", "note": "conformance",
+            "regarding": {"kind": "ConfigMap", "name": "ev-strict", "namespace": t.ns, "apiVersion": "v1"},
+            "reportingController": "conformance-controller", "reportingInstance": "i-1"
+        });
+        if deprecated {
+            value["deprecatedFirstTimestamp"] = json!("2026-11-28T19:00:00Z");
+            value["deprecatedLastTimestamp"] = json!("2026-11-28T19:00:00Z");
+            value["deprecatedCount"] = json!(1);
+        }
+        from_json::<NewEvent>(value)
+    };
+    let status = api_error(
+        events
+            .create(&PostParams::default(), &event("strict.1", true))
+            .await,
+        "create with the deprecated fields",
+    );
+    assert_status(&status, 422, "Invalid", "create with the deprecated fields");
+    for field in ["firstTimestamp", "lastTimestamp", "count"] {
+        assert!(
+            status
+                .message
+                .contains(&format!("{field}: Invalid value: \"\": needs to be unset")),
+            "{field} named: {}",
+            status.message
+        );
+    }
+    events
+        .create(&PostParams::default(), &event("strict.2", false))
+        .await
+        .expect("create without the deprecated fields");
+    events
+        .patch(
+            "strict.2",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"series": {"count": 2, "lastObservedTime": "2026-11-28T19:05:00.000000Z"}}),
+            ),
+        )
+        .await
+        .expect("a series update");
+    let status = api_error(
+        events
+            .patch(
+                "strict.2",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"deprecatedCount": 2})),
+            )
+            .await,
+        "an update of a deprecated field",
+    );
+    assert_status(&status, 422, "Invalid", "an update of a deprecated field");
+    assert!(status.message.contains("count"), "{}", status.message);
+    t.finish().await;
+}
