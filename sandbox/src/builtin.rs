@@ -619,9 +619,18 @@ pub fn event_core_to_new(core: &Value) -> Value {
     rename_event(core, true, "events.k8s.io/v1")
 }
 
-/// An events.k8s.io/v1 Event as core/v1 (the storage form).
+/// An events.k8s.io/v1 Event as core/v1 (the storage form). The time fields are always
+/// present, `null` when unset, as kube-apiserver serialises them (`metav1.Time` is a struct,
+/// which `omitempty` never omits): `kubectl get events --sort-by=.lastTimestamp` needs the field
+/// on every item, and an Event created through events.k8s.io/v1 has no lastTimestamp.
 pub fn event_new_to_core(new: &Value) -> Value {
-    rename_event(new, false, "v1")
+    let mut core = rename_event(new, false, "v1");
+    if let Some(fields) = core.as_object_mut() {
+        for field in ["eventTime", "firstTimestamp", "lastTimestamp"] {
+            fields.entry(field).or_insert(Value::Null);
+        }
+    }
+    core
 }
 
 #[cfg(test)]
@@ -782,7 +791,14 @@ mod tests {
         assert_eq!(core["involvedObject"]["name"], "x");
         assert_eq!(core["message"], "n");
         assert_eq!(core["reportingComponent"], "c");
-        assert_eq!(event_core_to_new(&core), new);
+        // Unset times are null in both views, as kube-apiserver serialises them.
+        assert_eq!(core["lastTimestamp"], Value::Null);
+        assert!(core.as_object().unwrap().contains_key("lastTimestamp"));
+        let mut expected = new.clone();
+        expected["eventTime"] = Value::Null;
+        expected["deprecatedFirstTimestamp"] = Value::Null;
+        expected["deprecatedLastTimestamp"] = Value::Null;
+        assert_eq!(event_core_to_new(&core), expected);
     }
 
     #[test]
