@@ -341,7 +341,7 @@ for variant in default gardener; do
 		fail "$variant: no JSON from the sandbox"
 done
 # Facts from Gardener's deployment of the Go machine-controller-manager
-# (docs/behaviour.md#gardener-deployment and issue 12), written out here, not taken from the
+# (docs/behaviour.md#gardener-deployment), written out here, not taken from the
 # chart: what the preset must render and what the cluster-autoscaler needs by default.
 python3 - "$tmp/default.json" "$tmp/gardener.json" "$namespace" <<'PY' || fail "the Gardener shape is not as promised (see above)"
 import itertools

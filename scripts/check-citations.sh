@@ -5,8 +5,9 @@
 # Fails when a tracked file
 #   1. cites outside material: DESIGN.md, ../shared, shared/reference, the reference documents
 #      (mcm-behaviour.md, webhooks-and-conversion, rust-stack.md, user-pain-points,
-#      gardener-deployment.md), a bare section sign followed by a number, or a quirk number
-#      (Q<n>) instead of its docs/behaviour.md#q<n> link;
+#      gardener-deployment.md), a bare section sign followed by a number, a quirk number
+#      (Q<n>) instead of its docs/behaviour.md#q<n> link, or an issue number ("issue 14"): a
+#      reader of the repository cannot open the tracker, so the text says what it means;
 #   2. links to docs/<file>.md#<anchor> (or, inside Markdown, <relative>.md#<anchor> or #<anchor>)
 #      where <file> or <anchor> does not exist. Anchors are explicit <a id="..."> tags and
 #      GitHub's heading slugs.
@@ -20,18 +21,18 @@ trap 'rm -rf "$tmp"' EXIT
 git ls-files -z -- ':!:target/**' ':!:'"$self" |
 	while IFS= read -r -d '' f; do
 		case "$f" in
-		*.rs | *.md | *.sh | *.yaml | *.yml | *.toml | *.proto | *.tpl | *.txt | *.json | Makefile | */Makefile | Dockerfile) printf '%s\0' "$f" ;;
+		*.rs | *.go | *.md | *.sh | *.yaml | *.yml | *.toml | *.proto | *.tpl | *.txt | *.json | Makefile | */Makefile | Dockerfile) printf '%s\0' "$f" ;;
 		esac
 	done >"$tmp/files"
 
 # 1. Citations of material outside the repository.
-outside='DESIGN\.md|DESIGN §|\.\./shared|/work/shared|shared/reference|mcm-behaviour\.md|webhooks-and-conversion|rust-stack\.md|user-pain-points|gardener-deployment\.md|§ ?[0-9]|\bQ[0-9]{1,2}\b'
+outside='DESIGN\.md|DESIGN §|\.\./shared|/work/shared|shared/reference|mcm-behaviour\.md|webhooks-and-conversion|rust-stack\.md|user-pain-points|gardener-deployment\.md|§ ?[0-9]|\bQ[0-9]{1,2}\b|\b[Ii]ssues? #?[0-9]+'
 # Allowed: quirk links written as [quirk Q<n>](...#q<n>) and the quirk list of docs/behaviour.md.
 xargs -0 grep -HnE "$outside" <"$tmp/files" |
 	sed -E 's/\[quirk Q[0-9]+\]\(/[quirk](/g; s/^(docs\/behaviour\.md:[0-9]+:<a id="q[0-9]+"><\/a>\*\*)Q[0-9]+ /\1/' |
 	grep -E "$outside" >"$tmp/outside" || true
 if [ -s "$tmp/outside" ]; then
-	echo "error: citations of material outside the repository (link a section of docs/ instead," >&2
+	echo "error: citations of material outside the repository or of issue numbers (link a section of docs/ instead," >&2
 	echo "       e.g. docs/behaviour.md#creation-flow or docs/architecture.md#pure-plans):" >&2
 	sed 's/^/  /' "$tmp/outside" >&2
 	status=1

@@ -1,4 +1,4 @@
-//! Machine benchmark (issue 6 "Measure"): N standalone Machines (default 1,000) with
+//! Machine benchmark: N standalone Machines (default 1,000) with
 //! provider-virtual at zero boot delay, every controller of the manager running in-process against
 //! two in-process sandboxes (control and target).
 //!

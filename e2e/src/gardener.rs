@@ -1,4 +1,4 @@
-//! Gardener's two MCM containers as processes (scenario `gardener`, issue 12 item 7):
+//! Gardener's two MCM containers as processes (scenario `gardener`):
 //!
 //! - **the manager** in split mode, started as Gardener starts its container: program
 //!   `./machine-controller-manager` in the binaries' directory with Gardener's exact arguments

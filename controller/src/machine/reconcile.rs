@@ -282,8 +282,8 @@ impl MachineController {
         Ok(updated)
     }
 
-    /// A frozen controller writes nothing else, but the machine must say why nothing happens
-    /// (issue 14): its waiting condition names the freeze, written only when it changes (the
+    /// A frozen controller writes nothing else, but the machine must say why nothing happens:
+    /// its waiting condition names the freeze, written only when it changes (the
     /// write may fail while the API server is in trouble; the next pass tries again).
     async fn show_freeze(&self, machine: &Machine) {
         let mut updated = machine.clone();

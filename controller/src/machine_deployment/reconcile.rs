@@ -349,7 +349,7 @@ fn meltdown_condition_present(md: &MachineDeployment) -> bool {
         })
 }
 
-/// Meltdown guard (issue 14): the Machine controller keeps unhealthy machines from being
+/// Meltdown guard: the Machine controller keeps unhealthy machines from being
 /// replaced; the deployment says so in its `MeltdownProtection` condition and an event, written
 /// only when the verdict changes. Read afresh because the plan's actions may have written status.
 async fn show_meltdown(

@@ -14,8 +14,8 @@
 //! **HTTP/2.** Like client-go, the clients offer `h2` (and `http/1.1`) in TLS ALPN, so one
 //! connection per API server carries every request and watch. kube-rs's own builder speaks
 //! HTTP/1.1 only, where each concurrent request holds a connection of its own: with 50 workers the
-//! manager kept about 120 connections per cluster open, their buffers a quarter of its memory
-//! (issue 17). `DISABLE_HTTP2` (any non-empty value, client-go's switch) and kubeconfigs with a
+//! manager kept about 120 connections per cluster open, their buffers a quarter of its memory.
+//! `DISABLE_HTTP2` (any non-empty value, client-go's switch) and kubeconfigs with a
 //! proxy or an exec credential plugin use kube's HTTP/1.1 builder, which handles those.
 
 use std::path::PathBuf;

@@ -598,7 +598,7 @@ fn leader_gauge(metrics: &str) -> Option<&str> {
         .and_then(|line| line.rsplit(' ').next())
 }
 
-/// Issue 26 item 2: a lost Lease stops the controllers at once, no write leaves the process after
+/// A lost Lease stops the controllers at once, no write leaves the process after
 /// the loss (even from a task that outlives the term), and the manager campaigns again in-process
 /// and runs its controllers again once it holds the Lease, without exiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -680,7 +680,7 @@ async fn a_lost_lease_stops_the_controllers_gates_writes_and_is_won_back_in_proc
     sandbox.shutdown().await;
 }
 
-/// Issue 26 item 2: an API server that does not answer at start-up is waited for (not-ready on
+/// An API server that does not answer at start-up is waited for (not-ready on
 /// `/readyz`, no exit, however long), and the manager leads as soon as it is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_api_at_start_up_is_waited_for_while_not_ready() {
@@ -758,7 +758,7 @@ async fn a_restarted_manager_takes_its_own_lease_at_once() {
     sandbox.shutdown().await;
 }
 
-/// Issue 26 item 5: a freshly started manager exports every counter family with a sample (0 for
+/// A freshly started manager exports every counter family with a sample (0 for
 /// the label values known at start), so rates and alerts work from the first scrape.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_manager_exports_every_counter_family() {
@@ -817,7 +817,7 @@ async fn a_fresh_manager_exports_every_counter_family() {
     sandbox.shutdown().await;
 }
 
-/// Issue 26 item 5: the manager's requests name it in their User-Agent (client-go's form), as the
+/// The manager's requests name it in their User-Agent (client-go's form), as the
 /// sandbox's request record shows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_managers_requests_carry_its_user_agent() {

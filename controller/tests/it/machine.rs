@@ -1148,7 +1148,7 @@ async fn record_machine_history(
     (history, recorder)
 }
 
-/// Issue 14 item 1: a CreateMachine that fails 4 times (Unavailable, upstream ShortRetry) is
+/// A CreateMachine that fails 4 times (Unavailable, upstream ShortRetry) is
 /// retried with a growing, per-machine backoff instead of every 5s; the attempt and next retry
 /// time are on the Machine while it fails, the retries are counted in a metric, and the machine
 /// runs once the provider recovers.
@@ -1201,7 +1201,7 @@ async fn failing_create_machine_backs_off_exponentially_and_says_why() {
         "{}",
         description(&failing)
     );
-    // Issue 14 item 4: the Blocked condition names the driver error and the next retry.
+    // The Blocked condition names the driver error and the next retry.
     let blocked = failing
         .status
         .as_ref()
@@ -1604,7 +1604,7 @@ async fn preservation_follows_the_annotations() {
     world.stop_manager().await.unwrap();
 }
 
-/// Issue 22: a driver that implements InitializeMachine and answers GetMachineStatus like a real
+/// A driver that implements InitializeMachine and answers GetMachineStatus like a real
 /// cloud (NotFound before CreateMachine, the VM after; provider-virtual's `initialization:
 /// silent`, whose Node registers only once initialised) gets exactly one InitializeMachine per
 /// created VM, in the pass that created it; the machines then run.

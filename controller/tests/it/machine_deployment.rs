@@ -716,7 +716,7 @@ async fn scaling_during_a_rollout_is_proportional() {
     .await;
     assert_eq!((old, new), (6, 2));
     // Scale out 5 → 9: only the new set grows (allowed 12, total 8 → +4). The growth waits
-    // until the old set's machines beyond its new size are gone (issue 17: every existing
+    // until the old set's machines beyond its new size are gone (every existing
     // machine counts against replicas + maxSurge), so the sizes are read once the new set has
     // grown, and the old set must not have grown meanwhile.
     patch_md(&world, "prop", json!({"spec": {"replicas": 9}})).await;
@@ -1256,7 +1256,7 @@ async fn legacy_machine_sets_are_migrated_to_the_hash_label() {
     assert_eq!(sets.len(), 1, "{sets:?}");
 }
 
-/// Issue 17: counting every Machine object that exists (terminating ones included), a rolling
+/// Counting every Machine object that exists (terminating ones included), a rolling
 /// update by the whole stack never goes above `replicas + maxSurge` Machines nor below
 /// `replicas − maxUnavailable` Running ones, while the controllers' watches lag 300 ms behind,
 /// 10 % of their Machine and MachineSet writes conflict and every old VM's deletion fails once
@@ -1427,7 +1427,7 @@ async fn a_rollout_never_exceeds_its_surge_counting_terminating_machines() {
     );
 }
 
-/// Issue 14 item 2: three of five nodes of a deployment go NotReady at once (provider-virtual's
+/// Three of five nodes of a deployment go NotReady at once (provider-virtual's
 /// node overrides). With `--machine-meltdown-threshold=0.3` no machine is marked Failed or
 /// replaced, the deployment says why (condition and event); when enough nodes recover the guard
 /// is lifted.
@@ -1537,7 +1537,7 @@ async fn a_mass_failure_trips_the_meltdown_guard_and_nothing_is_replaced() {
     event_seen(&world, "melt", "MeltdownProtectionLifted", None).await;
 }
 
-/// Issue 16 item 5: the longest name a real cluster takes for a deployment whose machines join as
+/// The longest name a real cluster takes for a deployment whose machines join as
 /// nodes. The sandbox enforces kube-apiserver's rules (generateName cut to 58 + 5, label values
 /// ≤ 63), so every machine name, Node name and `node` label the controllers and the provider
 /// produce must fit them, and the machines must come up.

@@ -188,7 +188,7 @@ where
     .await;
 }
 
-/// The machine's "why is it stuck" condition (issue 14).
+/// The machine's "why is it stuck" condition.
 fn blocked_condition(machine: &Machine) -> Option<&k8s_openapi::api::core::v1::NodeCondition> {
     machine
         .status
@@ -640,7 +640,7 @@ async fn a_blocking_pdb_is_retried_until_it_allows_the_eviction() {
     })
     .await;
     assert!(vm_exists(&world, &provider_id));
-    // Issue 14: the machine says what blocks it and until when, in its Blocked condition.
+    // The machine says what blocks it and until when, in its Blocked condition.
     let blocked = wait_machine(&world, "m1", "the drain-blocked condition", |m| {
         blocked_condition(m).is_some_and(|c| c.reason.as_deref() == Some("DrainBlockedByPDB"))
     })
@@ -682,7 +682,7 @@ async fn a_pod_with_a_volume_is_evicted_and_its_detach_awaited() {
     let class = ready_class(&world, "c", json!({})).await;
     let provider_id = running_machine(&world, "m1", &class, json!({})).await;
     volume_pod_on_m1(&world, "db", "pv-1", "data", "vol-0001", 4).await;
-    // Nothing attaches the volume elsewhere here: the re-attach wait (issue 14 item 3) ends at
+    // Nothing attaches the volume elsewhere here: the re-attach wait ends at
     // its timeout, logged and counted.
     world
         .start_manager(termination_shells(), &["--machine-pv-reattach-timeout=2s"])
@@ -745,7 +745,7 @@ async fn a_pod_with_a_volume_is_evicted_and_its_detach_awaited() {
     );
 }
 
-/// Issue 14 item 3 (upstream `waitForReattach`): once the evicted pod's volume is detached, the
+/// Upstream's `waitForReattach`: once the evicted pod's volume is detached, the
 /// drain waits until a VolumeAttachment shows it attached on another node, well before the
 /// (here 5 minute) `--machine-pv-reattach-timeout`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -969,7 +969,7 @@ async fn delete_machine_errors_follow_the_reaction_matrix() {
         delete_machine(&world, name).await;
     }
     // Unavailable: Failed, retried after the machine's backoff (first delay: ShortRetry minus
-    // jitter; issue 14), then deleted.
+    // jitter), then deleted.
     let event = wait_event(&world, "VMDeletionFailed", "m-transient").await;
     assert!(
         event

@@ -459,7 +459,7 @@ fn volume_pods_are_drained_one_by_one_waiting_for_detach() {
     );
 }
 
-/// Issue 14 item 3 (upstream `waitForReattach`): after the detach, the serial volume queue waits
+/// Upstream's `waitForReattach`: after the detach, the serial volume queue waits
 /// for the volume to be attached elsewhere, or for `--machine-pv-reattach-timeout`.
 #[test]
 fn detached_volumes_are_awaited_on_another_node_until_the_reattach_timeout() {

@@ -1,5 +1,5 @@
 //! Per-machine exponential backoff with jitter for failing CreateMachine, InitializeMachine and
-//! DeleteMachine calls (issue 14, item 1).
+//! DeleteMachine calls.
 //!
 //! Upstream retries a failing call after a constant ShortRetry (5s) or MediumRetry (3m), so a
 //! broken provider is called every 5 seconds per machine for as long as it fails. Here the n-th

@@ -24,7 +24,7 @@
 //!
 //! Earlier versions wrote a status of their own before CreateMachine ([`CREATE_INTENT_DESCRIPTION`]);
 //! upstream writes none, and the finalizer already records the intent, so the write is gone (one
-//! write less per machine, issue 17). Stored machines that still show it are recognised
+//! write less per machine). Stored machines that still show it are recognised
 //! ([`has_create_intent`]).
 
 use std::collections::BTreeMap;
@@ -432,7 +432,7 @@ pub fn create_error_outcome(
         code if error.is_decodable() && is_transient(code) => (Retry::Short, true),
         _ => (Retry::Medium, false),
     };
-    // Upstream's constant Short/Medium retry becomes a per-machine backoff (issue 14);
+    // Upstream's constant Short/Medium retry becomes a per-machine backoff;
     // ResourceExhausted keeps its own flag.
     let class = match retry {
         Retry::Short => Some(RetryClass::Short),

@@ -29,7 +29,7 @@ fn created(provider_id: &str, node_name: &str) -> CreateMachineResponse {
 }
 
 /// Upstream's matrix retry as this controller applies it: Short and Medium become the machine's
-/// backoff (issue 14), everything else is unchanged.
+/// backoff, everything else is unchanged.
 fn backed_off(f: &Fixture, retry: Retry) -> Retry {
     let class = match retry {
         Retry::Short => RetryClass::Short,
@@ -661,7 +661,7 @@ fn run_pass(f: &mut Fixture, cloud: &mut Cloud) -> CreationOutcome {
 const INITIALIZED: &str =
     "machine creation in process. Machine initialization (if required) is successful";
 
-/// Issue 22: a driver that implements InitializeMachine and answers GetMachineStatus like a real
+/// A driver that implements InitializeMachine and answers GetMachineStatus like a real
 /// cloud (NotFound before CreateMachine, the VM after) gets exactly one InitializeMachine per
 /// created VM, in the pass that created it (upstream's "Machine creation succeeds with object
 /// UPDATE": that pass ends with the initialization text and the providerID stored).

@@ -607,7 +607,7 @@ pub fn plan_volume_attachments(
 }
 
 /// Before DeleteMachine: while the last transient failure's backoff runs, wait instead of calling
-/// the provider (issue 14; a reconcile may come early from a watch event, a resync or a restart).
+/// the provider (a reconcile may come early from a watch event, a resync or a restart).
 #[must_use]
 pub fn plan_delete_vm_wait(machine: &Machine, now: Timestamp) -> Option<DeletionOutcome> {
     let wait = wait_before_retry(machine, &MachineOperationType::Delete, now)?;

@@ -335,7 +335,7 @@ fn delete_machine_matrix() {
         let backoff = BackoffSettings::default();
         let out = plan_delete_vm_result(&m, &Err(error.clone()), &backoff, at(10));
         assert_eq!(state(&out), st, "{error:?}");
-        // Upstream's ShortRetry rows back off per machine (issue 14); the others keep theirs.
+        // Upstream's ShortRetry rows back off per machine; the others keep theirs.
         let expected = if retry == Retry::Short && state(&out) == MachineState::Failed {
             Retry::After(
                 next_backoff(

@@ -135,7 +135,7 @@ pub fn is_healthy(conditions: &[NodeCondition], node_conditions: &[String]) -> b
 /// `InPlaceUpdate` changed (messages and times are ignored).
 #[must_use]
 pub fn node_conditions_changed(old: &[NodeCondition], new: &[NodeCondition]) -> bool {
-    // The machine's own "why is it stuck" condition is not a node condition (issue 14).
+    // The machine's own "why is it stuck" condition is not a node condition.
     let own = |list: &[NodeCondition]| -> Vec<NodeCondition> {
         list.iter()
             .filter(|condition| !super::waiting::is_waiting_condition(condition))
@@ -487,7 +487,7 @@ fn timeouts(input: &HealthInput<'_>, plan: &mut HealthPlan) {
                 };
                 return;
             }
-            // Meltdown guard (issue 14): too many siblings down at once; replacing them would
+            // Meltdown guard: too many siblings down at once; replacing them would
             // only churn VMs. The machine stays Unknown until the share drops.
             if let Some(reason) = super::meltdown::assess(
                 input.siblings.iter().map(|sibling| &**sibling),

@@ -289,7 +289,7 @@ fn unknown_fails_after_health_timeout_with_permit_and_meltdown_check() {
     );
 }
 
-/// Issue 14 item 2: with the guard on and too many siblings Unknown, the permit holder does not
+/// With the guard on and too many siblings Unknown, the permit holder does not
 /// fail the machine; with the guard off (default) it does.
 #[test]
 fn meltdown_guard_keeps_unknown_machines_from_being_failed() {

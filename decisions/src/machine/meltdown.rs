@@ -1,4 +1,4 @@
-//! Meltdown guard (issue 14, item 2): when too large a share of a MachineDeployment's machines
+//! Meltdown guard: when too large a share of a MachineDeployment's machines
 //! (or of one zone's machines) is Unknown or Failed at once, the cause is rarely the machines
 //! themselves (a zone outage, a broken network, an API server in trouble). Replacing them then
 //! only churns VMs, so the health check stops marking Unknown machines Failed (which is what makes

@@ -1,4 +1,4 @@
-//! "Why is this machine stuck?" (issue 14, item 4): one condition on every machine that is not
+//! "Why is this machine stuck?": one condition on every machine that is not
 //! Running, saying what it waits for and until when.
 //!
 //! The condition (type [`CONDITION_TYPE`]) lives in `status.conditions` beside the node

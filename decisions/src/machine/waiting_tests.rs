@@ -255,7 +255,7 @@ fn held_condition(machine: &Machine, held: Option<&str>) -> Option<NodeCondition
     })
 }
 
-/// Issue 26 item 5: a machine the meltdown guard keeps from being failed does not claim it "is
+/// A machine the meltdown guard keeps from being failed does not claim it "is
 /// Failed at" a time long past; its condition names the guard, its flag and the share.
 #[test]
 fn a_machine_held_by_the_meltdown_guard_names_the_guard() {

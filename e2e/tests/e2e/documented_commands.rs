@@ -1,5 +1,5 @@
 //! The commands our documents tell a user to run against `make run`'s system do what the
-//! documents say (issue 26): every `kubectl` and `curl` command printed by `scripts/run.sh` or
+//! documents say: every `kubectl` and `curl` command printed by `scripts/run.sh` or
 //! shown in `README.md`, `docs/*.md` and `examples/README.md` is either in [`STEPS`], where it
 //! runs as written (through `bash -c`, placeholders such as `<node>` filled in) against a system
 //! set up like `make run` and its effect is checked, or in [`EXCLUDED`] with the reason.

@@ -1,4 +1,4 @@
-//! Gardener's MCM pod, proof of issue 12 item 7: our manager with Gardener's exact arguments in
+//! Gardener's MCM pod: our manager with Gardener's exact arguments in
 //! split mode, started as `./machine-controller-manager`, beside our manager in machine-only mode
 //! playing the provider's `machine-controller` sidecar (`mcm_e2e::gardener`). Shows rollout,
 //! scale through the scale subresource (as the cluster-autoscaler's PUT), the autoscaler's

@@ -1,4 +1,4 @@
-//! Node heartbeats (issue 26): the sandbox marks a Node `Ready=Unknown` and taints it
+//! Node heartbeats: the sandbox marks a Node `Ready=Unknown` and taints it
 //! unreachable when its kubelet (provider-virtual) stops renewing its Lease and posting status,
 //! as kube-controller-manager's node lifecycle controller does.
 //!

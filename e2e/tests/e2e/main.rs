@@ -179,7 +179,7 @@ async fn disruptive_scenarios_on_their_own_system() {
 
 /// Every command the README, docs/ and examples/README.md show and `make run` prints, run as
 /// written on a system set up like `make run` (v1alpha1 only, `examples/` in `default`), each
-/// with its effect checked (issue 26). Run alone: `cargo nextest run -p mcm-e2e documented`.
+/// with its effect checked. Run alone: `cargo nextest run -p mcm-e2e documented`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documented_commands_on_a_make_run_system() {
     let scenario = Scenario {
@@ -217,7 +217,7 @@ async fn heartbeat_scenarios_on_their_own_system() {
     run_all(heartbeat::system_config(), heartbeat::scenarios(), false).await;
 }
 
-/// Gardener's MCM pod (issue 12 item 7): our manager with Gardener's exact arguments in split
+/// Gardener's MCM pod: our manager with Gardener's exact arguments in split
 /// mode beside our machine-only manager as the provider sidecar, on a system of its own (no
 /// system manager). Run alone: `cargo nextest run -p mcm-e2e gardener`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,7 +240,7 @@ async fn gardener_split_mode_pod_with_gardeners_arguments() {
     run_all(config, vec![scenario], false).await;
 }
 
-/// Know before you roll (issue 25): the webhook's previewed counts of machines updated in place
+/// Know before you roll: the webhook's previewed counts of machines updated in place
 /// and replaced equal what the controllers then did. Its own system, so it runs alone:
 /// `cargo nextest run -p mcm-e2e rollout_preview`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -279,8 +279,8 @@ async fn rollout_preview_of_undo_resume_missing_class_and_drift() {
     run_all(config, vec![scenario], false).await;
 }
 
-/// API-server outages of 20, 60 and 150 s against a manager that elects a leader (issue 26 item
-/// 2): prints how long after the API's return it leads and reconciles again; fails if it exits.
+/// API-server outages of 20, 60 and 150 s against a manager that elects a leader: prints how
+/// long after the API's return it leads and reconciles again; fails if it exits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outages_on_their_own_system() {
     let scenario = Scenario {

@@ -1,4 +1,4 @@
-//! API-server outages of 20, 60 and 150 s (issue 26 item 2) against a manager that elects a
+//! API-server outages of 20, 60 and 150 s against a manager that elects a
 //! leader: how long after the API's return the manager leads again and reconciles.
 //!
 //! The outage is the sandbox answering 503 to everything (`POST /sandbox/admin/unavailable`),

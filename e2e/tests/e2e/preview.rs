@@ -1,4 +1,4 @@
-//! Know before you roll (issue 25): the webhook's preview of a change, asked with
+//! Know before you roll: the webhook's preview of a change, asked with
 //! `kubectl patch --dry-run=server`, against what the controllers then do. The previewed number
 //! of machines updated in place by a class change used by two deployments (a hot update of
 //! `providerSpec.tags`) and of machines replaced by a rolling update must equal what happened.

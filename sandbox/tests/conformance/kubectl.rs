@@ -327,7 +327,7 @@ async fn kubectl_workflow_on_mcm_crds() {
         "explain lists spec fields:\n{explain}"
     );
 
-    // Issue 16 item 7: the default the mutating webhook applies is what explain says.
+    // The default the mutating webhook applies is what explain says.
     let explain = k.ok(&["explain", "mcd.spec.strategy.type"]).await;
     assert!(
         explain.contains("Default: RollingUpdate"),

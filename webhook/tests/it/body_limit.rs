@@ -1,4 +1,4 @@
-//! Oversized request bodies (issue 26): the client gets HTTP 413 with a Kubernetes `Status`
+//! Oversized request bodies: the client gets HTTP 413 with a Kubernetes `Status`
 //! (reason `RequestEntityTooLarge`), never a dropped connection — whether the body announces its
 //! size (`Content-Length`) or not (chunked), and although the client is still sending when the
 //! server has decided.

@@ -776,7 +776,7 @@ async fn v1beta1_requests_get_v1beta1_field_paths() {
     );
 }
 
-/// Issue 16 item 4: a field that does not decode is one more field error (422 with its path),
+/// A field that does not decode is one more field error (422 with its path),
 /// not a 400 that hides every other error.
 #[tokio::test]
 async fn every_undecodable_field_gets_its_own_cause_beside_the_rules() {
@@ -881,7 +881,7 @@ async fn undecodable_fields_ratchet_like_every_rule() {
     );
 }
 
-/// Issue 16 item 4: changing `provider` of a class that machines use is warned about with its
+/// Changing `provider` of a class that machines use is warned about with its
 /// consequence (see docs/webhook-rules.md for why it is not refused).
 #[tokio::test]
 async fn provider_change_of_a_class_in_use_warns_with_the_consequence() {

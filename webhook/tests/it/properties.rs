@@ -277,7 +277,7 @@ proptest! {
         }
     }
 
-    /// Issue 16 item 4: any set of typed fields given values that do not decode yields one
+    /// Any set of typed fields given values that do not decode yields one
     /// `FieldValueInvalid` cause per field, with its path, as a 422.
     #[test]
     fn every_field_of_the_wrong_type_gets_its_own_cause(

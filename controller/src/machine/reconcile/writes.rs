@@ -53,7 +53,7 @@ pub(crate) async fn write_status(
     let name = name_of(machine);
     let mut updated = machine.clone();
     updated.status = Some(write.apply(machine.status.as_ref()));
-    // The "why is it stuck" condition rides along with every status write (issue 14).
+    // The "why is it stuck" condition rides along with every status write.
     let _ = refresh_waiting_condition(
         &mut updated,
         &controller_settings(context),

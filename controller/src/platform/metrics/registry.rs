@@ -254,7 +254,7 @@ impl Metrics {
     }
 
     /// A failed CreateMachine, InitializeMachine or DeleteMachine call was scheduled for a retry
-    /// after `seconds` of backoff (issue 14).
+    /// after `seconds` of backoff.
     pub fn driver_retry_backoff(&self, method: &str, seconds: f64) {
         self.0.driver_calls.retry_backoff(method, seconds);
     }

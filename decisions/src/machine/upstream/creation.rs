@@ -11,7 +11,7 @@
 //! shell logs as upstream logs the error).
 //!
 //! Retry periods: upstream's constant ShortRetry/MediumRetry after a failing driver call are the
-//! machine's backoff of that class here (issue 14, the documented retry-timing deviation in
+//! machine's backoff of that class here (the documented retry-timing deviation in
 //! `docs/upstream-conformance.md`): the rows check that the class maps (`Want::Backoff`) and that
 //! the stored description is upstream's text plus the backoff's `" (attempt N, ...)"` suffix.
 //! Periods upstream returns after success (ShortRetry/LongRetry) and `--resource-exhausted-retry`
