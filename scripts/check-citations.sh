@@ -7,8 +7,8 @@
 #      (mcm-behaviour.md, webhooks-and-conversion, rust-stack.md, user-pain-points,
 #      gardener-deployment.md), a bare section sign followed by a number, a quirk number
 #      (Q<n>) instead of its docs/behaviour.md#q<n> link, or a tracker number (the word "issue"
-#      followed by a number): a
-#      reader of the repository cannot open the tracker, so the text says what it means;
+#      followed by a number): a reader of the repository cannot open the tracker, so the text
+#      says what it means;
 #   2. links to docs/<file>.md#<anchor> (or, inside Markdown, <relative>.md#<anchor> or #<anchor>)
 #      where <file> or <anchor> does not exist. Anchors are explicit <a id="..."> tags and
 #      GitHub's heading slugs.
