@@ -57,7 +57,7 @@ func (d *Driver) Run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(d.config.Tick)
 	defer tick.Stop()
 	for {
 		d.heartbeat(ctx)
