@@ -4,7 +4,7 @@
 #   scripts/upstream-mcm.sh build   go test, then builds into target/go/:
 #     machine-controller-manager   upstream's cmd/machine-controller-manager, unmodified, from the
 #                                  module cache
-#     machine-controller           upstream's machine controller (pkg/util/provider/app) around
+#     machine-controller           upstream's machine controller around
 #                                  the in-memory driver of provider-go/memdriver
 # Without Go it prints a loud SKIPPED banner; under CI=true that skip is a failure.
 set -euo pipefail

@@ -354,7 +354,10 @@ fn schema(msg: &str) -> Option<&'static [(u64, &'static str, F)]> {
         "EventSource" => &[(1, "component", Str), (2, "host", Str)],
         "EventSeries" => &[(1, "count", Int0), (2, "lastObservedTime", MicroTime)],
         // The status (field 3) is left out: an update of a Node keeps the stored status.
-        "Node" => &[(1, "metadata", Msg("ObjectMeta")), (2, "spec", Msg("NodeSpec"))],
+        "Node" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "spec", Msg("NodeSpec")),
+        ],
         "NodeSpec" => &[
             (1, "podCIDR", Str),
             (3, "providerID", Str),
