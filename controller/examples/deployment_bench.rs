@@ -172,7 +172,7 @@ fn is_kubelet(user_agent: &str) -> bool {
 /// or a kube-apiserver of `scripts/control-plane.sh` (its audit log, read from where the last
 /// reset left it).
 enum Cluster {
-    Sandbox(Sandbox),
+    Sandbox(Box<Sandbox>),
     Kube {
         kubeconfig: PathBuf,
         audit_log: PathBuf,
@@ -1323,22 +1323,22 @@ async fn main() {
     let sandbox_idle_rss = rss_kib("self");
     let (control_sb, target_sb) = match arg_str("--api").as_deref() {
         None | Some("sandbox") => (
-            Cluster::Sandbox(
+            Cluster::Sandbox(Box::new(
                 Sandbox::start(SandboxConfig {
                     name: "control".into(),
                     ..SandboxConfig::default()
                 })
                 .await
                 .unwrap(),
-            ),
-            Cluster::Sandbox(
+            )),
+            Cluster::Sandbox(Box::new(
                 Sandbox::start(SandboxConfig {
                     name: "target".into(),
                     ..SandboxConfig::default()
                 })
                 .await
                 .unwrap(),
-            ),
+            )),
         ),
         Some("kube") => {
             let dir = |name: &str| {
