@@ -5,7 +5,8 @@
 # scripts/upstream-mcm.sh), each on fresh clusters, for a number of rounds; then the medians
 # side by side as `ours | upstream | ratio` and the targets met or missed
 # (docs/performance.md#against-upstream). Figures only, no timing asserts: it exits non-zero
-# only when a run failed or a pair broke maxSurge or maxUnavailable.
+# only when a run failed or our pair broke maxSurge or maxUnavailable (upstream's overshoot is
+# a figure of the table).
 #
 #   BENCH_MACHINES=100          N (default 100)
 #   BENCH_ROUNDS=3              rounds; each runs both pairs, ours first (default 3)
@@ -283,7 +284,11 @@ for round in $(seq 1 "$rounds"); do
 		rc=0
 		BENCH_KEEP_LOGS=${BENCH_KEEP_LOGS:-} "$bench" --pair "$pair" --machines "$machines" $args "${extra[@]}" \
 			--summary "$out/$name.json" >"$out/$name.txt" 2> >(tee "$out/$name.progress" >&2) || rc=$?
-		if [ "$rc" != 0 ]; then
+		if [ "$rc" = 2 ] && [ "$pair" = upstream ]; then
+			# Exit 2 is a broken maxSurge or maxUnavailable bound: a figure of upstream's, shown
+			# in the table, not a failure of this benchmark.
+			echo "bench-upstream: upstream broke maxSurge or maxUnavailable in round $round (see the bounds below)" >&2
+		elif [ "$rc" != 0 ]; then
 			echo "bench-upstream: the $pair run of round $round failed (exit $rc); its output is $out/$name.txt" >&2
 			status=1
 		fi
