@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc test-provider-go test-kube control-plane go-check proto-go-check lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench bench-guard clean chart-check helm e2e e2e-kube e2e-kind install
+.PHONY: all build test test-unit test-doc test-provider-go test-kube control-plane go-check proto-go-check lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench bench-guard bench-upstream bench-upstream-short upstream-mcm clean chart-check helm e2e e2e-kube e2e-kind install
 PREFIX ?= $(HOME)/.cargo
 
 
@@ -124,6 +124,18 @@ bench:
 ## bench-guard: the rollout benchmark at N = 1,000 (BENCH_MACHINES to change it); fails when the manager's peak RSS in a phase exceeds its memory budget scaled from 120 MiB at 5,000 (docs/performance.md#memory-budget)
 bench-guard:
 	@BENCH_MACHINES=$${BENCH_MACHINES:-1000} BENCH_ARGS="--steady-secs 0 --restart-window-secs 5 --enforce-budget" scripts/bench.sh
+
+## bench-upstream: the rollout benchmark with our manager and provider-virtual, then with upstream's Go pair (v0.62.1, in-memory driver), each on fresh clusters; medians side by side (BENCH_MACHINES=100, BENCH_ROUNDS=3, BENCH_API=sandbox|kube; docs/performance.md#against-upstream)
+bench-upstream:
+	@scripts/bench-upstream.sh
+
+## bench-upstream-short: one round of bench-upstream at N = 100 on the sandbox, 10 s of steady state and restart window, rollouts time-boxed at 120 s (for CI)
+bench-upstream-short:
+	@BENCH_MACHINES=100 BENCH_ROUNDS=1 BENCH_API=sandbox BENCH_ARGS="--steady-secs 10 --restart-window-secs 10 --roll-limit-secs 120" scripts/bench-upstream.sh
+
+## upstream-mcm: build upstream's machine-controller-manager and its machine-controller with the in-memory driver into target/go/ (bench/upstream pins the version)
+upstream-mcm:
+	@scripts/upstream-mcm.sh build
 
 clean:
 	$(CARGO) clean

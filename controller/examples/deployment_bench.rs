@@ -41,6 +41,24 @@
 //! The manager runs with `--kube-api-qps` 500 (burst 2×) and `--concurrent-syncs` 50 unless told
 //! otherwise: upstream's defaults (20/30 and 10) make any fleet of this size a test of the
 //! client throttle.
+//!
+//! **Against upstream** (`make bench-upstream`, docs/performance.md#against-upstream):
+//! `--pair upstream` runs upstream's Go pair instead of ours, built by
+//! `scripts/upstream-mcm.sh build` into `target/go/` (`--upstream-bin DIR` elsewhere): its
+//! `machine-controller-manager` and its `machine-controller` around the in-memory driver, whose
+//! simulated kubelets run in the machine-controller's process. Same workload, same flags where
+//! both have them; the MachineClasses name provider `Memory` instead of `virtual`. The restart's
+//! "leading" is when the pair's work queues exist (upstream creates its controllers once it
+//! leads), and "reconciled once" is when upstream's workqueue metrics show at least one
+//! processed item per Machine, MachineSet and MachineDeployment
+//! (`mcm_workqueue_work_duration_seconds_count`) and empty queues. `--roll-limit-secs`
+//! time-boxes the rollout: an unfinished one is reported as machines replaced per minute.
+//! `--summary FILE` writes the figures as JSON for `scripts/bench-upstream.sh`.
+//!
+//! `--api kube --control-dir DIR --target-dir DIR` runs against two control planes of
+//! `scripts/control-plane.sh start DIR` (kube-apiserver, etcd, kube-controller-manager) instead
+//! of the in-process sandboxes; the requests are then counted from each one's audit log
+//! (`DIR/logs/audit.log`), and the controllers use the admin kubeconfig.
 
 #![allow(
     clippy::unwrap_used,
@@ -65,6 +83,7 @@ use kube::api::{
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineSet};
+use mcm_sandbox::requesters::RequestRecord;
 use mcm_sandbox::{ErrorRule, RequestCounters, Sandbox, SandboxConfig, Verb};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -104,6 +123,194 @@ fn flag(name: &str) -> bool {
     std::env::args().any(|a| a == name)
 }
 
+fn arg_str(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+/// Which controllers run: ours (the manager and provider-virtual) or upstream's Go pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pair {
+    Ours,
+    Upstream,
+}
+
+impl Pair {
+    fn name(self) -> &'static str {
+        match self {
+            Pair::Ours => "ours",
+            Pair::Upstream => "upstream",
+        }
+    }
+
+    /// The MachineClasses' provider.
+    fn provider(self) -> &'static str {
+        match self {
+            Pair::Ours => "virtual",
+            Pair::Upstream => "Memory",
+        }
+    }
+}
+
+/// Whether a request came from the controllers (ours: the manager; upstream: its
+/// machine-controller-manager and machine-controller; client-go and the manager start their
+/// User-Agent with the binary's name), not from a provider's simulated kubelets or the benchmark.
+fn is_controller(user_agent: &str) -> bool {
+    user_agent.starts_with("machine-controller-manager/")
+        || user_agent.starts_with("machine-controller/")
+}
+
+/// Whether a request came from a provider's simulated kubelets.
+fn is_kubelet(user_agent: &str) -> bool {
+    user_agent.starts_with("provider-virtual/") || user_agent.starts_with("mcm-provider-memory")
+}
+
+/// An API server whose requests the benchmark counts: an in-process sandbox (its request log)
+/// or a kube-apiserver of `scripts/control-plane.sh` (its audit log, read from where the last
+/// reset left it).
+enum Cluster {
+    Sandbox(Box<Sandbox>),
+    Kube {
+        kubeconfig: PathBuf,
+        audit_log: PathBuf,
+        offset: Mutex<u64>,
+    },
+}
+
+impl Cluster {
+    fn kube(dir: &Path) -> Self {
+        Cluster::Kube {
+            kubeconfig: dir.join("admin.kubeconfig"),
+            audit_log: dir.join("logs/audit.log"),
+            offset: Mutex::new(0),
+        }
+    }
+
+    fn kubeconfig_path(&self) -> &Path {
+        match self {
+            Cluster::Sandbox(sb) => sb.kubeconfig_path(),
+            Cluster::Kube { kubeconfig, .. } => kubeconfig,
+        }
+    }
+
+    fn sandbox(&self) -> Option<&Sandbox> {
+        match self {
+            Cluster::Sandbox(sb) => Some(sb),
+            Cluster::Kube { .. } => None,
+        }
+    }
+
+    /// Forgets the requests counted so far.
+    fn reset(&self) {
+        match self {
+            Cluster::Sandbox(sb) => {
+                sb.faults().reset_counters();
+                sb.faults().requesters.reset();
+            }
+            Cluster::Kube {
+                audit_log, offset, ..
+            } => {
+                *offset.lock().unwrap() = std::fs::metadata(audit_log).map_or(0, |m| m.len());
+            }
+        }
+    }
+
+    /// The requests since the last reset, by requester and shape.
+    fn records(&self) -> Vec<RequestRecord> {
+        match self {
+            Cluster::Sandbox(sb) => sb.faults().requesters.snapshot(),
+            Cluster::Kube {
+                audit_log, offset, ..
+            } => audit_records(audit_log, *offset.lock().unwrap()),
+        }
+    }
+}
+
+/// The resource requests of a kube-apiserver audit log (JSON lines, Metadata level, the
+/// RequestReceived stage omitted) from byte `from` on: each request once, a watch when its
+/// response started, any other when it completed.
+fn audit_records(path: &Path, from: u64) -> Vec<RequestRecord> {
+    use std::io::{BufRead as _, Seek as _};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    if file.seek(std::io::SeekFrom::Start(from)).is_err() {
+        return Vec::new();
+    }
+    type Key = (String, String, Verb, String, String, String, String);
+    let mut counts: BTreeMap<Key, u64> = BTreeMap::new();
+    for line in std::io::BufReader::new(file).lines() {
+        let Ok(line) = line else { break };
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+        let Ok(verb) = serde_json::from_value::<Verb>(event["verb"].clone()) else {
+            continue;
+        };
+        let stage = event["stage"].as_str().unwrap_or_default();
+        let counted = if verb == Verb::Watch {
+            stage == "ResponseStarted"
+        } else {
+            stage == "ResponseComplete"
+        };
+        let object = &event["objectRef"];
+        if !counted || object.is_null() {
+            continue;
+        }
+        let key = (
+            text(&event["user"]["username"]),
+            text(&event["userAgent"]),
+            verb,
+            text(&object["apiGroup"]),
+            text(&object["resource"]),
+            text(&object["subresource"]),
+            text(&object["namespace"]),
+        );
+        *counts.entry(key).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .map(
+            |((user, user_agent, verb, group, resource, subresource, namespace), count)| {
+                RequestRecord {
+                    user,
+                    user_agent,
+                    verb,
+                    group,
+                    resource,
+                    subresource,
+                    namespace,
+                    count,
+                }
+            },
+        )
+        .collect()
+}
+
+/// Counters by verb and `resource[/subresource]` of the records that `keep` selects.
+fn counters_of(
+    records: &[RequestRecord],
+    keep: impl Fn(&RequestRecord) -> bool,
+) -> RequestCounters {
+    let mut counters = RequestCounters::default();
+    for record in records.iter().filter(|r| keep(r)) {
+        let resource = if record.subresource.is_empty() {
+            record.resource.clone()
+        } else {
+            format!("{}/{}", record.resource, record.subresource)
+        };
+        *counters
+            .counts
+            .entry((record.verb, resource, 0))
+            .or_default() += record.count;
+    }
+    counters
+}
+
 /// VmRSS of a process in KiB (`self` or a pid).
 fn rss_kib(pid: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -141,7 +348,7 @@ async fn client_for(path: &Path) -> Client {
     Client::try_from(config).unwrap()
 }
 
-async fn setup_control(control: &Client) {
+async fn setup_control(control: &Client, provider: &str) {
     let crds: Api<CustomResourceDefinition> = Api::all(control.clone());
     for crd in mcm_api::crd::all().unwrap().into_values() {
         let _ = crds.create(&PostParams::default(), &crd).await;
@@ -172,7 +379,7 @@ async fn setup_control(control: &Client) {
         let class: MachineClass = serde_json::from_value(json!({
             "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
             "metadata": {"name": name, "namespace": NAMESPACE},
-            "provider": "virtual", "providerSpec": {"bootDelay": "0s"},
+            "provider": provider, "providerSpec": {"bootDelay": "0s"},
             "secretRef": {"name": name, "namespace": NAMESPACE},
             "credentialsSecretRef": {"name": name, "namespace": NAMESPACE}
         }))
@@ -195,6 +402,28 @@ fn binary(name: &str) -> PathBuf {
     assert!(
         path.exists(),
         "{} is missing: run `cargo build --release --bin machine-controller-manager --bin provider-virtual` first (make bench does)",
+        path.display()
+    );
+    path
+}
+
+/// A binary of upstream's Go pair: `--upstream-bin DIR`, else `target/go/` beside the profile
+/// directory this example runs from.
+fn upstream_binary(name: &str) -> PathBuf {
+    let dir = arg_str("--upstream-bin").map_or_else(
+        || {
+            let exe = std::env::current_exe().unwrap();
+            exe.ancestors()
+                .nth(3)
+                .expect("the example runs from <target>/<profile>/examples")
+                .join("go")
+        },
+        PathBuf::from,
+    );
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `scripts/upstream-mcm.sh build` first (make bench-upstream does)",
         path.display()
     );
     path
@@ -481,7 +710,13 @@ struct Phase {
     control: RequestCounters,
     target: RequestCounters,
     own_control_reads: u64,
+    /// The controllers' own requests (by User-Agent).
+    controller_control: RequestCounters,
+    controller_target: RequestCounters,
     manager_cpu_seconds: f64,
+    /// The provider's CPU (provider-virtual; none for upstream, whose driver runs inside its
+    /// machine-controller).
+    provider_cpu_seconds: f64,
     manager_peak_rss_kib: u64,
     manager_end_rss_kib: u64,
     /// RSS once the manager has been idle for the settle time after the phase (steady state).
@@ -491,22 +726,36 @@ struct Phase {
     seen: Seen,
     rollout_start: Option<f64>,
     completed: bool,
+    /// The last progress line of `done` (the deployment's counts).
+    progress: String,
 }
 
 struct Bench {
-    control_sb: Sandbox,
-    target_sb: Sandbox,
-    manager_pid: u32,
-    /// provider-virtual: its VMs and their simulated kubelets.
-    provider_pid: u32,
-    /// The manager's `--port` (metrics, health), the same after a restart so its Lease
-    /// identity (`<hostname>_<port>`) is too.
-    admin_port: u16,
+    control_sb: Cluster,
+    target_sb: Cluster,
+    /// The controllers' processes: our manager, or upstream's machine-controller-manager and
+    /// machine-controller. Their CPU and RSS are summed ("manager" in the figures).
+    manager_pids: Vec<u32>,
+    /// provider-virtual: its VMs and their simulated kubelets (none for upstream).
+    provider_pid: Option<u32>,
     observer: Arc<Mutex<Observer>>,
     settle: Duration,
 }
 
 impl Bench {
+    /// The controllers' RSS, summed.
+    fn manager_rss_kib(&self) -> u64 {
+        self.manager_pids
+            .iter()
+            .map(|p| rss_kib(&p.to_string()))
+            .sum()
+    }
+
+    /// The controllers' CPU time, summed.
+    fn manager_cpu_ticks(&self) -> u64 {
+        self.manager_pids.iter().map(|p| cpu_ticks(*p)).sum()
+    }
+
     /// Runs `action`, then polls `done` (one GET per poll, not counted) until it holds, sampling
     /// the manager's RSS and CPU and the sandboxes' and provider-virtual's RSS meanwhile.
     async fn phase<F, Fut>(
@@ -526,23 +775,24 @@ impl Bench {
             .lock()
             .unwrap()
             .start_phase(floor, watch_class);
-        self.control_sb.faults().reset_counters();
-        self.target_sb.faults().reset_counters();
-        let cpu_before = cpu_ticks(self.manager_pid);
-        let pid = self.manager_pid.to_string();
-        let mut manager_peak = rss_kib(&pid);
+        self.control_sb.reset();
+        self.target_sb.reset();
+        let cpu_before = self.manager_cpu_ticks();
+        let provider_cpu_before = self.provider_pid.map_or(0, cpu_ticks);
+        let mut manager_peak = self.manager_rss_kib();
         let mut sandbox_peak = rss_kib("self");
-        let provider = self.provider_pid.to_string();
-        let mut provider_peak = rss_kib(&provider);
+        let provider = self.provider_pid.map(|p| p.to_string());
+        let provider_rss = || provider.as_deref().map_or(0, rss_kib);
+        let mut provider_peak = provider_rss();
         let started = Instant::now();
         action.await;
         let mut polls = 0u64;
         let mut last = String::new();
         let mut last_poll = Instant::now() - Duration::from_secs(1);
         let completed = loop {
-            manager_peak = manager_peak.max(rss_kib(&pid));
+            manager_peak = manager_peak.max(self.manager_rss_kib());
             sandbox_peak = sandbox_peak.max(rss_kib("self"));
-            provider_peak = provider_peak.max(rss_kib(&provider));
+            provider_peak = provider_peak.max(provider_rss());
             if last_poll.elapsed() >= Duration::from_millis(250) {
                 last_poll = Instant::now();
                 let (finished, progress) = done().await;
@@ -565,14 +815,25 @@ impl Bench {
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         let seconds = started.elapsed().as_secs_f64();
-        let manager_end_rss_kib = rss_kib(&pid);
-        let control = self.control_sb.faults().counters();
-        let target = self.target_sb.faults().counters();
+        let manager_end_rss_kib = self.manager_rss_kib();
+        let control_records = self.control_sb.records();
+        let target_records = self.target_sb.records();
+        let control = counters_of(&control_records, |_| true);
+        let target = counters_of(&target_records, |_| true);
+        // Leader election apart (a Lease GET and UPDATE every 2 s, in the steady state's figures).
+        let controller = |r: &RequestRecord| is_controller(&r.user_agent) && r.resource != "leases";
+        let controller_control = counters_of(&control_records, controller);
+        let controller_target = counters_of(&target_records, controller);
         let manager_cpu_seconds =
-            cpu_ticks(self.manager_pid).saturating_sub(cpu_before) as f64 / 100.0;
+            self.manager_cpu_ticks().saturating_sub(cpu_before) as f64 / 100.0;
+        let provider_cpu_seconds = self
+            .provider_pid
+            .map_or(0, cpu_ticks)
+            .saturating_sub(provider_cpu_before) as f64
+            / 100.0;
         // Steady state: what stays once the burst's buffers and freed pages are returned.
         tokio::time::sleep(self.settle).await;
-        let manager_settled_rss_kib = rss_kib(&pid);
+        let manager_settled_rss_kib = self.manager_rss_kib();
         let seen = self.observer.lock().unwrap().seen.clone();
         let rollout_start = seen
             .new_set_at
@@ -583,7 +844,10 @@ impl Bench {
             control,
             target,
             own_control_reads: polls,
+            controller_control,
+            controller_target,
             manager_cpu_seconds,
+            provider_cpu_seconds,
             manager_peak_rss_kib: manager_peak,
             manager_end_rss_kib,
             manager_settled_rss_kib,
@@ -592,6 +856,7 @@ impl Bench {
             seen,
             rollout_start,
             completed,
+            progress: last,
         }
     }
 }
@@ -678,6 +943,32 @@ fn sample(text: &str, metric: &str, label: &str) -> Option<f64> {
         .and_then(|(_, value)| value.trim().parse().ok())
 }
 
+/// Whether upstream's pair leads and has processed every object of these queues once with
+/// nothing queued: its controllers (and their work queues) are created once it leads, and each
+/// processed key is one reconcile (`mcm_workqueue_work_duration_seconds_count`). `texts` are the
+/// machine-controller-manager's and the machine-controller's `/metrics`; the Machine queue is
+/// the machine-controller's, the MachineSet and MachineDeployment queues the other's.
+fn upstream_restart_state(texts: &[Option<String>], queues: &[(&str, usize)]) -> (bool, bool) {
+    let [Some(mcm), Some(mc)] = texts else {
+        return (false, false);
+    };
+    let queue = |text: &str, name: &str| {
+        let label = format!("name=\"{name}\"");
+        (
+            sample(text, "mcm_workqueue_work_duration_seconds_count", &label),
+            sample(text, "mcm_workqueue_depth", &label),
+        )
+    };
+    let leading = queue(mcm, "machinedeployment").1.is_some() && queue(mc, "machine").1.is_some();
+    let reconciled = leading
+        && queues.iter().all(|(name, objects)| {
+            let text = if *name == "machine" { mc } else { mcm };
+            let (done, depth) = queue(text, name);
+            done.unwrap_or(0.0) >= *objects as f64 && depth == Some(0.0)
+        });
+    (leading, reconciled)
+}
+
 /// Whether the manager has reconciled every object of these queues once and has nothing queued:
 /// `(queue, objects)` pairs.
 fn reconciled_once(text: &str, queues: &[(&str, usize)]) -> bool {
@@ -694,13 +985,13 @@ fn reconciled_once(text: &str, queues: &[(&str, usize)]) -> bool {
     })
 }
 
-/// The manager's requests (by its User-Agent) to one sandbox since the last reset, by verb and
-/// resource (`resource/subresource`), Leases apart.
-fn manager_requests(sandbox: &Sandbox) -> (BTreeMap<(String, String), u64>, u64) {
+/// The controllers' requests (by their User-Agent) to one cluster since the last reset, by verb
+/// and resource (`resource/subresource`), Leases apart.
+fn manager_requests(cluster: &Cluster) -> (BTreeMap<(String, String), u64>, u64) {
     let mut rows: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut lease = 0;
-    for record in sandbox.faults().requesters.snapshot() {
-        if !record.user_agent.starts_with("machine-controller-manager/") {
+    for record in cluster.records() {
+        if !is_controller(&record.user_agent) {
             continue;
         }
         if record.resource == "leases" {
@@ -754,15 +1045,14 @@ struct Steady {
 }
 
 fn reset_requesters(bench: &Bench) {
-    bench.control_sb.faults().requesters.reset();
-    bench.target_sb.faults().requesters.reset();
+    bench.control_sb.reset();
+    bench.target_sb.reset();
 }
 
 async fn steady_phase(bench: &Bench, duration: Duration) -> Steady {
     reset_requesters(bench);
-    let pid = bench.manager_pid.to_string();
-    let cpu_before = cpu_ticks(bench.manager_pid);
-    let rss_start_kib = rss_kib(&pid);
+    let cpu_before = bench.manager_cpu_ticks();
+    let rss_start_kib = bench.manager_rss_kib();
     let started = Instant::now();
     let mut reported = 0;
     while started.elapsed() < duration {
@@ -773,7 +1063,7 @@ async fn steady_phase(bench: &Bench, duration: Duration) -> Steady {
             eprintln!(
                 "  [steady state {minutes}/{} min] manager RSS {:.1} MiB",
                 duration.as_secs() / 60,
-                mib(rss_kib(&pid))
+                mib(bench.manager_rss_kib())
             );
         }
     }
@@ -782,11 +1072,9 @@ async fn steady_phase(bench: &Bench, duration: Duration) -> Steady {
     let (target, target_lease) = manager_requests(&bench.target_sb);
     let kubelet_target_requests = bench
         .target_sb
-        .faults()
-        .requesters
-        .snapshot()
+        .records()
         .iter()
-        .filter(|r| r.user_agent.starts_with("provider-virtual/"))
+        .filter(|r| is_kubelet(&r.user_agent))
         .map(|r| r.count)
         .sum();
     Steady {
@@ -796,60 +1084,75 @@ async fn steady_phase(bench: &Bench, duration: Duration) -> Steady {
         target,
         target_lease,
         kubelet_target_requests,
-        cpu_seconds: cpu_ticks(bench.manager_pid).saturating_sub(cpu_before) as f64 / 100.0,
+        cpu_seconds: bench.manager_cpu_ticks().saturating_sub(cpu_before) as f64 / 100.0,
         rss_start_kib,
-        rss_end_kib: rss_kib(&pid),
+        rss_end_kib: bench.manager_rss_kib(),
     }
 }
 
 async fn restart_phase(
     bench: &mut Bench,
-    manager: &mut ChildProcess,
-    start: &dyn Fn() -> ChildProcess,
+    managers: &mut Vec<ChildProcess>,
+    start: &dyn Fn() -> Vec<ChildProcess>,
+    pair: Pair,
+    ports: &[u16],
     queues: &[(&str, usize)],
     window: Duration,
 ) -> Restart {
-    manager.kill_hard();
+    for manager in managers.iter_mut() {
+        manager.kill_hard();
+    }
     reset_requesters(bench);
     let started = Instant::now();
-    *manager = start();
-    bench.manager_pid = manager.pid();
+    *managers = start();
+    bench.manager_pids = managers.iter().map(ChildProcess::pid).collect();
     let (mut leading_after, mut reconciled_after) = (None, None);
-    let pid = bench.manager_pid.to_string();
     let mut rss_peak_kib = 0;
+    let mut last_texts = Vec::new();
     while started.elapsed() < window {
-        rss_peak_kib = rss_peak_kib.max(rss_kib(&pid));
-        if reconciled_after.is_none()
-            && let Some(text) = scrape(bench.admin_port).await
-        {
+        rss_peak_kib = rss_peak_kib.max(bench.manager_rss_kib());
+        if reconciled_after.is_none() {
+            let mut texts = Vec::new();
+            for port in ports {
+                texts.push(scrape(*port).await);
+            }
             let elapsed = started.elapsed().as_secs_f64();
-            if leading_after.is_none()
-                && sample(&text, "leader_election_master_status", "") == Some(1.0)
-            {
+            let (leading, reconciled) = match pair {
+                Pair::Ours => texts[0].as_deref().map_or((false, false), |text| {
+                    let leading = sample(text, "leader_election_master_status", "") == Some(1.0);
+                    (leading, leading && reconciled_once(text, queues))
+                }),
+                Pair::Upstream => upstream_restart_state(&texts, queues),
+            };
+            if leading_after.is_none() && leading {
                 leading_after = Some(elapsed);
                 eprintln!("  [restart {elapsed:>6.2}s] leading");
             }
-            if leading_after.is_some() && reconciled_once(&text, queues) {
+            if leading_after.is_some() && reconciled {
                 reconciled_after = Some(elapsed);
                 eprintln!("  [restart {elapsed:>6.2}s] every object reconciled once");
             }
+            last_texts = texts;
         }
         let pause = if reconciled_after.is_none() { 20 } else { 50 };
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
-    if reconciled_after.is_none()
-        && let Some(text) = scrape(bench.admin_port).await
-    {
+    if reconciled_after.is_none() {
         for (queue, objects) in queues {
-            eprintln!(
-                "  [restart] {queue}: {objects} objects, {:?} reconciles, depth {:?}",
-                sample(
-                    &text,
-                    "mcm_reconcile_duration_seconds_count",
-                    &format!("controller=\"{queue}\"")
-                ),
-                sample(&text, "mcm_workqueue_depth", &format!("name=\"{queue}\""))
-            );
+            let label = format!("name=\"{queue}\"");
+            for text in last_texts.iter().flatten() {
+                if let Some(depth) = sample(text, "mcm_workqueue_depth", &label) {
+                    eprintln!(
+                        "  [restart] {queue}: {objects} objects, {:?} reconciles ({:?} items processed), depth {depth}",
+                        sample(
+                            text,
+                            "mcm_reconcile_duration_seconds_count",
+                            &format!("controller=\"{queue}\"")
+                        ),
+                        sample(text, "mcm_workqueue_work_duration_seconds_count", &label),
+                    );
+                }
+            }
         }
     }
     let (control, control_lease) = manager_requests(&bench.control_sb);
@@ -862,8 +1165,8 @@ async fn restart_phase(
         control_lease,
         target,
         target_lease,
-        rss_end_kib: rss_kib(&pid),
-        rss_peak_kib: rss_peak_kib.max(rss_kib(&pid)),
+        rss_end_kib: bench.manager_rss_kib(),
+        rss_peak_kib: rss_peak_kib.max(bench.manager_rss_kib()),
     }
 }
 
@@ -933,6 +1236,70 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
+/// A figure of a `replicas=… updated=… available=…` progress line.
+fn progress_count(progress: &str, name: &str) -> Option<i64> {
+    progress
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix(name)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+}
+
+/// New machines of a rollout that are available (old ones are all available while
+/// maxUnavailable is 0): available − (replicas − updated).
+fn replaced(progress: &str) -> i64 {
+    let get = |name| progress_count(progress, name).unwrap_or(0);
+    (get("available") - (get("replicas") - get("updated"))).max(0)
+}
+
+/// `verb resource` → count.
+fn by_verb_resource(counters: &RequestCounters, writes_only: bool) -> serde_json::Value {
+    let mut rows: BTreeMap<String, u64> = BTreeMap::new();
+    for ((verb, resource, _), count) in &counters.counts {
+        if !writes_only || WRITE_VERBS.contains(verb) {
+            *rows
+                .entry(format!("{} {resource}", format!("{verb:?}").to_lowercase()))
+                .or_default() += count;
+        }
+    }
+    json!(rows)
+}
+
+fn phase_json(p: &Phase, n: usize) -> serde_json::Value {
+    let replaced_machines = if p.completed {
+        n as i64
+    } else {
+        replaced(&p.progress)
+    };
+    json!({
+        "seconds": p.seconds,
+        "completed": p.completed,
+        "replaced": replaced_machines,
+        "manager_cpu_seconds": p.manager_cpu_seconds,
+        "provider_cpu_seconds": p.provider_cpu_seconds,
+        "manager_peak_mib": mib(p.manager_peak_rss_kib),
+        "manager_end_mib": mib(p.manager_end_rss_kib),
+        "manager_settled_mib": mib(p.manager_settled_rss_kib),
+        "provider_peak_mib": mib(p.provider_peak_rss_kib),
+        "max_machines": p.seen.max_machines,
+        "min_running": p.seen.min_running,
+        "control_requests": p.controller_control.total(),
+        "control_writes": writes(&p.controller_control),
+        "target_requests": p.controller_target.total(),
+        "target_writes": writes(&p.controller_target),
+        "control_writes_by": by_verb_resource(&p.controller_control, true),
+        "target_writes_by": by_verb_resource(&p.controller_target, true),
+        "control_requests_by": by_verb_resource(&p.controller_control, false),
+    })
+}
+
+fn rows_json(rows: &BTreeMap<(String, String), u64>) -> serde_json::Value {
+    json!(
+        rows.iter()
+            .map(|((verb, resource), count)| (format!("{verb} {resource}"), *count))
+            .collect::<BTreeMap<_, _>>()
+    )
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -946,79 +1313,160 @@ async fn main() {
     let restart_window = Duration::from_secs(arg("--restart-window-secs", 120));
     let work = tempfile::tempdir().unwrap();
 
+    let pair = match arg_str("--pair").as_deref() {
+        None | Some("ours") => Pair::Ours,
+        Some("upstream") => Pair::Upstream,
+        Some(other) => panic!("--pair {other}: ours or upstream"),
+    };
+    let roll_limit = Duration::from_secs(arg("--roll-limit-secs", limit.as_secs()));
+
     let sandbox_idle_rss = rss_kib("self");
-    let control_sb = Sandbox::start(SandboxConfig {
-        name: "control".into(),
-        ..SandboxConfig::default()
-    })
-    .await
-    .unwrap();
-    let target_sb = Sandbox::start(SandboxConfig {
-        name: "target".into(),
-        ..SandboxConfig::default()
-    })
-    .await
-    .unwrap();
+    let (control_sb, target_sb) = match arg_str("--api").as_deref() {
+        None | Some("sandbox") => (
+            Cluster::Sandbox(Box::new(
+                Sandbox::start(SandboxConfig {
+                    name: "control".into(),
+                    ..SandboxConfig::default()
+                })
+                .await
+                .unwrap(),
+            )),
+            Cluster::Sandbox(Box::new(
+                Sandbox::start(SandboxConfig {
+                    name: "target".into(),
+                    ..SandboxConfig::default()
+                })
+                .await
+                .unwrap(),
+            )),
+        ),
+        Some("kube") => {
+            let dir = |name: &str| {
+                PathBuf::from(
+                    arg_str(name).unwrap_or_else(|| panic!("--api kube needs {name} DIR")),
+                )
+            };
+            (
+                Cluster::kube(&dir("--control-dir")),
+                Cluster::kube(&dir("--target-dir")),
+            )
+        }
+        Some(other) => panic!("--api {other}: sandbox or kube"),
+    };
+    let api = if control_sb.sandbox().is_some() {
+        "sandbox"
+    } else {
+        "kube"
+    };
     let control = client_for(control_sb.kubeconfig_path()).await;
-    setup_control(&control).await;
+    setup_control(&control, pair.provider()).await;
 
     let socket = work.path().join("driver.sock");
-    let provider = ChildProcess::spawn(
-        &binary("provider-virtual"),
-        &[
-            format!("--endpoint=unix://{}", socket.display()),
-            format!(
-                "--target-kubeconfig={}",
-                target_sb.kubeconfig_path().display()
-            ),
-            format!("--state-file={}", work.path().join("state.json").display()),
-            format!("--metrics-address=127.0.0.1:{}", free_port()),
-            "--kubelet-tick=200ms".into(),
-        ],
-        &work.path().join("provider.log"),
-        None,
-    );
-    let admin_port = free_port();
-    let manager_args: Vec<String> = vec![
-        format!(
-            "--control-kubeconfig={}",
-            control_sb.kubeconfig_path().display()
-        ),
-        format!(
-            "--target-kubeconfig={}",
-            target_sb.kubeconfig_path().display()
-        ),
-        format!("--driver-endpoint=unix://{}", socket.display()),
+    let control_kubeconfig = control_sb.kubeconfig_path().display().to_string();
+    let target_kubeconfig = target_sb.kubeconfig_path().display().to_string();
+    let provider = (pair == Pair::Ours).then(|| {
+        ChildProcess::spawn(
+            &binary("provider-virtual"),
+            &[
+                format!("--endpoint=unix://{}", socket.display()),
+                format!("--target-kubeconfig={target_kubeconfig}"),
+                format!("--state-file={}", work.path().join("state.json").display()),
+                format!("--metrics-address=127.0.0.1:{}", free_port()),
+                "--kubelet-tick=200ms".into(),
+            ],
+            &work.path().join("provider.log"),
+            None,
+        )
+    });
+    // The flags both pairs have, with the same values.
+    let common: Vec<String> = vec![
+        format!("--control-kubeconfig={control_kubeconfig}"),
+        format!("--target-kubeconfig={target_kubeconfig}"),
         format!("--namespace={NAMESPACE}"),
         // As deployed: the restart phase measures how soon a restarted manager leads again.
         "--leader-elect=true".into(),
-        format!("--leader-elect-resource-namespace={NAMESPACE}"),
+        "--leader-elect-lease-duration=15s".into(),
+        "--leader-elect-renew-deadline=10s".into(),
+        "--leader-elect-retry-period=2s".into(),
         format!("--kube-api-qps={qps}"),
         format!("--kube-api-burst={}", qps * 2),
         format!("--concurrent-syncs={syncs}"),
         "--address=127.0.0.1".into(),
-        format!("--port={admin_port}"),
-        // Machine-level series on the same port: 10259 may be taken on a shared machine.
-        "--machine-metrics-port=0".into(),
     ];
-    let manager_log = work.path().join("manager.log");
+    // The machine controller's timeouts (upstream's defaults), and the MachineSet side's.
+    let machine_flags = [
+        "--machine-creation-timeout=20m",
+        "--machine-health-timeout=10m",
+        "--machine-drain-timeout=2h",
+    ]
+    .map(str::to_owned);
+    let set_flags = ["--machine-safety-overshooting-period=1m".to_owned()];
+    let ports: Vec<u16> = match pair {
+        Pair::Ours => vec![free_port()],
+        Pair::Upstream => vec![free_port(), free_port()],
+    };
+    let commands: Vec<(PathBuf, Vec<String>, PathBuf)> = match pair {
+        Pair::Ours => {
+            let mut args = common.clone();
+            args.extend(machine_flags.iter().cloned());
+            args.extend(set_flags.iter().cloned());
+            args.extend([
+                format!("--driver-endpoint=unix://{}", socket.display()),
+                format!("--leader-elect-resource-namespace={NAMESPACE}"),
+                format!("--port={}", ports[0]),
+                // Machine-level series on the same port: 10259 may be taken on a shared machine.
+                "--machine-metrics-port=0".into(),
+            ]);
+            vec![(
+                binary("machine-controller-manager"),
+                args,
+                work.path().join("manager.log"),
+            )]
+        }
+        Pair::Upstream => {
+            let mut mcm = common.clone();
+            mcm.extend(set_flags.iter().cloned());
+            mcm.push(format!("--port={}", ports[0]));
+            let mut mc = common.clone();
+            mc.extend(machine_flags.iter().cloned());
+            mc.extend([
+                format!("--port={}", ports[1]),
+                // The in-memory driver's kubelets as provider-virtual's in this benchmark:
+                // 200 ms tick, Lease every 10 s, status every 5 min, no client throttle to speak of.
+                "--memory-kubelet-tick=200ms".into(),
+                "--memory-lease-interval=10s".into(),
+                "--memory-status-interval=5m".into(),
+                "--memory-kube-api-qps=100000".into(),
+                "--memory-kube-api-burst=100000".into(),
+            ]);
+            vec![
+                (
+                    upstream_binary("machine-controller-manager"),
+                    mcm,
+                    work.path().join("manager.log"),
+                ),
+                (
+                    upstream_binary("machine-controller"),
+                    mc,
+                    work.path().join("machine-controller.log"),
+                ),
+            ]
+        }
+    };
     let wrapper = std::env::var("BENCH_MANAGER_WRAPPER").ok();
     let start_manager = || {
-        ChildProcess::spawn(
-            &binary("machine-controller-manager"),
-            &manager_args,
-            &manager_log,
-            wrapper.as_deref(),
-        )
+        commands
+            .iter()
+            .map(|(program, args, log)| ChildProcess::spawn(program, args, log, wrapper.as_deref()))
+            .collect::<Vec<_>>()
     };
     let mut manager = start_manager();
     let target = client_for(target_sb.kubeconfig_path()).await;
     let mut bench = Bench {
         control_sb,
         target_sb,
-        manager_pid: manager.pid(),
-        provider_pid: provider.pid(),
-        admin_port,
+        manager_pids: manager.iter().map(ChildProcess::pid).collect(),
+        provider_pid: provider.as_ref().map(ChildProcess::pid),
         observer: Arc::new(Mutex::new(Observer::default())),
         settle,
     };
@@ -1061,7 +1509,7 @@ async fn main() {
             },
         )
         .await;
-    let manager_idle_rss = rss_kib(&bench.manager_pid.to_string());
+    let manager_idle_rss = bench.manager_rss_kib();
     if !settle.completed {
         eprintln!(
             "the manager did not start; its log is {}",
@@ -1070,8 +1518,8 @@ async fn main() {
         std::mem::forget(work);
         std::process::exit(1);
     }
-    if faults {
-        let f = bench.control_sb.faults();
+    if let (true, Some(sandbox)) = (faults, bench.control_sb.sandbox()) {
+        let f = sandbox.faults();
         f.set_watch_delay(Duration::from_millis(300));
         for (verb, resource) in [
             (Verb::Update, "machinesets"),
@@ -1166,6 +1614,8 @@ async fn main() {
         &mut bench,
         &mut manager,
         &start_manager,
+        pair,
+        &ports,
         &queues,
         restart_window,
     )
@@ -1179,7 +1629,7 @@ async fn main() {
             "roll N → new class",
             nu,
             Some("bench-b"),
-            limit,
+            roll_limit,
             async {
                 deployments
                     .patch(
@@ -1239,7 +1689,12 @@ async fn main() {
     let nf = f64::from(n.max(1));
     let surge = (n + 9) / 10;
     println!(
-        "deployment_bench: N = {n}, maxSurge 10 % ({surge}), maxUnavailable 0, provider-virtual boot delay 0, manager QPS {qps} burst {} concurrent-syncs {syncs}{}",
+        "deployment_bench: {} pair on {api}, N = {n}, maxSurge 10 % ({surge}), maxUnavailable 0, {} boot delay 0, manager QPS {qps} burst {} concurrent-syncs {syncs}{}",
+        pair.name(),
+        match pair {
+            Pair::Ours => "provider-virtual",
+            Pair::Upstream => "in-memory driver",
+        },
         qps * 2,
         if faults {
             ", faults: 300 ms watch delay + 5 % conflicts"
@@ -1425,6 +1880,65 @@ async fn main() {
     let floor_broken = roll
         .as_ref()
         .is_some_and(|roll| roll.seen.min_running.is_some_and(|m| m < nu));
+    if let Some(path) = arg_str("--summary") {
+        let restart_writes_by: BTreeMap<String, u64> = restart
+            .control
+            .iter()
+            .chain(restart.target.iter())
+            .filter(|((v, _), _)| is_write(v))
+            .map(|((v, r), c)| (format!("{v} {r}"), *c))
+            .collect();
+        let summary = json!({
+            "pair": pair.name(),
+            "api": api,
+            "n": n,
+            "surge": surge,
+            "qps": qps,
+            "concurrent_syncs": syncs,
+            "manager_idle_mib": mib(manager_idle_rss),
+            "scale_up": phase_json(&scale_up, nu),
+            "roll": roll.as_ref().map(|r| phase_json(r, nu)),
+            "delete": phase_json(&delete, nu),
+            "steady": steady_state.as_ref().map(|st| {
+                let writes: u64 = st
+                    .control
+                    .iter()
+                    .chain(st.target.iter())
+                    .filter(|((v, _), _)| is_write(v))
+                    .map(|(_, n)| n)
+                    .sum();
+                json!({
+                    "minutes": st.minutes,
+                    "control_per_min": st.control.values().sum::<u64>() as f64 / st.minutes,
+                    "target_per_min": st.target.values().sum::<u64>() as f64 / st.minutes,
+                    "writes": writes,
+                    "lease_per_min": (st.control_lease + st.target_lease) as f64 / st.minutes,
+                    "cpu_per_min": st.cpu_seconds / st.minutes,
+                    "rss_start_mib": mib(st.rss_start_kib),
+                    "rss_end_mib": mib(st.rss_end_kib),
+                    "control": rows_json(&st.control),
+                    "target": rows_json(&st.target),
+                })
+            }),
+            "restart": {
+                "window_secs": restart.window.as_secs(),
+                "leading_after": restart.leading_after,
+                "reconciled_after": restart.reconciled_after,
+                "writes": restart_writes,
+                "writes_by": restart_writes_by,
+                "requests": restart.control.values().chain(restart.target.values()).sum::<u64>(),
+                "rss_peak_mib": mib(restart.rss_peak_kib),
+                "rss_end_mib": mib(restart.rss_end_kib),
+            },
+            "surge_broken": surge_broken,
+            "floor_broken": floor_broken,
+        });
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&summary).unwrap() + "\n",
+        )
+        .unwrap();
+    }
     // The watches stop while the sandboxes still answer: a watch of a stopped sandbox retried
     // without waiting, and the runtime could not shut down under a task that never yielded
     // (the benchmark printed every figure, then hung with one worker at 100 %).

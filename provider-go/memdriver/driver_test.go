@@ -228,3 +228,39 @@ func TestNodesRegisterAndHeartbeat(t *testing.T) {
 		t.Fatalf("a deleted VM's lease was renewed: %v", lease.Spec.RenewTime)
 	}
 }
+
+func TestARestartedDriverTakesBackTheVMsOfItsNodes(t *testing.T) {
+	ctx := context.Background()
+	target := fake.NewClientset()
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	first := New(Config{Target: target, Logger: quiet(), Now: clock})
+	created, err := first.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("m1", ""), MachineClass: class("a", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.heartbeat(ctx)
+	// A node of someone else is left alone.
+	if _, err := target.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Spec: corev1.NodeSpec{ProviderID: "aws:///x"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	restarted := New(Config{Target: target, Logger: quiet(), Now: clock, LeaseInterval: 10 * time.Second})
+	if err := restarted.recoverVMs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vms := restarted.VMs()
+	if len(vms) != 1 || vms[0].MachineName != "m1" || vms[0].ClassName != "a" || vms[0].ProviderID != created.ProviderID || vms[0].NodeName != "m1" {
+		t.Fatalf("recovered VMs = %+v", vms)
+	}
+	status, err := restarted.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: machine("m1", created.ProviderID), MachineClass: class("a", `{}`)})
+	if err != nil || status.ProviderID != created.ProviderID {
+		t.Fatalf("GetMachineStatus after the restart = %+v, %v", status, err)
+	}
+	now = now.Add(10 * time.Second)
+	restarted.heartbeat(ctx)
+	lease, err := target.CoordinationV1().Leases(LeaseNamespace).Get(ctx, "m1", metav1.GetOptions{})
+	if err != nil || !lease.Spec.RenewTime.Time.Equal(now) {
+		t.Fatalf("the recovered node's lease was not renewed: %+v, %v", lease, err)
+	}
+}

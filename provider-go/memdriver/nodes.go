@@ -3,6 +3,7 @@ package memdriver
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,9 +58,17 @@ func (d *Driver) Run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(d.config.Tick)
 	defer tick.Stop()
+	recovered := false
 	for {
+		if !recovered {
+			if err := d.recoverVMs(ctx); err != nil {
+				d.logger.Info("listing the registered nodes failed; retrying next round", "error", err)
+			} else {
+				recovered = true
+			}
+		}
 		d.heartbeat(ctx)
 		select {
 		case <-ctx.Done():
@@ -67,6 +76,59 @@ func (d *Driver) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// recoverVMs takes back the VMs whose Nodes this driver registered before it was restarted, as
+// a cloud's VMs outlive the controller that created them: a restarted machine-controller (and
+// the driver in its process) finds its machines' VMs and their heartbeats go on. A VM whose Node
+// had not registered yet is lost with the process.
+func (d *Driver) recoverVMs(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	nodes, err := d.config.Target.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: ManagedLabel + "=true"})
+	if err != nil {
+		return err
+	}
+	now := d.config.Now()
+	recovered := 0
+	for i := range nodes.Items {
+		node := &nodes.Items[i]
+		class, machine, ok := strings.Cut(strings.TrimPrefix(node.Spec.ProviderID, ProviderIDPrefix), "/")
+		if !strings.HasPrefix(node.Spec.ProviderID, ProviderIDPrefix) || !ok || node.DeletionTimestamp != nil {
+			continue
+		}
+		d.mu.Lock()
+		_, exists := d.vms[machine]
+		if !exists {
+			d.vms[machine] = &VM{
+				MachineName: machine,
+				ClassName:   class,
+				ProviderID:  node.Spec.ProviderID,
+				NodeName:    node.Name,
+				CreatedAt:   node.CreationTimestamp.Time,
+				BootAt:      node.CreationTimestamp.Time,
+			}
+			recovered++
+		}
+		d.mu.Unlock()
+		if exists {
+			continue
+		}
+		readySince := now
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				readySince = c.LastTransitionTime.Time
+			}
+		}
+		// Registered: the next round renews its Lease; its status is posted on the interval.
+		d.nodes.update(node.Name, func(c *nodeClock) {
+			c.registered, c.nodeUID, c.readySince, c.lastStatus = true, node.UID, readySince, now
+		})
+	}
+	if recovered > 0 {
+		d.logger.Info("took back the VMs of registered nodes", "vms", recovered)
+	}
+	return nil
 }
 
 // heartbeat runs one round: each due Node is registered, its Lease renewed and its status

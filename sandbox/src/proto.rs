@@ -2,8 +2,12 @@
 //! clients send as protobuf: what `kubectl create <kind>` sends for every kind the sandbox serves
 //! that has such a subcommand (Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment,
 //! PodDisruptionBudget, Role, RoleBinding, ClusterRole, ClusterRoleBinding), DeleteOptions,
-//! Eviction, Binding, access reviews and TokenRequest. Responses are always JSON, which clients
-//! accept. Pure functions.
+//! Eviction, Binding, access reviews and TokenRequest; and what a client-go controller writes
+//! with its typed clients, which default to protobuf: Leases (leader election), core/v1 Events
+//! (event recorders) and Node updates (metadata and spec; an update of a Node keeps its stored
+//! status, so the status message is not decoded). Upstream's Go machine-controller-manager is
+//! such a client and has no switch to JSON (docs/performance.md#against-upstream). Responses are
+//! always JSON, which clients accept. Pure functions.
 //!
 //! The decoder walks the protobuf wire format guided by a table of message schemas (field number,
 //! JSON name, type) taken from the API's `generated.proto` definitions. The table covers the
@@ -35,6 +39,9 @@ pub const KINDS: &[&str] = &[
     "SelfSubjectAccessReview",
     "SubjectAccessReview",
     "TokenRequest",
+    "Lease",
+    "Event",
+    "Node",
 ];
 
 /// The protobuf envelope prefix.
@@ -55,6 +62,8 @@ enum F {
     RepStr,
     RepMsg(&'static str),
     Time,
+    /// `metav1.MicroTime`: a Time with microseconds in JSON.
+    MicroTime,
     IntOrStr,
 }
 
@@ -67,7 +76,7 @@ fn schema(msg: &str) -> Option<&'static [(u64, &'static str, F)]> {
             (3, "namespace", Str),
             (5, "uid", Str),
             (6, "resourceVersion", Str),
-            (7, "generation", Int),
+            (7, "generation", Int0),
             (8, "creationTimestamp", Time),
             (9, "deletionTimestamp", Time),
             (10, "deletionGracePeriodSeconds", Int),
@@ -312,6 +321,56 @@ fn schema(msg: &str) -> Option<&'static [(u64, &'static str, F)]> {
             (2, "spec", Msg("TokenRequestSpec")),
         ],
         "TokenRequestSpec" => &[(1, "audiences", RepStr), (4, "expirationSeconds", Int)],
+        "Lease" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "spec", Msg("LeaseSpec")),
+        ],
+        "LeaseSpec" => &[
+            (1, "holderIdentity", Str),
+            (2, "leaseDurationSeconds", Int),
+            (3, "acquireTime", MicroTime),
+            (4, "renewTime", MicroTime),
+            (5, "leaseTransitions", Int),
+            (6, "strategy", Str),
+            (7, "preferredHolder", Str),
+        ],
+        "Event" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "involvedObject", Msg("ObjectReference")),
+            (3, "reason", Str),
+            (4, "message", Str),
+            (5, "source", Msg("EventSource")),
+            (6, "firstTimestamp", Time),
+            (7, "lastTimestamp", Time),
+            (8, "count", Int0),
+            (9, "type", Str),
+            (10, "eventTime", MicroTime),
+            (11, "series", Msg("EventSeries")),
+            (12, "action", Str),
+            (13, "related", Msg("ObjectReference")),
+            (14, "reportingComponent", Str),
+            (15, "reportingInstance", Str),
+        ],
+        "EventSource" => &[(1, "component", Str), (2, "host", Str)],
+        "EventSeries" => &[(1, "count", Int0), (2, "lastObservedTime", MicroTime)],
+        // The status (field 3) is left out: an update of a Node keeps the stored status.
+        "Node" => &[
+            (1, "metadata", Msg("ObjectMeta")),
+            (2, "spec", Msg("NodeSpec")),
+        ],
+        "NodeSpec" => &[
+            (1, "podCIDR", Str),
+            (3, "providerID", Str),
+            (4, "unschedulable", Bool0),
+            (5, "taints", RepMsg("Taint")),
+            (7, "podCIDRs", RepStr),
+        ],
+        "Taint" => &[
+            (1, "key", Str),
+            (2, "value", Str),
+            (3, "effect", Str),
+            (4, "timeAdded", Time),
+        ],
         _ => return None,
     })
 }
@@ -460,16 +519,25 @@ fn decode_msg(msg: &str, buf: &[u8]) -> Result<Value, String> {
                     m.insert(key, val);
                 }
             }
-            (F::Time, Wire::Len(b)) => {
-                let mut secs = 0i64;
+            // Go encodes a zero Time as an empty message; JSON has null, i.e. no field.
+            (F::Time | F::MicroTime, Wire::Len(b)) if !b.is_empty() => {
+                let (mut secs, mut nanos) = (0i64, 0i32);
                 for (n, w) in fields(b)? {
-                    if let (1, Wire::Varint(v)) = (n, w) {
-                        secs = v as i64;
+                    match (n, w) {
+                        (1, Wire::Varint(v)) => secs = v as i64,
+                        (2, Wire::Varint(v)) => nanos = v as i32,
+                        _ => {}
                     }
                 }
-                let ts = jiff::Timestamp::from_second(secs).map_err(|e| e.to_string())?;
-                out.insert(name, json!(ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()));
+                let ts = jiff::Timestamp::new(secs, nanos).map_err(|e| e.to_string())?;
+                let format = if matches!(kind, F::MicroTime) {
+                    "%Y-%m-%dT%H:%M:%S%.6fZ"
+                } else {
+                    "%Y-%m-%dT%H:%M:%SZ"
+                };
+                out.insert(name, json!(ts.strftime(format).to_string()));
             }
+            (F::Time | F::MicroTime, Wire::Len(_)) => {}
             _ => return Err(format!("field {num} of {msg} has an unexpected wire type")),
         }
     }
@@ -750,5 +818,50 @@ mod tests {
         assert_eq!(v["spec"]["minAvailable"], json!(1));
         assert_eq!(v["spec"]["maxUnavailable"], json!("50%"));
         assert_eq!(v["spec"]["selector"]["matchLabels"]["app"], json!("web"));
+    }
+
+    fn hex(text: &str) -> Vec<u8> {
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Bodies as client-go v0.34's protobuf serializer writes them (a Go program encoded these
+    /// objects): a leader-election Lease, a recorder's Event and an update of a Node.
+    #[test]
+    fn decodes_what_client_go_controllers_write() {
+        let lease = decode(&hex("6b3873000a1f0a16636f6f7264696e6174696f6e2e6b38732e696f2f763112054c6561736512550a290a126d616368696e652d636f6e74726f6c6c657212001a0764656661756c7422002a0032003800420012280a06686f73742d31100f1a0c08f0caacd80610f8faa68203220c08f0caacd80610f8faa6820328021a002200")).unwrap();
+        assert_eq!(
+            lease,
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                   "metadata": {"name": "machine-controller", "namespace": "default"},
+                   "spec": {"holderIdentity": "host-1", "leaseDurationSeconds": 15,
+                            "acquireTime": "2026-11-28T19:03:12.810139Z",
+                            "renewTime": "2026-11-28T19:03:12.810139Z", "leaseTransitions": 2}})
+        );
+        let event = decode(&hex("6b3873000a0b0a02763112054576656e7412b4010a1e0a076d2d312e31383712001a0764656661756c7422002a00320038004200123b0a074d616368696e65120764656661756c741a036d2d3122002a1c6d616368696e652e736170636c6f75642e696f2f7631616c7068613132003a001a0743726561746564220e637265617465642074686520564d2a160a126d616368696e652d636f6e74726f6c6c65721200320808f0caacd80610003a0808f0caacd806100040014a064e6f726d616c5200620072007a001a002200")).unwrap();
+        // The zero eventTime (an empty message on the wire) is left out, as JSON's null.
+        assert_eq!(
+            event,
+            json!({"apiVersion": "v1", "kind": "Event",
+                   "metadata": {"name": "m-1.187", "namespace": "default"},
+                   "involvedObject": {"kind": "Machine", "namespace": "default", "name": "m-1",
+                                      "apiVersion": "machine.sapcloud.io/v1alpha1"},
+                   "reason": "Created", "message": "created the VM",
+                   "source": {"component": "machine-controller"},
+                   "firstTimestamp": "2026-11-28T19:03:12Z", "lastTimestamp": "2026-11-28T19:03:12Z",
+                   "count": 1, "type": "Normal"})
+        );
+        let node = decode(&hex("6b3873000a0a0a02763112044e6f646512a1010a2a0a036d2d3112001a0022002a0032023432380042005a0b0a046e6f646512036d2d3162060a0161120162122b0a0012001a0f6d656d6f72793a2f2f2f612f6d2d3120012a120a016b1201761a0a4e6f5363686564756c651a461a0022150a0552656164791204547275651a0022002a0032002a0f0a08486f73746e616d6512036d2d3132040a0208003a140a0012001a0022002a0032003a0042004a0052001a002200")).unwrap();
+        // The status is not decoded: an update of a Node keeps the stored one.
+        assert_eq!(
+            node,
+            json!({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": "m-1", "resourceVersion": "42",
+                                "labels": {"node": "m-1"}, "annotations": {"a": "b"}},
+                   "spec": {"providerID": "memory:///a/m-1", "unschedulable": true,
+                            "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}})
+        );
     }
 }
