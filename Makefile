@@ -129,9 +129,9 @@ bench-guard:
 bench-upstream:
 	@scripts/bench-upstream.sh
 
-## bench-upstream-short: one round of bench-upstream at N = 100 on the sandbox, 10 s of steady state and restart window, rollouts time-boxed at 120 s (for CI)
+## bench-upstream-short: one round of bench-upstream at N = 100 on the sandbox, 10 s of steady state and restart window, rollouts time-boxed at 120 s, our manager's memory budget enforced (for CI)
 bench-upstream-short:
-	@BENCH_MACHINES=100 BENCH_ROUNDS=1 BENCH_API=sandbox BENCH_ARGS="--steady-secs 10 --restart-window-secs 10 --roll-limit-secs 120" scripts/bench-upstream.sh
+	@BENCH_MACHINES=100 BENCH_ROUNDS=1 BENCH_API=sandbox BENCH_ARGS="--steady-secs 10 --restart-window-secs 10 --roll-limit-secs 120 --enforce-budget" scripts/bench-upstream.sh
 
 ## upstream-mcm: build upstream's machine-controller-manager and its machine-controller with the in-memory driver into target/go/ (bench/upstream pins the version)
 upstream-mcm:
