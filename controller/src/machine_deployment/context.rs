@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
-use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
+use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
 
 use crate::platform::Platform;
 use crate::platform::informer::Informer;
@@ -18,6 +18,9 @@ pub struct MachineDeploymentContext {
     pub machine_sets: Informer<MachineSet>,
     /// MachineDeployments of the control namespace.
     pub machine_deployments: Informer<MachineDeployment>,
+    /// MachineClasses of the control namespace: a rollout to a class that does not exist takes
+    /// no old machine away (docs/behaviour.md#missing-class).
+    pub machine_classes: Informer<MachineClass>,
     /// Nodes of the target cluster (autoscaler annotations, in-place updates).
     pub nodes: Informer<Node>,
 }

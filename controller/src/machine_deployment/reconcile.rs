@@ -27,7 +27,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use mcm_api::duration::Duration;
 use mcm_api::keys::{label, value};
 use mcm_api::v1alpha1::{
-    Machine, MachineDeployment, MachineDeploymentStrategyType as Strategy, MachineSet,
+    Machine, MachineClass, MachineDeployment, MachineDeploymentStrategyType as Strategy, MachineSet,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -91,6 +91,7 @@ pub fn run(
             .with(&context.machines)
             .with(&context.machine_sets)
             .with(&context.machine_deployments)
+            .with(&context.machine_classes)
             .with(&context.nodes);
         queue
             .run_gated(workers, shutdown.clone(), Some(gate), move |key| {
@@ -112,6 +113,8 @@ enum Routed {
     },
     /// A machine changed.
     Machine(Arc<Machine>),
+    /// A MachineClass of this name appeared or went.
+    Class(String),
 }
 
 /// Routes watch events to deployment keys (docs/behaviour.md#deployment-routing). Handlers run under their informer's lock, so
@@ -136,6 +139,18 @@ fn subscribe(
             }
         });
     let (changes, routed) = mpsc::unbounded_channel();
+    // A class that appears or goes changes what a rollout to it may take away
+    // (docs/behaviour.md#missing-class): its deployments are found by the router.
+    let classes_tx = changes.clone();
+    context
+        .machine_classes
+        .subscribe(move |change: &Change<MachineClass>| {
+            if let Change::Added(class) | Change::Deleted(class) = change
+                && let Some(name) = class.metadata.name.clone()
+            {
+                let _ = classes_tx.send(Routed::Class(name));
+            }
+        });
     let sets_tx = changes.clone();
     context
         .machine_sets
@@ -197,6 +212,16 @@ async fn route(
                     queue.add(name);
                 }
             }
+            Routed::Class(class) => {
+                for md in context
+                    .machine_deployments
+                    .filter(|md| template_class_name(md) == Some(class.as_str()))
+                {
+                    if let Some(name) = md.metadata.name.as_deref() {
+                        queue.add(name);
+                    }
+                }
+            }
             Routed::Machine(machine) => {
                 if let Some(name) = deployment_for_machine(
                     &machine.metadata,
@@ -233,6 +258,18 @@ impl ReconcileError {
             ReconcileError::Read { .. } => false,
         }
     }
+}
+
+/// The MachineClass a deployment's template names (`None` without a name; validation refuses
+/// those before any strategy runs).
+fn template_class_name(md: &MachineDeployment) -> Option<&str> {
+    md.spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.class.as_ref())
+        .and_then(|c| c.name.as_deref())
+        .filter(|name| !name.is_empty())
 }
 
 /// One pass for deployment `name` (docs/behaviour.md#deployment-reconcile).
@@ -286,6 +323,8 @@ async fn reconcile(reconciler: &Reconciler, name: &str) -> Result<Outcome, Recon
         },
         nodes: &nodes,
         now: Timestamp::now(),
+        template_class_missing: template_class_name(&md)
+            .is_some_and(|class| context.machine_classes.get(class).is_none()),
     };
     for ms in &machine_sets {
         if let Some(step) = hash_label_migration::next_step(&md, ms, &machines) {

@@ -426,6 +426,7 @@ fn wire_machine_deployment(wiring: &mut Wiring) -> Result<Runner, BoxError> {
         machines: wiring.machines(),
         machine_sets: wiring.machine_sets(),
         machine_deployments: wiring.machine_deployments(),
+        machine_classes: wiring.machine_classes(),
         nodes: wiring.nodes(),
     };
     Ok(runner(context, crate::machine_deployment::reconcile::run))

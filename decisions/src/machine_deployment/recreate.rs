@@ -9,6 +9,18 @@ impl Work<'_> {
     pub(super) fn recreate(&mut self) {
         self.sync_revision(false);
         self.autoscaler_annotations_for_rollout();
+        // Recreate deletes the old machines before the new set exists; with the new template's
+        // class missing that would leave the deployment with none until the class appears, so
+        // the old machines stay (docs/behaviour.md#missing-class).
+        if self.input.template_class_missing
+            && self
+                .olds()
+                .iter()
+                .any(|&i| spec_replicas(&self.sets[i]) > 0)
+        {
+            self.rollout_status();
+            return;
+        }
         let mut scaled = false;
         for i in self.olds() {
             if spec_replicas(&self.sets[i]) > 0 {

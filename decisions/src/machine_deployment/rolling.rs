@@ -52,7 +52,14 @@ impl Work<'_> {
             return false;
         }
         olds.sort_by(|&a, &b| revision::creation_order(&self.sets[a], &self.sets[b]));
-        let min_available = replicas(&self.md) - self.max_unavailable;
+        // A new template whose class is missing never brings a machine up: no old machine may
+        // go for it (docs/behaviour.md#missing-class), whatever maxUnavailable allows.
+        let max_unavailable = if self.input.template_class_missing {
+            0
+        } else {
+            self.max_unavailable
+        };
+        let min_available = replicas(&self.md) - max_unavailable;
         let new_unavailable = self.new.map_or(0, |n| {
             spec_replicas(&self.sets[n]) - status_of(&self.sets[n]).available_replicas.unwrap_or(0)
         });

@@ -125,6 +125,7 @@ pub(super) fn input<'a>(
         config: DeploymentConfig::default(),
         nodes: &NO_NODES,
         now: t(0),
+        template_class_missing: false,
     }
 }
 

@@ -116,6 +116,11 @@ pub struct DeploymentInput<'a> {
     pub nodes: &'a BTreeMap<String, NodeView>,
     /// Current time.
     pub now: Timestamp,
+    /// The MachineClass the deployment's template names does not exist (the shell's cache). New
+    /// machines of such a class never come up, so the strategies take no old machine away
+    /// while it is missing (docs/behaviour.md#missing-class): a deliberate difference from
+    /// upstream, which removes up to maxUnavailable (all of them under Recreate).
+    pub template_class_missing: bool,
 }
 
 /// What the in-place strategy needs to know about a node.

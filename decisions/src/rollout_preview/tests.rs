@@ -868,12 +868,13 @@ fn a_missing_class_says_what_the_strategy_does_meanwhile() {
     let v = roll_of_fleet(&rolling("md", 6, "1", "1"), 6);
     assert_eq!(
         missing_class_warning(&v, "large"),
-        "machineclass shoot/large does not exist: new machines of machinedeployment shoot/md cannot be created until it does (they stay without a phase, event MachineClassNotFound); meanwhile the rolling update takes up to 1 old machine away (maxUnavailable), capacity that comes back only once the class exists; reverting the template deletes the new machines at once"
+        "machineclass shoot/large does not exist: new machines of machinedeployment shoot/md cannot be created until it does (they stay without a phase, event MachineClassNotFound); no old machine goes meanwhile (the 6 old machines stay until the class exists; only surge machines are created); reverting the template deletes the new machines at once"
     );
     let v = roll_of_fleet(&recreate("md", 3), 3);
-    assert!(missing_class_warning(&v, "large").contains(
-        "Recreate deletes the 3 old machines first: the deployment has none until the class exists;"
-    ));
+    assert!(
+        missing_class_warning(&v, "large")
+            .contains("Recreate keeps the 3 old machines until the class exists;")
+    );
 }
 
 #[test]

@@ -199,35 +199,23 @@ pub fn deployment_warnings(v: &DeploymentVerdict) -> Vec<String> {
 }
 
 /// The warning when the class a deployment's new template names does not exist: the machines
-/// the roll creates stay without a phase (`MachineClassNotFound`, retried) until it does, while
-/// the strategy takes old machines away as it would for any new machine that is not ready.
+/// the roll creates stay without a phase (`MachineClassNotFound`, retried) until it does, and the
+/// strategy takes no old machine away meanwhile (docs/behaviour.md#missing-class).
 #[must_use]
 pub fn missing_class_warning(v: &DeploymentVerdict, class: &str) -> String {
     let md = &v.deployment;
     let namespace = md.split_once('/').map_or("default", |(ns, _)| ns);
     let old_machines = match &v.effect {
         DeploymentEffect::Roll {
-            roll: Roll::Rolling {
-                max_unavailable, ..
-            },
-            machines,
-            ..
-        } if *max_unavailable > 0 && *machines > 0 => format!(
-            "meanwhile the rolling update takes up to {} away (maxUnavailable), capacity that comes back only once the class exists",
-            plural(
-                usize::try_from(*max_unavailable)
-                    .unwrap_or(0)
-                    .min(*machines),
-                "old machine",
-                "old machines"
-            )
-        ),
-        DeploymentEffect::Roll {
             roll: Roll::Recreate,
             machines,
             ..
         } if *machines > 0 => format!(
-            "Recreate deletes the {} first: the deployment has none until the class exists",
+            "Recreate keeps the {} until the class exists",
+            plural(*machines, "old machine", "old machines")
+        ),
+        DeploymentEffect::Roll { machines, .. } if *machines > 0 => format!(
+            "no old machine goes meanwhile (the {} stay until the class exists; only surge machines are created)",
             plural(*machines, "old machine", "old machines")
         ),
         _ => "no old machine goes (the rollout waits)".to_owned(),

@@ -600,13 +600,15 @@ pub async fn undo_resume_missing_class_and_drift_previews_match(
         },
     )?;
 
-    // 3. A class that does not exist: warned; no old machine goes (maxUnavailable 0); the
-    //    revert deletes the machines that could not be created.
-    let ghost = r#"{"spec":{"template":{"spec":{"class":{"name":"pu-ghost"}}}}}"#;
+    // 3. A class that does not exist, with maxUnavailable 1: warned; no old machine goes
+    //    although the strategy would allow one (upstream takes it away,
+    //    docs/behaviour.md#missing-class); the revert deletes the machines that could not be
+    //    created.
+    let ghost = r#"{"spec":{"strategy":{"rollingUpdate":{"maxUnavailable":1}},"template":{"spec":{"class":{"name":"pu-ghost"}}}}}"#;
     let warnings = dry_run(&kubectl, &ns, md, "pu", ghost).await?;
     ensure(
         warnings.contains(&format!("machineclass {ns}/pu-ghost does not exist"))
-            && warnings.contains("no old machine goes (the rollout waits)"),
+            && warnings.contains("no old machine goes meanwhile (the 2 old machines stay"),
         || format!("no missing-class warning in: {warnings}"),
     )?;
     merge_patch(
@@ -644,6 +646,21 @@ pub async fn undo_resume_missing_class_and_drift_previews_match(
         },
     )
     .await?;
+    // The deployment controller has had passes since the ghost machine appeared: a strategy
+    // that would take an old machine away has done so by now.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let current = machines(s, "pu").await?;
+    let old_running = current
+        .iter()
+        .filter(|m| {
+            kept.contains(mcm_e2e::objects::name(m)) && phase(m) == "Running" && !terminating(m)
+        })
+        .count();
+    ensure(old_running == 2, || {
+        format!(
+            "a rollout to a missing class took old machines away: {old_running} of 2 left Running"
+        )
+    })?;
     merge_patch(s, Kind::MachineDeployment, "pu", to_large.clone()).await?;
     eventually(
         "pu: the pu-ghost machines deleted after the revert",

@@ -222,6 +222,7 @@ fn run(
         config: DeploymentConfig::default(),
         nodes,
         now: now(),
+        template_class_missing: false,
     })
 }
 
@@ -1016,6 +1017,7 @@ fn in_place_input(
         config: DeploymentConfig::default(),
         nodes: leak(nodes),
         now: now(),
+        template_class_missing: false,
     }
 }
 

@@ -188,3 +188,74 @@ fn new_set_counts_issued_creations_before_its_status_catches_up() {
     let p = plan(input(&md, &sets, &[])).unwrap();
     assert_eq!(scaled(&p.actions).get(&new_name).copied().unwrap_or(3), 3);
 }
+
+/// Six machines of `small`, rolled to `large` whose MachineClass does not exist; maxSurge 1,
+/// maxUnavailable 1. The surge machine never comes up. Upstream takes one old machine away
+/// (capacity 6 → 5 until the class exists); ours keeps all six (docs/behaviour.md#missing-class).
+#[test]
+fn a_missing_template_class_takes_no_old_machine_away() {
+    let mut md = deployment(Strategy::RollingUpdate, 6, 1, 1);
+    let old = set(&md, "small", 1, 6, 6, 100);
+    md.spec.template = template("large");
+    let mut new = set(&md, "large", 2, 1, 0, 10);
+    new.spec.template = Some(md.spec.template.clone());
+    let sets = vec![old.clone(), new.clone()];
+    let old_name = old.metadata.name.clone().unwrap();
+
+    let upstream = plan(input(&md, &sets, &[])).unwrap();
+    assert_eq!(scaled(&upstream.actions).get(&old_name), Some(&5));
+
+    let missing = plan(DeploymentInput {
+        template_class_missing: true,
+        ..input(&md, &sets, &[])
+    })
+    .unwrap();
+    // (`scaled` also lists sets rewritten for annotations, at their replicas.)
+    assert!(
+        scaled(&missing.actions)
+            .get(&old_name)
+            .is_none_or(|&r| r == 6)
+    );
+    // The surge machine itself is still asked for: it shows the missing class on the Machine
+    // (MachineClassNotFound) and comes up as soon as the class exists.
+    let first = plan(DeploymentInput {
+        template_class_missing: true,
+        ..input(&md, std::slice::from_ref(&old), &[])
+    })
+    .unwrap();
+    let created = first.actions.iter().find_map(|a| match a {
+        DeploymentAction::CreateMachineSet(ms) => Some(ms.spec.replicas),
+        _ => None,
+    });
+    assert_eq!(created, Some(Some(1)));
+    assert!(
+        scaled(&first.actions)
+            .get(&old_name)
+            .is_none_or(|&r| r == 6)
+    );
+}
+
+/// maxSurge 0, maxUnavailable 1: upstream's roll starts by taking an old machine away; with the
+/// class missing nothing moves.
+#[test]
+fn a_missing_template_class_without_surge_leaves_the_fleet_alone() {
+    let mut md = deployment(Strategy::RollingUpdate, 4, 0, 1);
+    let old = set(&md, "small", 1, 4, 4, 100);
+    md.spec.template = template("large");
+    let mut new = set(&md, "large", 2, 0, 0, 10);
+    new.spec.template = Some(md.spec.template.clone());
+    let sets = vec![old.clone(), new];
+    let old_name = old.metadata.name.clone().unwrap();
+    let upstream = plan(input(&md, &sets, &[])).unwrap();
+    assert_eq!(scaled(&upstream.actions).get(&old_name), Some(&3));
+    let missing = plan(DeploymentInput {
+        template_class_missing: true,
+        ..input(&md, &sets, &[])
+    })
+    .unwrap();
+    assert!(
+        scaled(&missing.actions)
+            .get(&old_name)
+            .is_none_or(|&r| r == 4)
+    );
+}

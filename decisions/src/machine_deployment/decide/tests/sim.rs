@@ -105,6 +105,7 @@ impl Fleet {
             config: DeploymentConfig::default(),
             nodes: &nodes,
             now: self.now(),
+            template_class_missing: false,
         };
         let p = plan(input).unwrap();
         for a in &p.actions {
