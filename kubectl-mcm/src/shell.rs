@@ -429,7 +429,9 @@ impl PlanRequest {
         let file = file.map(read).transpose()?;
         let change = plan::parse_change(file.as_deref(), patch).map_err(CliError::Usage)?;
         let durations = match metrics_file {
-            Some(path) => plan::durations_from_metrics(&read(path)?, &path.display().to_string()),
+            Some(path) => {
+                plan::durations_from_metrics(&read(path)?, &path.display().to_string(), &name)
+            }
             None => MeasuredDurations::default(),
         };
         Ok(Self {

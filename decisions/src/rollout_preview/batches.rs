@@ -8,7 +8,7 @@
 
 use jiff::SignedDuration;
 
-use super::types::{MeasuredDurations, Roll};
+use super::types::{Estimate, MeasuredDurations, Roll};
 
 /// Machines changed per batch (at least 1: the fenceposts never resolve to 0 and 0).
 #[must_use]
@@ -34,47 +34,57 @@ pub fn batch_count(machines: usize, per_batch: usize) -> usize {
     machines.div_ceil(per_batch.max(1))
 }
 
-/// An estimate of a roll's duration, with its explanation; `None` without history.
+/// An estimate of a roll's duration, with its explanation; `None` without history. A batch of a
+/// rolling or recreating roll creates machines, waits for them to join, then drains old ones; a
+/// batch in place drains, lets the node agent update (not measured) and waits for the rejoin.
 #[must_use]
-pub fn estimate(
-    roll: &Roll,
-    batches: usize,
-    durations: &MeasuredDurations,
-) -> Option<(SignedDuration, String)> {
+pub fn estimate(roll: &Roll, batches: usize, durations: &MeasuredDurations) -> Option<Estimate> {
     let batches_i32 = i32::try_from(batches).unwrap_or(i32::MAX);
-    match roll {
-        // A batch: new machines are created and join, then old ones are drained.
-        Roll::Rolling { .. } | Roll::Recreate => {
-            let one = durations
-                .creation?
-                .checked_add(durations.join?)?
-                .checked_add(durations.drain?)?;
-            Some((
-                one.checked_mul(batches_i32)?,
-                format!(
-                    "{batches} batch(es) × (creation {} + join {} + drain {}), from {}",
-                    human(durations.creation?),
-                    human(durations.join?),
-                    human(durations.drain?),
-                    durations.source
-                ),
-            ))
+    let in_place = matches!(roll, Roll::InPlace { .. });
+    let one_batch = |creation: SignedDuration, join: SignedDuration, drain: SignedDuration| {
+        if in_place {
+            drain.checked_add(join)
+        } else {
+            creation.checked_add(join)?.checked_add(drain)
         }
-        // A batch: the node is drained, updated by the node agent and rejoins; the agent's own
-        // time is not measured, so only the drain and the rejoin count.
-        Roll::InPlace { .. } => {
-            let one = durations.drain?.checked_add(durations.join?)?;
-            Some((
-                one.checked_mul(batches_i32)?,
-                format!(
-                    "{batches} batch(es) × (drain {} + join {}; the node agent's update time is not measured), from {}",
-                    human(durations.drain?),
-                    human(durations.join?),
-                    durations.source
-                ),
-            ))
+    };
+    let (creation, join, drain) = (durations.creation?, durations.join?, durations.drain?);
+    let typical = one_batch(creation, join, drain)?.checked_mul(batches_i32)?;
+    let slow = durations
+        .slow
+        .and_then(|s| one_batch(s.creation, s.join, s.drain)?.checked_mul(batches_i32))
+        .filter(|slow| *slow > typical);
+    let steps = |c: SignedDuration, j: SignedDuration, d: SignedDuration| {
+        if in_place {
+            format!("drain {} + join {}", human(d), human(j))
+        } else {
+            format!(
+                "creation {} + join {} + drain {}",
+                human(c),
+                human(j),
+                human(d)
+            )
         }
-    }
+    };
+    let agent = if in_place {
+        "; the node agent's update time is not measured"
+    } else {
+        ""
+    };
+    let why = match (slow, durations.slow) {
+        (Some(_), Some(s)) => format!(
+            "{batches} batch(es) × ({}{agent}) at the median, × ({}) at the 90th percentile, from {}",
+            steps(creation, join, drain),
+            steps(s.creation, s.join, s.drain),
+            durations.source
+        ),
+        _ => format!(
+            "{batches} batch(es) × ({}{agent}), from {}",
+            steps(creation, join, drain),
+            durations.source
+        ),
+    };
+    Some(Estimate { typical, slow, why })
 }
 
 /// `1h2m3s`-style text of a duration (whole seconds).

@@ -430,15 +430,17 @@ fn estimate_multiplies_batches_by_measured_durations() {
         creation: Some(SignedDuration::from_secs(60)),
         join: Some(SignedDuration::from_secs(30)),
         drain: Some(SignedDuration::from_secs(30)),
+        slow: None,
         source: "the manager's metrics".into(),
     };
     let roll = Roll::Rolling {
         max_surge: 1,
         max_unavailable: 0,
     };
-    let (total, why) = estimate(&roll, 3, &durations).unwrap();
-    assert_eq!(total, SignedDuration::from_secs(360));
-    assert!(why.ends_with("from the manager's metrics"), "{why}");
+    let e = estimate(&roll, 3, &durations).unwrap();
+    assert_eq!(e.typical, SignedDuration::from_secs(360));
+    assert_eq!(e.slow, None);
+    assert!(e.why.ends_with("from the manager's metrics"), "{}", e.why);
     let partial = MeasuredDurations {
         drain: None,
         ..durations
@@ -446,6 +448,62 @@ fn estimate_multiplies_batches_by_measured_durations() {
     assert_eq!(estimate(&roll, 3, &partial), None);
     assert_eq!(batch_count(0, 5), 0);
     assert_eq!(batch_count(11, 5), 3);
+}
+
+/// With the steps' distributions measured, the estimate is a range from every step at its
+/// median to every step at its 90th percentile, and the report prints both ends.
+#[test]
+fn estimate_is_a_range_when_distributions_are_measured() {
+    let s = SignedDuration::from_secs;
+    let durations = MeasuredDurations {
+        creation: Some(s(4)),
+        join: Some(s(6)),
+        drain: Some(s(2)),
+        slow: Some(SlowDurations {
+            creation: s(6),
+            join: s(9),
+            drain: s(3),
+        }),
+        source: "m.txt".into(),
+    };
+    let one_at_a_time = Roll::Rolling {
+        max_surge: 1,
+        max_unavailable: 0,
+    };
+    let e = estimate(&one_at_a_time, 2, &durations).unwrap();
+    assert_eq!((e.typical, e.slow), (s(24), Some(s(36))));
+    assert_eq!(
+        e.why,
+        "2 batch(es) × (creation 4s + join 6s + drain 2s) at the median, × (creation 6s + join 9s + drain 3s) at the 90th percentile, from m.txt"
+    );
+    let in_place = Roll::InPlace {
+        max_surge: 0,
+        max_unavailable: 1,
+        manual: false,
+    };
+    let e = estimate(&in_place, 2, &durations).unwrap();
+    assert_eq!((e.typical, e.slow), (s(16), Some(s(24))));
+    // Two machines, one at a time (maxSurge 1, maxUnavailable 0): two batches.
+    let v = roll_of_fleet(&rolling("md", 2, "1", "0"), 2);
+    let report = deployment_report(&v, &durations);
+    assert!(
+        report.contains("Estimate: 24s to 36s (2 batch(es)"),
+        "{report}"
+    );
+    // Ends that print alike are one figure.
+    let close = MeasuredDurations {
+        slow: Some(SlowDurations {
+            creation: SignedDuration::from_millis(4_200),
+            join: s(6),
+            drain: s(2),
+        }),
+        ..durations
+    };
+    let report = deployment_report(&v, &close);
+    assert!(
+        report.contains("Estimate: about 24s (2 batch(es)"),
+        "{report}"
+    );
 }
 
 #[test]

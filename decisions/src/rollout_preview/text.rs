@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use super::batches::{estimate, human};
 use super::types::{
-    ClassVerdict, DeploymentEffect, DeploymentVerdict, FieldChange, FieldEffect, MeasuredDurations,
-    Roll, RollbackPlan,
+    ClassVerdict, DeploymentEffect, DeploymentVerdict, Estimate, FieldChange, FieldEffect,
+    MeasuredDurations, Roll, RollbackPlan,
 };
 
 /// Most machine names listed in the deletion order of a report.
@@ -401,8 +401,21 @@ pub fn deployment_report(v: &DeploymentVerdict, durations: &MeasuredDurations) -
             );
         }
         match estimate(roll, *batches, durations) {
-            Some((total, why)) => {
-                let _ = writeln!(out, "Estimate: about {} ({why})", human(total));
+            // A range only where it shows in whole seconds.
+            Some(Estimate {
+                typical,
+                slow: Some(slow),
+                why,
+            }) if human(slow) != human(typical) => {
+                let _ = writeln!(
+                    out,
+                    "Estimate: {} to {} ({why})",
+                    human(typical),
+                    human(slow)
+                );
+            }
+            Some(Estimate { typical, why, .. }) => {
+                let _ = writeln!(out, "Estimate: about {} ({why})", human(typical));
             }
             None => out.push_str("Estimate: no history (the manager has measured no creation, join and drain durations)\n"),
         }

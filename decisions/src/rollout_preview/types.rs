@@ -38,7 +38,9 @@ impl HotPaths {
     }
 }
 
-/// Durations the manager measured recently, used for the estimate.
+/// Durations the manager measured recently, used for the estimate: a typical figure per step
+/// (the median of its distribution, or the average of the latest values when only those are
+/// published) and, when a distribution was measured, a slow one (its 90th percentile).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MeasuredDurations {
     /// Creating a machine until its VM exists.
@@ -47,8 +49,32 @@ pub struct MeasuredDurations {
     pub join: Option<SignedDuration>,
     /// Draining a node.
     pub drain: Option<SignedDuration>,
+    /// The slow end of `creation`, `join` and `drain` (90th percentiles), when measured.
+    pub slow: Option<SlowDurations>,
     /// Where the figures come from (printed with the estimate).
     pub source: String,
+}
+
+/// The 90th percentiles of the steps of [`MeasuredDurations`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SlowDurations {
+    /// Creating a machine until its VM exists.
+    pub creation: SignedDuration,
+    /// VM created until the node joined and became ready.
+    pub join: SignedDuration,
+    /// Draining a node.
+    pub drain: SignedDuration,
+}
+
+/// A roll's estimated duration: typical, and slow when the steps' distributions are known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Estimate {
+    /// Every step at its typical duration.
+    pub typical: SignedDuration,
+    /// Every step at its 90th percentile.
+    pub slow: Option<SignedDuration>,
+    /// How the figure was made and where the durations come from.
+    pub why: String,
 }
 
 /// A MachineDeployment update to preview.

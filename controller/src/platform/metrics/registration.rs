@@ -23,6 +23,15 @@ pub(super) fn latency_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 15))
 }
 
+/// 1 s .. 1 h: a machine's creation, join or drain, the figures `kubectl mcm rollout plan` turns
+/// into an estimate range (docs/user-guide.md#know-before-you-roll-preview-a-change).
+pub(super) fn rollout_step_buckets() -> Histogram {
+    Histogram::new([
+        1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 450.0,
+        600.0, 900.0, 1200.0, 1800.0, 3600.0,
+    ])
+}
+
 /// Registers `metric` under `name` and `help` and returns the handle that updates it.
 pub(super) fn register<M>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M
 where

@@ -218,6 +218,9 @@ fn metric_types_are_as_documented() {
         ("mcm_driver_call_duration_seconds", "histogram"),
         ("mcm_workqueue_depth", "gauge"),
         ("mcm_machine_deployment_status_collision_count", "gauge"),
+        ("mcm_rollout_create_seconds", "histogram"),
+        ("mcm_rollout_join_seconds", "histogram"),
+        ("mcm_rollout_drain_seconds", "histogram"),
     ] {
         assert!(
             text.contains(&format!("# TYPE {name} {kind}\n")),
@@ -240,6 +243,23 @@ fn labels_and_values_follow_upstream() {
         .as_deref(),
         Some("61.0"),
         "rounded to seconds"
+    );
+    // The distribution keeps the exact figure, per deployment (the gauge only the latest).
+    assert_eq!(
+        value_of(
+            &text,
+            r#"mcm_rollout_create_seconds_sum{namespace="shoot--a",machine_deployment="worker"}"#
+        )
+        .as_deref(),
+        Some("61.4")
+    );
+    assert_eq!(
+        value_of(
+            &text,
+            r#"mcm_rollout_create_seconds_bucket{le="90.0",namespace="shoot--a",machine_deployment="worker"}"#
+        )
+        .as_deref(),
+        Some("1")
     );
     assert_eq!(
         value_of(
