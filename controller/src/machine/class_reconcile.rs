@@ -34,10 +34,10 @@ use crate::platform::informer::Change;
 use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine::class::{ClassStep, plan_class, plan_secret, secret_is_referenced};
 use mcm_decisions::machine::class_validation::{RecordWrite, ValidationAnswer, plan_validation};
-use mcm_decisions::vocabulary::event::EventType;
-use mcm_provider_proto::Code;
 use mcm_decisions::machine::routing::class_key_for_machine;
 use mcm_decisions::vocabulary::Retry;
+use mcm_decisions::vocabulary::event::EventType;
+use mcm_provider_proto::Code;
 
 /// Name of the queue.
 pub const QUEUE: &str = "machineclass";

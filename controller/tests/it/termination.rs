@@ -1227,7 +1227,9 @@ async fn wait_validation(world: &World, class: &str, starts_with: &str) -> Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_class_is_recorded_and_warned_about_before_any_machine() {
     let mut world = World::start().await;
-    world.create_class("bad", json!({"bootDelay": "soon"})).await;
+    world
+        .create_class("bad", json!({"bootDelay": "soon"}))
+        .await;
     world.create_class("good", json!({"bootDelay": "1s"})).await;
     world.start_manager(named(&["machineclass"]), &[]).await;
 
@@ -1274,7 +1276,10 @@ async fn an_invalid_class_is_recorded_and_warned_about_before_any_machine() {
         .await
         .unwrap();
     let record = wait_validation(&world, "bad", "invalid: ").await;
-    assert!(record.contains("providerSpec.tags: must be an object"), "{record}");
+    assert!(
+        record.contains("providerSpec.tags: must be an object"),
+        "{record}"
+    );
 }
 
 // ----- docs/behaviour.md#deletion-flow GetVMStatus stage: node found through GetMachineStatus ------------------------------

@@ -141,6 +141,16 @@ pub fn recorded_invalid(annotations: Option<&BTreeMap<String, String>>) -> Optio
         .strip_prefix(INVALID_PREFIX)
 }
 
+/// The admission warning about a MachineDeployment or MachineSet whose template names a class
+/// recorded invalid (docs/webhook-rules.md#invalid-class-warning).
+#[must_use]
+pub fn invalid_class_warning(namespace: &str, class: &str, errors: &str) -> String {
+    format!(
+        "machineclass {namespace}/{class} was found invalid by the provider driver, so its machines \
+         will fail to be created: {errors}"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
