@@ -33,7 +33,9 @@ use crate::platform::caches::CacheGate;
 use crate::platform::informer::Change;
 use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine::class::{ClassStep, plan_class, plan_secret, secret_is_referenced};
-use mcm_decisions::machine::class_validation::{RecordWrite, ValidationAnswer, plan_validation};
+use mcm_decisions::machine::class_validation::{
+    RecordWrite, ValidationAnswer, plan_validation, serves,
+};
 use mcm_decisions::machine::routing::class_key_for_machine;
 use mcm_decisions::vocabulary::Retry;
 use mcm_decisions::vocabulary::event::EventType;
@@ -256,6 +258,25 @@ fn forget_validation(context: &MachineClassContext, name: &str) {
         .remove(name);
 }
 
+async fn ask_driver(
+    driver: &mcm_provider_proto::DriverClient,
+    class: &MachineClass,
+    secret: &BTreeMap<String, Vec<u8>>,
+    name: &str,
+) -> ValidationAnswer {
+    match driver.validate_machine_class(class, secret).await {
+        Ok(errors) => ValidationAnswer::Checked(errors),
+        Err(error) if error.code == Code::Unimplemented => {
+            tracing::debug!(class = name, "the driver does not validate machine classes");
+            ValidationAnswer::Unimplemented
+        }
+        Err(error) => {
+            tracing::info!(class = name, %error, "ValidateMachineClass failed; retrying later");
+            ValidationAnswer::Failed
+        }
+    }
+}
+
 /// Validates the class through the driver when its inputs changed since the last settled
 /// validation, and executes the decision (annotation write, Warning event). Returns whether the
 /// class counts as validated (false: retry).
@@ -286,16 +307,24 @@ async fn validate_class(
     if remembered == Some(fingerprint) {
         return Ok(true);
     }
-    let answer = match driver.validate_machine_class(class, &secret).await {
-        Ok(errors) => ValidationAnswer::Checked(errors),
-        Err(error) if error.code == Code::Unimplemented => {
-            tracing::debug!(class = name, "the driver does not validate machine classes");
-            ValidationAnswer::Unimplemented
-        }
+    let provider = context
+        .driver_provider
+        .get_or_try_init(|| async {
+            driver
+                .get_capabilities()
+                .await
+                .map(|capabilities| capabilities.provider_name)
+        })
+        .await;
+    let answer = match provider {
         Err(error) => {
-            tracing::info!(class = name, %error, "ValidateMachineClass failed; retrying later");
+            tracing::info!(class = name, %error, "GetCapabilities failed; validating later");
             ValidationAnswer::Failed
         }
+        Ok(provider) if !serves(provider, class.provider.as_deref()) => {
+            ValidationAnswer::OtherProvider
+        }
+        Ok(_) => ask_driver(driver, class, &secret, name).await,
     };
     let recorded = class
         .metadata

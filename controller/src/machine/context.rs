@@ -91,6 +91,8 @@ pub struct MachineClassContext {
     /// What each class was last validated with (class name → fingerprint of its provider,
     /// providerSpec and Secret data), so a resync does not call the driver again.
     pub validated: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+    /// The provider the driver serves (GetCapabilities, asked once).
+    pub driver_provider: tokio::sync::OnceCell<String>,
 }
 
 crate::deref_to_platform!(MachineContext);

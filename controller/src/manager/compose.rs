@@ -409,6 +409,7 @@ fn wire_machine_class(wiring: &mut Wiring) -> Result<Runner, BoxError> {
         driver: wiring.driver.clone(),
         secrets: wiring.secrets.clone(),
         validated: std::sync::Mutex::default(),
+        driver_provider: tokio::sync::OnceCell::new(),
     };
     Ok(runner(context, crate::machine::class_reconcile::run))
 }

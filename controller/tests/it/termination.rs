@@ -1231,6 +1231,17 @@ async fn an_invalid_class_is_recorded_and_warned_about_before_any_machine() {
         .create_class("bad", json!({"bootDelay": "soon"}))
         .await;
     world.create_class("good", json!({"bootDelay": "1s"})).await;
+    // A class of another provider (another manager's) is not judged by this driver.
+    world.create_class("foreign", json!({"region": "x"})).await;
+    world
+        .machine_classes()
+        .patch(
+            "foreign",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"provider": "AWS"})),
+        )
+        .await
+        .unwrap();
     world.start_manager(named(&["machineclass"]), &[]).await;
 
     let record = wait_validation(&world, "bad", "invalid: ").await;
@@ -1252,6 +1263,17 @@ async fn an_invalid_class_is_recorded_and_warned_about_before_any_machine() {
             .iter()
             .all(|event| event.involved_object.name.as_deref() != Some("good")),
         "no warning about a valid class"
+    );
+
+    let foreign = world.machine_classes().get("foreign").await.unwrap();
+    assert!(
+        foreign
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get(annotation::CLASS_VALIDATION)
+            .is_none(),
+        "another provider's class is left alone"
     );
 
     // Fixing the providerSpec is validated again and recorded valid.

@@ -31,6 +31,9 @@ pub enum ValidationAnswer {
     Checked(Vec<ClassFieldError>),
     /// The driver does not implement the method.
     Unimplemented,
+    /// The class names another provider than the driver serves: not asked; its record, if any,
+    /// belongs to the manager of that provider.
+    OtherProvider,
     /// The call failed (driver down, deadline, unreadable Secret...): nothing is known.
     Failed,
 }
@@ -90,6 +93,7 @@ pub fn describe(errors: &[ClassFieldError]) -> String {
 ///   field errors, and the same verdict already recorded (e.g. after a restart) none.
 /// - Unimplemented: nothing is recorded; a record left from a driver that validated is stale and
 ///   is removed.
+/// - OtherProvider: nothing changes (the record is another manager's).
 /// - Failed: nothing changes and the validation is retried.
 #[must_use]
 pub fn plan_validation(answer: &ValidationAnswer, recorded: Option<&str>) -> ValidationStep {
@@ -124,11 +128,27 @@ pub fn plan_validation(answer: &ValidationAnswer, recorded: Option<&str>) -> Val
             event: None,
             settled: true,
         },
+        ValidationAnswer::OtherProvider => ValidationStep {
+            write: RecordWrite::Keep,
+            event: None,
+            settled: true,
+        },
         ValidationAnswer::Failed => ValidationStep {
             write: RecordWrite::Keep,
             event: None,
             settled: false,
         },
+    }
+}
+
+/// Whether the driver serving `driver_provider` is asked about a class of `class_provider`: yes
+/// for its own provider (compared ignoring case) and for a class without one (the driver reports
+/// the missing field), no for another provider's class.
+#[must_use]
+pub fn serves(driver_provider: &str, class_provider: Option<&str>) -> bool {
+    match class_provider.filter(|provider| !provider.is_empty()) {
+        Some(provider) => provider.eq_ignore_ascii_case(driver_provider),
+        None => true,
     }
 }
 
@@ -242,6 +262,31 @@ mod tests {
         let stale = plan_validation(&ValidationAnswer::Unimplemented, Some(VALID));
         assert_eq!(stale.write, RecordWrite::Remove);
         assert_eq!(stale.event, None);
+    }
+
+    #[test]
+    fn a_class_of_another_provider_is_left_alone() {
+        for recorded in [None, Some(VALID), Some("invalid: provider: x")] {
+            assert_eq!(
+                plan_validation(&ValidationAnswer::OtherProvider, recorded),
+                ValidationStep {
+                    write: RecordWrite::Keep,
+                    event: None,
+                    settled: true
+                }
+            );
+        }
+    }
+
+    /// Whether a class is asked about: one whose `provider` names another driver is not (two
+    /// managers of different providers sharing a namespace must not judge each other's classes).
+    #[test]
+    fn serves_compares_provider_names_ignoring_case() {
+        assert!(serves("virtual", Some("virtual")));
+        assert!(serves("Azure", Some("azure")));
+        assert!(serves("virtual", None));
+        assert!(serves("virtual", Some("")));
+        assert!(!serves("virtual", Some("AWS")));
     }
 
     #[test]
