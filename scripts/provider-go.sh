@@ -48,7 +48,7 @@ test)
 		sleep 0.1
 	done
 	step "the conformance kit against the in-memory provider behind the bridge"
-	if ! "$root/target/debug/examples/conformance" "unix://$dir/driver.sock" provider-go/testdata/conformance-fixture.json; then
+	if ! "${CARGO_TARGET_DIR:-$root/target}/debug/examples/conformance" "unix://$dir/driver.sock" provider-go/testdata/conformance-fixture.json; then
 		echo "--- provider log ---" >&2
 		tail -n 40 "$dir/provider.log" >&2
 		exit 1

@@ -156,6 +156,10 @@ pub mod annotation {
     /// Stores fields a served version cannot hold, so conversions are lossless.
     pub const CONVERSION_DATA: &str = "machine.sapcloud.io/conversion-data";
 
+    /// On a MachineClass (ours, not upstream's): the driver's last ValidateMachineClass verdict,
+    /// `valid` or `invalid: <field>: <message>; ...` (docs/upstream-conformance.md#our-own-keys).
+    pub const CLASS_VALIDATION: &str = "machine.sapcloud.io/class-validation";
+
     /// Annotations of a MachineDeployment that are not copied to its MachineSets.
     pub const NOT_COPIED_TO_MACHINE_SET: &[&str] = &[
         LAST_APPLIED_CONFIGURATION,

@@ -4,6 +4,7 @@
 
 pub mod backoff;
 pub mod class;
+pub mod class_validation;
 pub mod creation;
 pub mod deletion;
 pub mod health;

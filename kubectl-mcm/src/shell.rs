@@ -564,15 +564,29 @@ async fn fleet_status(
             None
         }
     };
+    // The classes' validation records; without them the status is shown all the same.
+    let classes = match api::<MachineClass>(ctx, all_namespaces)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => list.items,
+        Err(e) => {
+            eprintln!(
+                "warning: cannot list machine classes, their validation is not shown: {}",
+                CliError::from(e)
+            );
+            Vec::new()
+        }
+    };
     let now = jiff::Timestamp::now();
     let stuck_after = i64::try_from(stuck_after.as_secs()).unwrap_or(i64::MAX);
     let texts: Vec<String> = mds
         .iter()
         .map(|md| {
-            status::render_summary(
-                &status::summarize(md, &sets, &machines, nodes.as_deref(), now, stuck_after),
-                all_namespaces,
-            )
+            let mut summary =
+                status::summarize(md, &sets, &machines, nodes.as_deref(), now, stuck_after);
+            summary.invalid_class = status::invalid_class(md, &classes);
+            status::render_summary(&summary, all_namespaces)
         })
         .collect();
     print!("{}", texts.join("\n"));

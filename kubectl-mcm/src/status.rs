@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Node;
 use mcm_api::keys::{annotation, preserve};
-use mcm_api::v1alpha1::{Machine, MachineDeployment, MachinePhase, MachineSet};
+use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineSet};
+use mcm_decisions::machine::class_validation::recorded_invalid;
 
 use crate::rollout::{Progress, owned_by};
 use crate::table::{age, render};
@@ -73,6 +74,30 @@ pub struct Summary {
     pub preserved: Vec<Preserved>,
     /// Stuck machines.
     pub stuck: Vec<Stuck>,
+    /// The template's class and its field errors, when the MachineClass controller recorded the
+    /// class invalid (docs/operations.md#a-machineclass-marked-invalid).
+    pub invalid_class: Option<(String, String)>,
+}
+
+/// The template class of `md` and its recorded field errors, when `classes` holds it and it is
+/// recorded invalid.
+#[must_use]
+pub fn invalid_class(md: &MachineDeployment, classes: &[MachineClass]) -> Option<(String, String)> {
+    let name = md
+        .spec
+        .template
+        .spec
+        .as_ref()?
+        .class
+        .as_ref()?
+        .name
+        .as_deref()?;
+    let class = classes.iter().find(|class| {
+        class.metadata.name.as_deref() == Some(name)
+            && class.metadata.namespace == md.metadata.namespace
+    })?;
+    recorded_invalid(class.metadata.annotations.as_ref())
+        .map(|errors| (name.to_owned(), errors.to_owned()))
 }
 
 fn seconds_since(then: Option<jiff::Timestamp>, now: jiff::Timestamp) -> i64 {
@@ -402,6 +427,7 @@ pub fn summarize(
         nodes_ready,
         preserved,
         stuck,
+        invalid_class: None,
     }
 }
 
@@ -443,6 +469,9 @@ pub fn render_summary(s: &Summary, show_namespace: bool) -> String {
         .iter()
         .map(|(phase, n)| vec![phase.clone(), n.to_string()])
         .collect();
+    if let Some((class, errors)) = &s.invalid_class {
+        out.push_str(&format!("class {class}: invalid providerSpec: {errors}\n"));
+    }
     out.push_str(&render(&["PHASE", "MACHINES"], &rows));
     if !s.preserved.is_empty() {
         let rows: Vec<Vec<String>> = s
@@ -597,6 +626,51 @@ mod tests {
         assert!(text.contains("Nodes Ready 1/5"), "{text}");
         assert!(text.contains("STUCK MACHINE"), "{text}");
         assert!(text.contains("30m"), "{text}");
+        assert!(!text.contains("invalid providerSpec"), "{text}");
+    }
+
+    #[test]
+    fn a_template_class_recorded_invalid_is_shown() {
+        let class = |name: &str, record: Option<&str>| -> MachineClass {
+            let mut value = json!({
+                "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+                "metadata": {"name": name, "namespace": "shoot"},
+                "providerSpec": {},
+            });
+            if let Some(record) = record {
+                value["metadata"]["annotations"] = json!({annotation::CLASS_VALIDATION: record});
+            }
+            serde_json::from_value(value).unwrap()
+        };
+        let mut md = md();
+        md.spec.template.spec = Some(
+            serde_json::from_value(
+                json!({"class": {"kind": "MachineClass", "name": "virtual-small"}}),
+            )
+            .unwrap(),
+        );
+        let bad = class(
+            "virtual-small",
+            Some("invalid: providerSpec.bootDelay: not a duration: \"soon\""),
+        );
+        assert_eq!(
+            invalid_class(&md, &[class("virtual-small", Some("valid"))]),
+            None
+        );
+        assert_eq!(invalid_class(&md, &[class("virtual-small", None)]), None);
+        assert_eq!(
+            invalid_class(&md, &[class("other", Some("invalid: x: y"))]),
+            None
+        );
+        let mut s = summarize(&md, &[], &[], None, now(), 600);
+        s.invalid_class = invalid_class(&md, &[bad]);
+        let text = render_summary(&s, false);
+        assert!(
+            text.contains(
+                "class virtual-small: invalid providerSpec: providerSpec.bootDelay: not a duration: \"soon\""
+            ),
+            "{text}"
+        );
     }
 
     #[test]

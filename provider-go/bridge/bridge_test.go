@@ -321,6 +321,22 @@ func TestCapabilitiesUpdateMachineAndInitializeMachine(t *testing.T) {
 	}
 }
 
+func TestValidateMachineClassIsUnimplementedAndNotAdvertised(t *testing.T) {
+	ctx := context.Background()
+	client := serve(t, &recordingDriver{}, Options{ProviderName: "Fake"})
+	capabilities, err := client.GetCapabilities(ctx, &driverpb.GetCapabilitiesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasMethod(capabilities, driverpb.Method_METHOD_VALIDATE_MACHINE_CLASS) {
+		t.Fatalf("ValidateMachineClass advertised: %v", capabilities.GetMethods())
+	}
+	_, err = client.ValidateMachineClass(ctx, &driverpb.ValidateMachineClassRequest{MachineClass: []byte(classJSON)})
+	if grpcstatus.Code(err) != grpccodes.Unimplemented || machineCode(t, err) != codes.Unimplemented {
+		t.Fatalf("ValidateMachineClass = %v", err)
+	}
+}
+
 func hasMethod(capabilities *driverpb.GetCapabilitiesResponse, method driverpb.Method) bool {
 	for _, m := range capabilities.GetMethods() {
 		if m == method {

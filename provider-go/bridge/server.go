@@ -194,6 +194,13 @@ func (s *server) UpdateMachine(context.Context, *driverpb.UpdateMachineRequest) 
 	return nil, toGRPC(status.Error(codes.Unimplemented, "UpdateMachine is not part of upstream's driver interface: machines are replaced on a class change"))
 }
 
+// ValidateMachineClass is not part of upstream's interface either: Unimplemented (and not listed
+// in GetCapabilities), so the manager records nothing on the class and a bad providerSpec shows
+// at CreateMachine, as with upstream.
+func (s *server) ValidateMachineClass(context.Context, *driverpb.ValidateMachineClassRequest) (*driverpb.ValidateMachineClassResponse, error) {
+	return nil, toGRPC(status.Error(codes.Unimplemented, "ValidateMachineClass is not part of upstream's driver interface"))
+}
+
 // finish turns a panic of the wrapped driver into an Internal error (one bad request must not
 // take every machine's driver down) and every error into the contract's gRPC status.
 func (s *server) finish(method string, err *error) {

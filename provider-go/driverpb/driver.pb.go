@@ -41,14 +41,15 @@ const (
 type Method int32
 
 const (
-	Method_METHOD_UNSPECIFIED        Method = 0
-	Method_METHOD_CREATE_MACHINE     Method = 1
-	Method_METHOD_INITIALIZE_MACHINE Method = 2
-	Method_METHOD_DELETE_MACHINE     Method = 3
-	Method_METHOD_GET_MACHINE_STATUS Method = 4
-	Method_METHOD_LIST_MACHINES      Method = 5
-	Method_METHOD_GET_VOLUME_IDS     Method = 6
-	Method_METHOD_UPDATE_MACHINE     Method = 7
+	Method_METHOD_UNSPECIFIED            Method = 0
+	Method_METHOD_CREATE_MACHINE         Method = 1
+	Method_METHOD_INITIALIZE_MACHINE     Method = 2
+	Method_METHOD_DELETE_MACHINE         Method = 3
+	Method_METHOD_GET_MACHINE_STATUS     Method = 4
+	Method_METHOD_LIST_MACHINES          Method = 5
+	Method_METHOD_GET_VOLUME_IDS         Method = 6
+	Method_METHOD_UPDATE_MACHINE         Method = 7
+	Method_METHOD_VALIDATE_MACHINE_CLASS Method = 8
 )
 
 // Enum value maps for Method.
@@ -62,16 +63,18 @@ var (
 		5: "METHOD_LIST_MACHINES",
 		6: "METHOD_GET_VOLUME_IDS",
 		7: "METHOD_UPDATE_MACHINE",
+		8: "METHOD_VALIDATE_MACHINE_CLASS",
 	}
 	Method_value = map[string]int32{
-		"METHOD_UNSPECIFIED":        0,
-		"METHOD_CREATE_MACHINE":     1,
-		"METHOD_INITIALIZE_MACHINE": 2,
-		"METHOD_DELETE_MACHINE":     3,
-		"METHOD_GET_MACHINE_STATUS": 4,
-		"METHOD_LIST_MACHINES":      5,
-		"METHOD_GET_VOLUME_IDS":     6,
-		"METHOD_UPDATE_MACHINE":     7,
+		"METHOD_UNSPECIFIED":            0,
+		"METHOD_CREATE_MACHINE":         1,
+		"METHOD_INITIALIZE_MACHINE":     2,
+		"METHOD_DELETE_MACHINE":         3,
+		"METHOD_GET_MACHINE_STATUS":     4,
+		"METHOD_LIST_MACHINES":          5,
+		"METHOD_GET_VOLUME_IDS":         6,
+		"METHOD_UPDATE_MACHINE":         7,
+		"METHOD_VALIDATE_MACHINE_CLASS": 8,
 	}
 )
 
@@ -1114,6 +1117,160 @@ func (x *UpdateMachineResponse) GetUpdatedPaths() []string {
 	return nil
 }
 
+type ValidateMachineClassRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// JSON of the machine.sapcloud.io/v1alpha1 MachineClass.
+	MachineClass []byte `protobuf:"bytes,1,opt,name=machine_class,json=machineClass,proto3" json:"machine_class,omitempty"`
+	// JSON of a v1 Secret: the class secrets merged (user data not substituted).
+	Secret        []byte `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateMachineClassRequest) Reset() {
+	*x = ValidateMachineClassRequest{}
+	mi := &file_mcm_driver_v1_driver_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateMachineClassRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateMachineClassRequest) ProtoMessage() {}
+
+func (x *ValidateMachineClassRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcm_driver_v1_driver_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateMachineClassRequest.ProtoReflect.Descriptor instead.
+func (*ValidateMachineClassRequest) Descriptor() ([]byte, []int) {
+	return file_mcm_driver_v1_driver_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ValidateMachineClassRequest) GetMachineClass() []byte {
+	if x != nil {
+		return x.MachineClass
+	}
+	return nil
+}
+
+func (x *ValidateMachineClassRequest) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+// One invalid field of a MachineClass.
+type FieldError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The field path, e.g. "providerSpec.bootDelay" (dot-separated, from the class's top level).
+	Field string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	// What is wrong with it.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldError) Reset() {
+	*x = FieldError{}
+	mi := &file_mcm_driver_v1_driver_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldError) ProtoMessage() {}
+
+func (x *FieldError) ProtoReflect() protoreflect.Message {
+	mi := &file_mcm_driver_v1_driver_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
+func (*FieldError) Descriptor() ([]byte, []int) {
+	return file_mcm_driver_v1_driver_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *FieldError) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *FieldError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type ValidateMachineClassResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty when the class is valid.
+	Errors        []*FieldError `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateMachineClassResponse) Reset() {
+	*x = ValidateMachineClassResponse{}
+	mi := &file_mcm_driver_v1_driver_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateMachineClassResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateMachineClassResponse) ProtoMessage() {}
+
+func (x *ValidateMachineClassResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcm_driver_v1_driver_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateMachineClassResponse.ProtoReflect.Descriptor instead.
+func (*ValidateMachineClassResponse) Descriptor() ([]byte, []int) {
+	return file_mcm_driver_v1_driver_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ValidateMachineClassResponse) GetErrors() []*FieldError {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
 var File_mcm_driver_v1_driver_proto protoreflect.FileDescriptor
 
 const file_mcm_driver_v1_driver_proto_rawDesc = "" +
@@ -1186,7 +1343,16 @@ const file_mcm_driver_v1_driver_proto_rawDesc = "" +
 	"\x06secret\x18\x04 \x01(\fR\x06secret\x12\x18\n" +
 	"\amachine\x18\x05 \x01(\fR\amachine\"<\n" +
 	"\x15UpdateMachineResponse\x12#\n" +
-	"\rupdated_paths\x18\x01 \x03(\tR\fupdatedPaths*\xe4\x01\n" +
+	"\rupdated_paths\x18\x01 \x03(\tR\fupdatedPaths\"Z\n" +
+	"\x1bValidateMachineClassRequest\x12#\n" +
+	"\rmachine_class\x18\x01 \x01(\fR\fmachineClass\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\fR\x06secret\"<\n" +
+	"\n" +
+	"FieldError\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"Q\n" +
+	"\x1cValidateMachineClassResponse\x121\n" +
+	"\x06errors\x18\x01 \x03(\v2\x19.mcm.driver.v1.FieldErrorR\x06errors*\x87\x02\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15METHOD_CREATE_MACHINE\x10\x01\x12\x1d\n" +
@@ -1195,7 +1361,8 @@ const file_mcm_driver_v1_driver_proto_rawDesc = "" +
 	"\x19METHOD_GET_MACHINE_STATUS\x10\x04\x12\x18\n" +
 	"\x14METHOD_LIST_MACHINES\x10\x05\x12\x19\n" +
 	"\x15METHOD_GET_VOLUME_IDS\x10\x06\x12\x19\n" +
-	"\x15METHOD_UPDATE_MACHINE\x10\a2\xfd\x05\n" +
+	"\x15METHOD_UPDATE_MACHINE\x10\a\x12!\n" +
+	"\x1dMETHOD_VALIDATE_MACHINE_CLASS\x10\b2\xee\x06\n" +
 	"\x06Driver\x12`\n" +
 	"\x0fGetCapabilities\x12%.mcm.driver.v1.GetCapabilitiesRequest\x1a&.mcm.driver.v1.GetCapabilitiesResponse\x12Z\n" +
 	"\rCreateMachine\x12#.mcm.driver.v1.CreateMachineRequest\x1a$.mcm.driver.v1.CreateMachineResponse\x12f\n" +
@@ -1204,7 +1371,8 @@ const file_mcm_driver_v1_driver_proto_rawDesc = "" +
 	"\x10GetMachineStatus\x12&.mcm.driver.v1.GetMachineStatusRequest\x1a'.mcm.driver.v1.GetMachineStatusResponse\x12W\n" +
 	"\fListMachines\x12\".mcm.driver.v1.ListMachinesRequest\x1a#.mcm.driver.v1.ListMachinesResponse\x12W\n" +
 	"\fGetVolumeIDs\x12\".mcm.driver.v1.GetVolumeIDsRequest\x1a#.mcm.driver.v1.GetVolumeIDsResponse\x12Z\n" +
-	"\rUpdateMachine\x12#.mcm.driver.v1.UpdateMachineRequest\x1a$.mcm.driver.v1.UpdateMachineResponseb\x06proto3"
+	"\rUpdateMachine\x12#.mcm.driver.v1.UpdateMachineRequest\x1a$.mcm.driver.v1.UpdateMachineResponse\x12o\n" +
+	"\x14ValidateMachineClass\x12*.mcm.driver.v1.ValidateMachineClassRequest\x1a+.mcm.driver.v1.ValidateMachineClassResponseb\x06proto3"
 
 var (
 	file_mcm_driver_v1_driver_proto_rawDescOnce sync.Once
@@ -1219,56 +1387,62 @@ func file_mcm_driver_v1_driver_proto_rawDescGZIP() []byte {
 }
 
 var file_mcm_driver_v1_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mcm_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_mcm_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_mcm_driver_v1_driver_proto_goTypes = []any{
-	(Method)(0),                       // 0: mcm.driver.v1.Method
-	(*NodeAddress)(nil),               // 1: mcm.driver.v1.NodeAddress
-	(*MachineErrorDetail)(nil),        // 2: mcm.driver.v1.MachineErrorDetail
-	(*GetCapabilitiesRequest)(nil),    // 3: mcm.driver.v1.GetCapabilitiesRequest
-	(*GetCapabilitiesResponse)(nil),   // 4: mcm.driver.v1.GetCapabilitiesResponse
-	(*CreateMachineRequest)(nil),      // 5: mcm.driver.v1.CreateMachineRequest
-	(*CreateMachineResponse)(nil),     // 6: mcm.driver.v1.CreateMachineResponse
-	(*InitializeMachineRequest)(nil),  // 7: mcm.driver.v1.InitializeMachineRequest
-	(*InitializeMachineResponse)(nil), // 8: mcm.driver.v1.InitializeMachineResponse
-	(*DeleteMachineRequest)(nil),      // 9: mcm.driver.v1.DeleteMachineRequest
-	(*DeleteMachineResponse)(nil),     // 10: mcm.driver.v1.DeleteMachineResponse
-	(*GetMachineStatusRequest)(nil),   // 11: mcm.driver.v1.GetMachineStatusRequest
-	(*GetMachineStatusResponse)(nil),  // 12: mcm.driver.v1.GetMachineStatusResponse
-	(*ListMachinesRequest)(nil),       // 13: mcm.driver.v1.ListMachinesRequest
-	(*ListMachinesResponse)(nil),      // 14: mcm.driver.v1.ListMachinesResponse
-	(*GetVolumeIDsRequest)(nil),       // 15: mcm.driver.v1.GetVolumeIDsRequest
-	(*GetVolumeIDsResponse)(nil),      // 16: mcm.driver.v1.GetVolumeIDsResponse
-	(*UpdateMachineRequest)(nil),      // 17: mcm.driver.v1.UpdateMachineRequest
-	(*UpdateMachineResponse)(nil),     // 18: mcm.driver.v1.UpdateMachineResponse
-	nil,                               // 19: mcm.driver.v1.ListMachinesResponse.MachineListEntry
+	(Method)(0),                          // 0: mcm.driver.v1.Method
+	(*NodeAddress)(nil),                  // 1: mcm.driver.v1.NodeAddress
+	(*MachineErrorDetail)(nil),           // 2: mcm.driver.v1.MachineErrorDetail
+	(*GetCapabilitiesRequest)(nil),       // 3: mcm.driver.v1.GetCapabilitiesRequest
+	(*GetCapabilitiesResponse)(nil),      // 4: mcm.driver.v1.GetCapabilitiesResponse
+	(*CreateMachineRequest)(nil),         // 5: mcm.driver.v1.CreateMachineRequest
+	(*CreateMachineResponse)(nil),        // 6: mcm.driver.v1.CreateMachineResponse
+	(*InitializeMachineRequest)(nil),     // 7: mcm.driver.v1.InitializeMachineRequest
+	(*InitializeMachineResponse)(nil),    // 8: mcm.driver.v1.InitializeMachineResponse
+	(*DeleteMachineRequest)(nil),         // 9: mcm.driver.v1.DeleteMachineRequest
+	(*DeleteMachineResponse)(nil),        // 10: mcm.driver.v1.DeleteMachineResponse
+	(*GetMachineStatusRequest)(nil),      // 11: mcm.driver.v1.GetMachineStatusRequest
+	(*GetMachineStatusResponse)(nil),     // 12: mcm.driver.v1.GetMachineStatusResponse
+	(*ListMachinesRequest)(nil),          // 13: mcm.driver.v1.ListMachinesRequest
+	(*ListMachinesResponse)(nil),         // 14: mcm.driver.v1.ListMachinesResponse
+	(*GetVolumeIDsRequest)(nil),          // 15: mcm.driver.v1.GetVolumeIDsRequest
+	(*GetVolumeIDsResponse)(nil),         // 16: mcm.driver.v1.GetVolumeIDsResponse
+	(*UpdateMachineRequest)(nil),         // 17: mcm.driver.v1.UpdateMachineRequest
+	(*UpdateMachineResponse)(nil),        // 18: mcm.driver.v1.UpdateMachineResponse
+	(*ValidateMachineClassRequest)(nil),  // 19: mcm.driver.v1.ValidateMachineClassRequest
+	(*FieldError)(nil),                   // 20: mcm.driver.v1.FieldError
+	(*ValidateMachineClassResponse)(nil), // 21: mcm.driver.v1.ValidateMachineClassResponse
+	nil,                                  // 22: mcm.driver.v1.ListMachinesResponse.MachineListEntry
 }
 var file_mcm_driver_v1_driver_proto_depIdxs = []int32{
 	0,  // 0: mcm.driver.v1.GetCapabilitiesResponse.methods:type_name -> mcm.driver.v1.Method
 	1,  // 1: mcm.driver.v1.CreateMachineResponse.addresses:type_name -> mcm.driver.v1.NodeAddress
 	1,  // 2: mcm.driver.v1.InitializeMachineResponse.addresses:type_name -> mcm.driver.v1.NodeAddress
 	1,  // 3: mcm.driver.v1.GetMachineStatusResponse.addresses:type_name -> mcm.driver.v1.NodeAddress
-	19, // 4: mcm.driver.v1.ListMachinesResponse.machine_list:type_name -> mcm.driver.v1.ListMachinesResponse.MachineListEntry
-	3,  // 5: mcm.driver.v1.Driver.GetCapabilities:input_type -> mcm.driver.v1.GetCapabilitiesRequest
-	5,  // 6: mcm.driver.v1.Driver.CreateMachine:input_type -> mcm.driver.v1.CreateMachineRequest
-	7,  // 7: mcm.driver.v1.Driver.InitializeMachine:input_type -> mcm.driver.v1.InitializeMachineRequest
-	9,  // 8: mcm.driver.v1.Driver.DeleteMachine:input_type -> mcm.driver.v1.DeleteMachineRequest
-	11, // 9: mcm.driver.v1.Driver.GetMachineStatus:input_type -> mcm.driver.v1.GetMachineStatusRequest
-	13, // 10: mcm.driver.v1.Driver.ListMachines:input_type -> mcm.driver.v1.ListMachinesRequest
-	15, // 11: mcm.driver.v1.Driver.GetVolumeIDs:input_type -> mcm.driver.v1.GetVolumeIDsRequest
-	17, // 12: mcm.driver.v1.Driver.UpdateMachine:input_type -> mcm.driver.v1.UpdateMachineRequest
-	4,  // 13: mcm.driver.v1.Driver.GetCapabilities:output_type -> mcm.driver.v1.GetCapabilitiesResponse
-	6,  // 14: mcm.driver.v1.Driver.CreateMachine:output_type -> mcm.driver.v1.CreateMachineResponse
-	8,  // 15: mcm.driver.v1.Driver.InitializeMachine:output_type -> mcm.driver.v1.InitializeMachineResponse
-	10, // 16: mcm.driver.v1.Driver.DeleteMachine:output_type -> mcm.driver.v1.DeleteMachineResponse
-	12, // 17: mcm.driver.v1.Driver.GetMachineStatus:output_type -> mcm.driver.v1.GetMachineStatusResponse
-	14, // 18: mcm.driver.v1.Driver.ListMachines:output_type -> mcm.driver.v1.ListMachinesResponse
-	16, // 19: mcm.driver.v1.Driver.GetVolumeIDs:output_type -> mcm.driver.v1.GetVolumeIDsResponse
-	18, // 20: mcm.driver.v1.Driver.UpdateMachine:output_type -> mcm.driver.v1.UpdateMachineResponse
-	13, // [13:21] is the sub-list for method output_type
-	5,  // [5:13] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	22, // 4: mcm.driver.v1.ListMachinesResponse.machine_list:type_name -> mcm.driver.v1.ListMachinesResponse.MachineListEntry
+	20, // 5: mcm.driver.v1.ValidateMachineClassResponse.errors:type_name -> mcm.driver.v1.FieldError
+	3,  // 6: mcm.driver.v1.Driver.GetCapabilities:input_type -> mcm.driver.v1.GetCapabilitiesRequest
+	5,  // 7: mcm.driver.v1.Driver.CreateMachine:input_type -> mcm.driver.v1.CreateMachineRequest
+	7,  // 8: mcm.driver.v1.Driver.InitializeMachine:input_type -> mcm.driver.v1.InitializeMachineRequest
+	9,  // 9: mcm.driver.v1.Driver.DeleteMachine:input_type -> mcm.driver.v1.DeleteMachineRequest
+	11, // 10: mcm.driver.v1.Driver.GetMachineStatus:input_type -> mcm.driver.v1.GetMachineStatusRequest
+	13, // 11: mcm.driver.v1.Driver.ListMachines:input_type -> mcm.driver.v1.ListMachinesRequest
+	15, // 12: mcm.driver.v1.Driver.GetVolumeIDs:input_type -> mcm.driver.v1.GetVolumeIDsRequest
+	17, // 13: mcm.driver.v1.Driver.UpdateMachine:input_type -> mcm.driver.v1.UpdateMachineRequest
+	19, // 14: mcm.driver.v1.Driver.ValidateMachineClass:input_type -> mcm.driver.v1.ValidateMachineClassRequest
+	4,  // 15: mcm.driver.v1.Driver.GetCapabilities:output_type -> mcm.driver.v1.GetCapabilitiesResponse
+	6,  // 16: mcm.driver.v1.Driver.CreateMachine:output_type -> mcm.driver.v1.CreateMachineResponse
+	8,  // 17: mcm.driver.v1.Driver.InitializeMachine:output_type -> mcm.driver.v1.InitializeMachineResponse
+	10, // 18: mcm.driver.v1.Driver.DeleteMachine:output_type -> mcm.driver.v1.DeleteMachineResponse
+	12, // 19: mcm.driver.v1.Driver.GetMachineStatus:output_type -> mcm.driver.v1.GetMachineStatusResponse
+	14, // 20: mcm.driver.v1.Driver.ListMachines:output_type -> mcm.driver.v1.ListMachinesResponse
+	16, // 21: mcm.driver.v1.Driver.GetVolumeIDs:output_type -> mcm.driver.v1.GetVolumeIDsResponse
+	18, // 22: mcm.driver.v1.Driver.UpdateMachine:output_type -> mcm.driver.v1.UpdateMachineResponse
+	21, // 23: mcm.driver.v1.Driver.ValidateMachineClass:output_type -> mcm.driver.v1.ValidateMachineClassResponse
+	15, // [15:24] is the sub-list for method output_type
+	6,  // [6:15] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_mcm_driver_v1_driver_proto_init() }
@@ -1282,7 +1456,7 @@ func file_mcm_driver_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcm_driver_v1_driver_proto_rawDesc), len(file_mcm_driver_v1_driver_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,14 +35,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Driver_GetCapabilities_FullMethodName   = "/mcm.driver.v1.Driver/GetCapabilities"
-	Driver_CreateMachine_FullMethodName     = "/mcm.driver.v1.Driver/CreateMachine"
-	Driver_InitializeMachine_FullMethodName = "/mcm.driver.v1.Driver/InitializeMachine"
-	Driver_DeleteMachine_FullMethodName     = "/mcm.driver.v1.Driver/DeleteMachine"
-	Driver_GetMachineStatus_FullMethodName  = "/mcm.driver.v1.Driver/GetMachineStatus"
-	Driver_ListMachines_FullMethodName      = "/mcm.driver.v1.Driver/ListMachines"
-	Driver_GetVolumeIDs_FullMethodName      = "/mcm.driver.v1.Driver/GetVolumeIDs"
-	Driver_UpdateMachine_FullMethodName     = "/mcm.driver.v1.Driver/UpdateMachine"
+	Driver_GetCapabilities_FullMethodName      = "/mcm.driver.v1.Driver/GetCapabilities"
+	Driver_CreateMachine_FullMethodName        = "/mcm.driver.v1.Driver/CreateMachine"
+	Driver_InitializeMachine_FullMethodName    = "/mcm.driver.v1.Driver/InitializeMachine"
+	Driver_DeleteMachine_FullMethodName        = "/mcm.driver.v1.Driver/DeleteMachine"
+	Driver_GetMachineStatus_FullMethodName     = "/mcm.driver.v1.Driver/GetMachineStatus"
+	Driver_ListMachines_FullMethodName         = "/mcm.driver.v1.Driver/ListMachines"
+	Driver_GetVolumeIDs_FullMethodName         = "/mcm.driver.v1.Driver/GetVolumeIDs"
+	Driver_UpdateMachine_FullMethodName        = "/mcm.driver.v1.Driver/UpdateMachine"
+	Driver_ValidateMachineClass_FullMethodName = "/mcm.driver.v1.Driver/ValidateMachineClass"
 )
 
 // DriverClient is the client API for Driver service.
@@ -69,6 +70,11 @@ type DriverClient interface {
 	GetVolumeIDs(ctx context.Context, in *GetVolumeIDsRequest, opts ...grpc.CallOption) (*GetVolumeIDsResponse, error)
 	// Applies a changed providerSpec to a running VM; only hot-updatable paths may differ.
 	UpdateMachine(ctx context.Context, in *UpdateMachineRequest, opts ...grpc.CallOption) (*UpdateMachineResponse, error)
+	// Checks a MachineClass (its providerSpec above all) the way CreateMachine would read it,
+	// without creating anything. OK with an empty error list means valid; OK with field errors
+	// means invalid. Optional: a driver without it answers Unimplemented and does not list
+	// METHOD_VALIDATE_MACHINE_CLASS in GetCapabilities.
+	ValidateMachineClass(ctx context.Context, in *ValidateMachineClassRequest, opts ...grpc.CallOption) (*ValidateMachineClassResponse, error)
 }
 
 type driverClient struct {
@@ -159,6 +165,16 @@ func (c *driverClient) UpdateMachine(ctx context.Context, in *UpdateMachineReque
 	return out, nil
 }
 
+func (c *driverClient) ValidateMachineClass(ctx context.Context, in *ValidateMachineClassRequest, opts ...grpc.CallOption) (*ValidateMachineClassResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateMachineClassResponse)
+	err := c.cc.Invoke(ctx, Driver_ValidateMachineClass_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DriverServer is the server API for Driver service.
 // All implementations must embed UnimplementedDriverServer
 // for forward compatibility.
@@ -183,6 +199,11 @@ type DriverServer interface {
 	GetVolumeIDs(context.Context, *GetVolumeIDsRequest) (*GetVolumeIDsResponse, error)
 	// Applies a changed providerSpec to a running VM; only hot-updatable paths may differ.
 	UpdateMachine(context.Context, *UpdateMachineRequest) (*UpdateMachineResponse, error)
+	// Checks a MachineClass (its providerSpec above all) the way CreateMachine would read it,
+	// without creating anything. OK with an empty error list means valid; OK with field errors
+	// means invalid. Optional: a driver without it answers Unimplemented and does not list
+	// METHOD_VALIDATE_MACHINE_CLASS in GetCapabilities.
+	ValidateMachineClass(context.Context, *ValidateMachineClassRequest) (*ValidateMachineClassResponse, error)
 	mustEmbedUnimplementedDriverServer()
 }
 
@@ -216,6 +237,9 @@ func (UnimplementedDriverServer) GetVolumeIDs(context.Context, *GetVolumeIDsRequ
 }
 func (UnimplementedDriverServer) UpdateMachine(context.Context, *UpdateMachineRequest) (*UpdateMachineResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateMachine not implemented")
+}
+func (UnimplementedDriverServer) ValidateMachineClass(context.Context, *ValidateMachineClassRequest) (*ValidateMachineClassResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ValidateMachineClass not implemented")
 }
 func (UnimplementedDriverServer) mustEmbedUnimplementedDriverServer() {}
 func (UnimplementedDriverServer) testEmbeddedByValue()                {}
@@ -382,6 +406,24 @@ func _Driver_UpdateMachine_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Driver_ValidateMachineClass_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidateMachineClassRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).ValidateMachineClass(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_ValidateMachineClass_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).ValidateMachineClass(ctx, req.(*ValidateMachineClassRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Driver_ServiceDesc is the grpc.ServiceDesc for Driver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -420,6 +462,10 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateMachine",
 			Handler:    _Driver_UpdateMachine_Handler,
+		},
+		{
+			MethodName: "ValidateMachineClass",
+			Handler:    _Driver_ValidateMachineClass_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

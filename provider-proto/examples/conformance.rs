@@ -16,7 +16,9 @@
 //!   "slowCreate": {"class": {..}, "deadlineMillis": 300}
 //! }
 //! ```
-//! `invalid`, `hotUpdate` and `slowCreate` are optional. Exit code 1 when a check fails.
+//! `invalid`, `hotUpdate` and `slowCreate` are optional. `invalid` also serves the
+//! ValidateMachineClass check of a driver that advertises it (at least one field error under
+//! `fieldPath`). Exit code 1 when a check fails.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -18,8 +18,8 @@ use crate::error::{MachineError, StatusError};
 use crate::pb::v1;
 use crate::pb::v1::driver_client::DriverClient as GrpcClient;
 use crate::types::{
-    Capabilities, CreateMachineResponse, DeleteMachineResponse, InitializeMachineResponse,
-    MachineList, MachineStatus, SecretData, UpdateMachineResponse,
+    Capabilities, ClassFieldError, ClassFieldErrors, CreateMachineResponse, DeleteMachineResponse,
+    InitializeMachineResponse, MachineList, MachineStatus, SecretData, UpdateMachineResponse,
 };
 use crate::wire::{encode_json, encode_secret};
 
@@ -289,6 +289,36 @@ impl DriverClient {
         .await
         .map(|response| UpdateMachineResponse {
             updated_paths: response.updated_paths,
+        })
+        .map_err(|error| error.error)
+    }
+
+    /// ValidateMachineClass: the invalid fields of `class` (empty when valid). A driver without
+    /// the method answers `Unimplemented`.
+    pub async fn validate_machine_class(
+        &self,
+        class: &MachineClass,
+        secret: &SecretData,
+    ) -> Result<ClassFieldErrors, MachineError> {
+        let message = v1::ValidateMachineClassRequest {
+            machine_class: encode_json(class, "machine class")?,
+            secret: encode_secret(secret)?,
+        };
+        self.call(
+            "ValidateMachineClass",
+            message,
+            |mut client, request| async move { client.validate_machine_class(request).await },
+        )
+        .await
+        .map(|response| {
+            response
+                .errors
+                .into_iter()
+                .map(|error| ClassFieldError {
+                    field: error.field,
+                    message: error.message,
+                })
+                .collect()
         })
         .map_err(|error| error.error)
     }

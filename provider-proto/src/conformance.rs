@@ -16,7 +16,9 @@
 //! returns providerID → machine name for exactly the VMs of the class; InitializeMachine works
 //! after create (or is `Unimplemented`), and an `Uninitialized` status carries the VM's status;
 //! UpdateMachine applies hot-updatable changes and refuses others; an invalid providerSpec or a
-//! wrong `provider` gives `InvalidArgument` naming the field; deadlines are honoured (a call that
+//! wrong `provider` gives `InvalidArgument` naming the field; ValidateMachineClass, when advertised,
+//! accepts the valid class and refuses the invalid one with at least one field error (and, when
+//! not advertised, answers `Unimplemented`); deadlines are honoured (a call that
 //! outlives its deadline fails with `DeadlineExceeded` and leaves no second VM).
 
 use std::fmt;
@@ -297,6 +299,11 @@ pub async fn run(client: &DriverClient, fixture: &Fixture) -> Report {
         &mut report,
         "invalid_provider_spec_is_invalid_argument",
         invalid_spec(&suite).await,
+    );
+    record(
+        &mut report,
+        "validate_machine_class",
+        validate_machine_class(&suite, &capabilities).await,
     );
     record(
         &mut report,
@@ -703,6 +710,65 @@ async fn invalid_spec(suite: &Suite<'_>) -> CaseResult {
             }
         }
     }
+}
+
+async fn validate_machine_class(
+    suite: &Suite<'_>,
+    capabilities: &crate::Capabilities,
+) -> CaseResult {
+    let secret = &suite.fixture.secret;
+    let valid = suite
+        .client
+        .validate_machine_class(&suite.fixture.class, secret)
+        .await;
+    if !capabilities.implements(Method::ValidateMachineClass) {
+        return match valid {
+            Err(error) if error.code == Code::Unimplemented => Ok(Outcome::Passed),
+            Err(error) => Err(format!(
+                "ValidateMachineClass is not advertised, so it must answer Unimplemented: {error}"
+            )),
+            Ok(errors) => Err(format!(
+                "ValidateMachineClass is not advertised but answered {errors:?}; list \
+                 Method::ValidateMachineClass in GetCapabilities"
+            )),
+        };
+    }
+    let errors =
+        valid.map_err(|error| format!("ValidateMachineClass of the valid class: {error}"))?;
+    if !errors.is_empty() {
+        return Err(format!(
+            "ValidateMachineClass refused the valid class: {}",
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    let Some(invalid) = &suite.fixture.invalid else {
+        return Ok(Outcome::Passed);
+    };
+    let errors = suite
+        .client
+        .validate_machine_class(&invalid.class, secret)
+        .await
+        .map_err(|error| format!("ValidateMachineClass of the invalid class: {error}"))?;
+    if errors.is_empty() {
+        return Err(format!(
+            "ValidateMachineClass accepted the invalid class (CreateMachine refuses {})",
+            invalid.field_path
+        ));
+    }
+    if !errors
+        .iter()
+        .any(|error| error.field.starts_with(invalid.field_path.as_str()))
+    {
+        return Err(format!(
+            "ValidateMachineClass does not name {}: {errors:?}",
+            invalid.field_path
+        ));
+    }
+    Ok(Outcome::Passed)
 }
 
 async fn wrong_provider(suite: &Suite<'_>) -> CaseResult {

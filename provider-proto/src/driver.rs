@@ -10,9 +10,10 @@ use std::future::Future;
 
 use crate::error::{MachineError, StatusError};
 use crate::types::{
-    Capabilities, CreateMachineResponse, DeleteMachineResponse, GetVolumeIdsRequest,
-    InitializeMachineResponse, ListMachinesRequest, MachineList, MachineRequest, MachineStatus,
-    UpdateMachineRequest, UpdateMachineResponse,
+    Capabilities, ClassFieldErrors, CreateMachineResponse, DeleteMachineResponse,
+    GetVolumeIdsRequest, InitializeMachineResponse, ListMachinesRequest, MachineList,
+    MachineRequest, MachineStatus, UpdateMachineRequest, UpdateMachineResponse,
+    ValidateMachineClassRequest,
 };
 
 /// A machine driver: creates, initialises, looks up, lists, updates and deletes the VMs of machines.
@@ -70,5 +71,17 @@ pub trait Driver: Send + Sync + 'static {
     ) -> impl Future<Output = Result<UpdateMachineResponse, MachineError>> + Send {
         let _ = request;
         async { Err(MachineError::unimplemented("UpdateMachine")) }
+    }
+
+    /// Checks a MachineClass as CreateMachine would read it, without creating anything: the
+    /// invalid fields (empty when valid). A driver implementing it lists
+    /// `Method::ValidateMachineClass` in its capabilities; it should use the very parser its
+    /// CreateMachine uses, so the two never disagree.
+    fn validate_machine_class(
+        &self,
+        request: ValidateMachineClassRequest,
+    ) -> impl Future<Output = Result<ClassFieldErrors, MachineError>> + Send {
+        let _ = request;
+        async { Err(MachineError::unimplemented("ValidateMachineClass")) }
     }
 }

@@ -47,7 +47,8 @@ pub use server::{BoundServer, ServeError, serve};
 #[cfg(feature = "grpc")]
 pub use types::{Capabilities, Method};
 pub use types::{
-    CreateMachineResponse, DeleteMachineResponse, GetVolumeIdsRequest, InitializeMachineResponse,
-    ListMachinesRequest, MachineList, MachineRequest, MachineStatus, SecretData,
-    UpdateMachineRequest, UpdateMachineResponse,
+    ClassFieldError, ClassFieldErrors, CreateMachineResponse, DeleteMachineResponse,
+    GetVolumeIdsRequest, InitializeMachineResponse, ListMachinesRequest, MachineList,
+    MachineRequest, MachineStatus, SecretData, UpdateMachineRequest, UpdateMachineResponse,
+    ValidateMachineClassRequest,
 };

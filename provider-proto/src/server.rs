@@ -18,7 +18,9 @@ use crate::endpoint::Endpoint;
 use crate::error::MachineError;
 use crate::pb::v1;
 use crate::pb::v1::driver_server::{Driver as GrpcDriver, DriverServer};
-use crate::types::{GetVolumeIdsRequest, ListMachinesRequest, UpdateMachineRequest};
+use crate::types::{
+    GetVolumeIdsRequest, ListMachinesRequest, UpdateMachineRequest, ValidateMachineClassRequest,
+};
 use crate::wire::{decode_json, decode_machine_request, decode_secret, machine_list_to_pb};
 
 /// Failures to bind or serve a driver endpoint.
@@ -300,6 +302,34 @@ impl<D: Driver> GrpcDriver for DriverService<D> {
         match self.driver.update_machine(typed).await {
             Ok(response) => Ok(Response::new(v1::UpdateMachineResponse {
                 updated_paths: response.updated_paths,
+            })),
+            Err(error) => Err(reject(METHOD, &error)),
+        }
+    }
+
+    async fn validate_machine_class(
+        &self,
+        request: Request<v1::ValidateMachineClassRequest>,
+    ) -> Result<Response<v1::ValidateMachineClassResponse>, Status> {
+        const METHOD: &str = "ValidateMachineClass";
+        let request = request.into_inner();
+        let typed = decode_json(&request.machine_class, "machine class")
+            .and_then(|class| {
+                Ok(ValidateMachineClassRequest {
+                    class,
+                    secret: decode_secret(&request.secret)?,
+                })
+            })
+            .map_err(|error| reject(METHOD, &error))?;
+        match self.driver.validate_machine_class(typed).await {
+            Ok(errors) => Ok(Response::new(v1::ValidateMachineClassResponse {
+                errors: errors
+                    .into_iter()
+                    .map(|error| v1::FieldError {
+                        field: error.field,
+                        message: error.message,
+                    })
+                    .collect(),
             })),
             Err(error) => Err(reject(METHOD, &error)),
         }

@@ -60,6 +60,33 @@ pub struct UpdateMachineRequest {
     pub machine: Option<Machine>,
 }
 
+/// Input of ValidateMachineClass.
+#[derive(Debug, Clone)]
+pub struct ValidateMachineClassRequest {
+    /// The class to check.
+    pub class: MachineClass,
+    /// The secret data (class secrets merged, user data not substituted).
+    pub secret: SecretData,
+}
+
+/// One invalid field of a MachineClass, as ValidateMachineClass reports it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClassFieldError {
+    /// The field path from the class's top level, e.g. `providerSpec.bootDelay`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl std::fmt::Display for ClassFieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Output of ValidateMachineClass: the invalid fields, empty when the class is valid.
+pub type ClassFieldErrors = Vec<ClassFieldError>;
+
 /// Output of CreateMachine.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CreateMachineResponse {

@@ -1,7 +1,8 @@
 //! The virtual provider's [`Driver`]: VMs in a [`Fleet`] persisted to the state file.
 //!
 //! Every call checks `MachineClass.provider`; CreateMachine and UpdateMachine validate the
-//! providerSpec and answer `InvalidArgument` naming the field. A call answers only after its change
+//! providerSpec and answer `InvalidArgument` naming the field; ValidateMachineClass reports the same
+//! field errors from the same parser without creating anything. A call answers only after its change
 //! is on disk; concurrent calls share one write (group commit), so creating a thousand VMs does not
 //! write the file a thousand times.
 
@@ -12,9 +13,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use jiff::Timestamp;
 use mcm_api::v1alpha1::{Machine, MachineClass};
 use mcm_provider_proto::{
-    Capabilities, Code, CreateMachineResponse, DeleteMachineResponse, Driver, GetVolumeIdsRequest,
-    InitializeMachineResponse, ListMachinesRequest, MachineError, MachineList, MachineRequest,
-    MachineStatus, Method, StatusError, UpdateMachineRequest, UpdateMachineResponse,
+    Capabilities, ClassFieldError, ClassFieldErrors, Code, CreateMachineResponse,
+    DeleteMachineResponse, Driver, GetVolumeIdsRequest, InitializeMachineResponse,
+    ListMachinesRequest, MachineError, MachineList, MachineRequest, MachineStatus, Method,
+    StatusError, UpdateMachineRequest, UpdateMachineResponse, ValidateMachineClassRequest,
 };
 
 use crate::node::{ConditionOverrides, node_addresses};
@@ -233,6 +235,21 @@ fn validate_spec(class: &MachineClass) -> Result<VirtualSpec, MachineError> {
     })
 }
 
+/// Every field error of a class, from the very checks CreateMachine runs ([`validate_spec`]):
+/// the provider, then the providerSpec.
+fn class_field_errors(class: &MachineClass) -> ClassFieldErrors {
+    let provider = check_provider(class.provider.as_deref()).err();
+    let spec = parse_provider_spec(&class.provider_spec).err();
+    provider
+        .into_iter()
+        .chain(spec.into_iter().flatten())
+        .map(|error| ClassFieldError {
+            field: error.path,
+            message: error.message,
+        })
+        .collect()
+}
+
 fn node_template(class: &MachineClass) -> NodeTemplateInfo {
     class
         .node_template
@@ -317,6 +334,7 @@ impl Driver for VirtualDriver {
                 Method::ListMachines,
                 Method::GetVolumeIds,
                 Method::UpdateMachine,
+                Method::ValidateMachineClass,
             ],
             hot_updatable_paths: HOT_UPDATABLE_PATHS
                 .iter()
@@ -487,5 +505,123 @@ impl Driver for VirtualDriver {
         self.fleet.commit(generation).await.map_err(persist_error)?;
         tracing::info!(provider_id = %vm.provider_id, paths = ?updated_paths, "updated VM in place");
         Ok(UpdateMachineResponse { updated_paths })
+    }
+
+    async fn validate_machine_class(
+        &self,
+        request: ValidateMachineClassRequest,
+    ) -> Result<ClassFieldErrors, MachineError> {
+        Ok(class_field_errors(&request.class))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn class(spec: Value) -> MachineClass {
+        serde_json::from_value(json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1",
+            "kind": "MachineClass",
+            "metadata": {"name": "small", "namespace": "shoot--test"},
+            "provider": PROVIDER_NAME,
+            "providerSpec": spec,
+        }))
+        .unwrap_or_else(|error| panic!("test class: {error}"))
+    }
+
+    async fn validate(class: MachineClass) -> ClassFieldErrors {
+        let driver = VirtualDriver::new(Arc::new(Fleet::in_memory()));
+        driver
+            .validate_machine_class(ValidateMachineClassRequest {
+                class,
+                secret: Default::default(),
+            })
+            .await
+            .unwrap_or_else(|error| panic!("ValidateMachineClass failed: {error}"))
+    }
+
+    fn fields(errors: &ClassFieldErrors) -> Vec<&str> {
+        errors.iter().map(|error| error.field.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_valid_spec_has_no_field_error() {
+        let errors = validate(class(json!({
+            "bootDelay": "5s",
+            "initialization": "silent",
+            "tags": {"team": "a"},
+        })))
+        .await;
+        assert_eq!(errors, Vec::new());
+    }
+
+    #[tokio::test]
+    async fn an_unknown_field_is_named() {
+        let errors = validate(class(json!({"colour": "blue"}))).await;
+        assert_eq!(fields(&errors), vec!["providerSpec.colour"]);
+        assert!(errors[0].message.contains("unknown field"), "{errors:?}");
+    }
+
+    #[tokio::test]
+    async fn a_bad_duration_is_named() {
+        let errors = validate(class(json!({"bootDelay": "soon"}))).await;
+        assert_eq!(fields(&errors), vec!["providerSpec.bootDelay"]);
+        assert!(errors[0].message.contains("not a duration"), "{errors:?}");
+    }
+
+    #[tokio::test]
+    async fn a_bad_enum_value_is_named() {
+        let errors = validate(class(json!({"initialization": "sometimes"}))).await;
+        assert_eq!(fields(&errors), vec!["providerSpec.initialization"]);
+        assert!(
+            errors[0].message.contains("none, reported, silent"),
+            "{errors:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn tags_as_a_list_are_named() {
+        let errors = validate(class(json!({"tags": ["team=a"]}))).await;
+        assert_eq!(fields(&errors), vec!["providerSpec.tags"]);
+        assert!(
+            errors[0].message.contains("must be an object"),
+            "{errors:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_wrong_provider_is_named() {
+        let mut wrong = class(json!({}));
+        wrong.provider = Some("aws".into());
+        let errors = validate(wrong).await;
+        assert_eq!(fields(&errors), vec!["provider"]);
+    }
+
+    /// One parser: whatever ValidateMachineClass refuses, CreateMachine refuses naming the same
+    /// fields, and what it accepts CreateMachine reads.
+    #[tokio::test]
+    async fn validation_agrees_with_creation() {
+        for spec in [
+            json!({}),
+            json!({"bootDelay": "soon"}),
+            json!({"colour": "blue", "tags": ["x"]}),
+            json!({"initialization": "sometimes", "createLatency": 5}),
+            json!({"failures": {"create": {"code": "Nope"}}}),
+            json!({"requiresInitialization": true, "tags": {"a": "b"}}),
+        ] {
+            let class = class(spec.clone());
+            let errors = validate(class.clone()).await;
+            match validate_spec(&class) {
+                Ok(_) => assert!(errors.is_empty(), "{spec}: {errors:?}"),
+                Err(error) => {
+                    assert!(!errors.is_empty(), "{spec}: creation refuses: {error}");
+                    for field in fields(&errors) {
+                        assert!(error.message.contains(field), "{spec}: {field} in {error}");
+                    }
+                }
+            }
+        }
     }
 }

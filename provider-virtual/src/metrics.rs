@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 
 use mcm_provider_proto::{
-    Capabilities, CreateMachineResponse, DeleteMachineResponse, Driver, GetVolumeIdsRequest,
-    InitializeMachineResponse, ListMachinesRequest, MachineError, MachineList, MachineRequest,
-    MachineStatus, StatusError, UpdateMachineRequest, UpdateMachineResponse,
+    Capabilities, ClassFieldErrors, CreateMachineResponse, DeleteMachineResponse, Driver,
+    GetVolumeIdsRequest, InitializeMachineResponse, ListMachinesRequest, MachineError, MachineList,
+    MachineRequest, MachineStatus, StatusError, UpdateMachineRequest, UpdateMachineResponse,
+    ValidateMachineClassRequest,
 };
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -284,6 +285,18 @@ impl<D: Driver> Driver for Metered<D> {
         self.measure(
             "UpdateMachine",
             self.inner.update_machine(request),
+            machine_code,
+        )
+        .await
+    }
+
+    async fn validate_machine_class(
+        &self,
+        request: ValidateMachineClassRequest,
+    ) -> Result<ClassFieldErrors, MachineError> {
+        self.measure(
+            "ValidateMachineClass",
+            self.inner.validate_machine_class(request),
             machine_code,
         )
         .await

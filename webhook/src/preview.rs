@@ -15,6 +15,7 @@ use kube::Api;
 use kube::api::ListParams;
 use mcm_api::{v1alpha1, v1beta1};
 use mcm_conversion::Spoke;
+use mcm_decisions::machine::class_validation::{invalid_class_warning, recorded_invalid};
 use mcm_decisions::rollout_preview::text::{
     class_warnings, could_not_determine, deployment_warnings, missing_class_warning,
 };
@@ -102,6 +103,57 @@ pub fn subject(kind: Kind, body: &[u8]) -> Result<Option<Subject>, String> {
         }),
         Kind::Machine | Kind::MachineSet => None,
     })
+}
+
+/// The class a CREATE or UPDATE of a MachineDeployment or MachineSet names in its template
+/// (namespace, class name); `None` for anything else, a terminating object or one that does not
+/// decode (the rules report why).
+#[must_use]
+pub fn template_class_of(kind: Kind, body: &[u8]) -> Option<(String, String)> {
+    let review = serde_json::from_slice::<Value>(body).ok()?;
+    let request = review.get("request")?;
+    let operation = request.get("operation").and_then(Value::as_str)?;
+    if operation != "CREATE" && operation != "UPDATE" {
+        return None;
+    }
+    let object = request.get("object")?;
+    if object
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
+    {
+        return None;
+    }
+    let version = request
+        .pointer("/kind/version")
+        .and_then(Value::as_str)
+        .unwrap_or("v1alpha1");
+    let (namespace, template) = match kind {
+        Kind::MachineDeployment => {
+            let md =
+                decode::<v1alpha1::MachineDeployment, v1beta1::MachineDeployment>(object, version)
+                    .ok()?;
+            (md.metadata.namespace, Some(md.spec.template))
+        }
+        Kind::MachineSet => {
+            let ms = decode::<v1alpha1::MachineSet, v1beta1::MachineSet>(object, version).ok()?;
+            (ms.metadata.namespace, ms.spec.template)
+        }
+        Kind::Machine | Kind::MachineClass => return None,
+    };
+    let class = template?
+        .spec?
+        .class?
+        .name
+        .filter(|name| !name.is_empty())?;
+    let namespace = namespace
+        .or_else(|| {
+            request
+                .get("namespace")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    Some((namespace, class))
 }
 
 /// Appends `extra` to the warnings of an AdmissionReview answer.
@@ -201,6 +253,33 @@ impl Preview {
         match subject {
             Subject::Deployment { old, new } => self.deployment(&old, &new, now).await,
             Subject::Class { old, new } => self.class(&old, &new, now).await,
+        }
+    }
+
+    /// A warning when a MachineDeployment or MachineSet names a class the MachineClass controller
+    /// recorded invalid (its `machine.sapcloud.io/class-validation` annotation). Never a denial:
+    /// the record may be stale. Nothing when the class cannot be read within the deadline.
+    pub async fn invalid_class_warnings(&self, kind: Kind, body: &[u8]) -> Vec<String> {
+        let Some((namespace, class)) = template_class_of(kind, body) else {
+            return Vec::new();
+        };
+        let Some(client) = self.client.get().cloned() else {
+            return Vec::new();
+        };
+        let classes = Api::<v1alpha1::MachineClass>::namespaced(client, &namespace);
+        match tokio::time::timeout(self.deadline, classes.get_opt(&class)).await {
+            Ok(Ok(Some(found))) => recorded_invalid(found.metadata.annotations.as_ref())
+                .map(|errors| vec![invalid_class_warning(&namespace, &class, errors)])
+                .unwrap_or_default(),
+            Ok(Ok(None)) => Vec::new(),
+            Ok(Err(error)) => {
+                tracing::debug!(%namespace, %class, error = %brief(&error), "class validation record not read");
+                Vec::new()
+            }
+            Err(_) => {
+                tracing::debug!(%namespace, %class, "class validation record not read in time");
+                Vec::new()
+            }
         }
     }
 

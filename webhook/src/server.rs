@@ -251,6 +251,14 @@ async fn admit(
         let lines = state.preview.warnings(kind, &body).await;
         append_warnings(&mut answer.review, lines);
     }
+    // A template naming a class the driver found invalid: a warning, never a denial.
+    if action == Action::Validate
+        && answer.allowed
+        && matches!(kind, Kind::MachineDeployment | Kind::MachineSet)
+    {
+        let lines = state.preview.invalid_class_warnings(kind, &body).await;
+        append_warnings(&mut answer.review, lines);
+    }
     let outcome = if answer.patched {
         "patched"
     } else if answer.allowed {

@@ -9,12 +9,20 @@
 //!   removed when no class references it. Secrets are read and written on demand (GET + Update
 //!   with the read resourceVersion): no Secret cache, so memory does not grow with unrelated
 //!   Secrets.
+//! - When the driver validates classes (ValidateMachineClass), a class whose provider,
+//!   providerSpec or Secret data changed is validated once and the verdict recorded in the
+//!   `machine.sapcloud.io/class-validation` annotation, with a Warning event `MachineClassInvalid`
+//!   when it is newly invalid (docs/operations.md#a-machineclass-marked-invalid). A resync with the
+//!   same inputs does not call the driver again.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::hash::{Hash as _, Hasher as _};
+use std::sync::{Arc, PoisonError};
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use mcm_api::keys::annotation::CLASS_VALIDATION;
 use mcm_api::keys::finalizer;
 use mcm_api::v1alpha1::{Machine, MachineClass};
 use tokio_util::sync::CancellationToken;
@@ -25,8 +33,13 @@ use crate::platform::caches::CacheGate;
 use crate::platform::informer::Change;
 use crate::platform::queue::{Outcome, WorkQueue};
 use mcm_decisions::machine::class::{ClassStep, plan_class, plan_secret, secret_is_referenced};
+use mcm_decisions::machine::class_validation::{
+    RecordWrite, ValidationAnswer, plan_validation, serves,
+};
 use mcm_decisions::machine::routing::class_key_for_machine;
 use mcm_decisions::vocabulary::Retry;
+use mcm_decisions::vocabulary::event::EventType;
+use mcm_provider_proto::Code;
 
 /// Name of the queue.
 pub const QUEUE: &str = "machineclass";
@@ -146,8 +159,29 @@ async fn reconcile_class(context: &MachineClassContext, name: &str) -> Result<Ou
         source,
     })?
     else {
+        forget_validation(context, name);
         return Ok(Outcome::Done);
     };
+    let outcome = reconcile_finalizers(context, &api, &class, name, &object).await?;
+    if class.metadata.deletion_timestamp.is_some() {
+        return Ok(outcome);
+    }
+    let settled = validate_class(context, &api, &class, name, &object).await?;
+    Ok(match outcome {
+        // A failed validation (driver unavailable, Secret unreadable) is retried sooner than the
+        // steady-state resync.
+        Outcome::RequeueAfter(Retry::Long) if !settled => Outcome::RequeueAfter(Retry::Medium),
+        other => other,
+    })
+}
+
+async fn reconcile_finalizers(
+    context: &MachineClassContext,
+    api: &Api<MachineClass>,
+    class: &MachineClass,
+    name: &str,
+    object: &str,
+) -> Result<Outcome, ClassError> {
     let users = context
         .machines
         .filter(|machine| class_key_for_machine(machine).as_deref() == Some(name));
@@ -163,7 +197,7 @@ async fn reconcile_class(context: &MachineClassContext, name: &str) -> Result<Ou
                 users[0].metadata.name.as_deref().unwrap_or("")
             );
             tracing::info!(class = name, reason, "machine class deletion blocked");
-            context.event(&class, true, "DeletionBlocked", "Delete", reason);
+            context.event(class, true, "DeletionBlocked", "Delete", reason);
             return Ok(Outcome::RequeueAfter(Retry::Short));
         }
     };
@@ -187,7 +221,7 @@ async fn reconcile_class(context: &MachineClassContext, name: &str) -> Result<Ou
                     "No machine uses this class any more".to_owned(),
                 )
             };
-            context.event(&class, false, reason, "Update", note);
+            context.event(class, false, reason, "Update", note);
         }
         Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
             return Ok(Outcome::RequeueAfter(Retry::Conflict));
@@ -195,12 +229,151 @@ async fn reconcile_class(context: &MachineClassContext, name: &str) -> Result<Ou
         Err(source) => {
             return Err(ClassError::Api {
                 what: "UPDATE finalizers",
-                object,
+                object: object.to_owned(),
                 source,
             });
         }
     }
     Ok(Outcome::RequeueAfter(Retry::Long))
+}
+
+/// A fingerprint of what a validation depends on: the class without its metadata (provider,
+/// providerSpec, Secret references, node template) and the Secret data.
+fn validation_fingerprint(class: &MachineClass, secret: &BTreeMap<String, Vec<u8>>) -> u64 {
+    let mut inputs = class.clone();
+    inputs.metadata = Default::default();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(&inputs)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    secret.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn forget_validation(context: &MachineClassContext, name: &str) {
+    context
+        .validated
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(name);
+}
+
+async fn ask_driver(
+    driver: &mcm_provider_proto::DriverClient,
+    class: &MachineClass,
+    secret: &BTreeMap<String, Vec<u8>>,
+    name: &str,
+) -> ValidationAnswer {
+    match driver.validate_machine_class(class, secret).await {
+        Ok(errors) => ValidationAnswer::Checked(errors),
+        Err(error) if error.code == Code::Unimplemented => {
+            tracing::debug!(class = name, "the driver does not validate machine classes");
+            ValidationAnswer::Unimplemented
+        }
+        Err(error) => {
+            tracing::info!(class = name, %error, "ValidateMachineClass failed; retrying later");
+            ValidationAnswer::Failed
+        }
+    }
+}
+
+/// Validates the class through the driver when its inputs changed since the last settled
+/// validation, and executes the decision (annotation write, Warning event). Returns whether the
+/// class counts as validated (false: retry).
+async fn validate_class(
+    context: &MachineClassContext,
+    api: &Api<MachineClass>,
+    class: &MachineClass,
+    name: &str,
+    object: &str,
+) -> Result<bool, ClassError> {
+    let Some(driver) = &context.driver else {
+        return Ok(true);
+    };
+    let secret = match context.secrets.class_secret_data(class).await {
+        Ok(secret) => secret,
+        Err(error) => {
+            tracing::info!(class = name, %error, "machine class not validated: its Secret is unreadable");
+            return Ok(false);
+        }
+    };
+    let fingerprint = validation_fingerprint(class, &secret);
+    let remembered = context
+        .validated
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(name)
+        .copied();
+    if remembered == Some(fingerprint) {
+        return Ok(true);
+    }
+    let provider = context
+        .driver_provider
+        .get_or_try_init(|| async {
+            driver
+                .get_capabilities()
+                .await
+                .map(|capabilities| capabilities.provider_name)
+        })
+        .await;
+    let answer = match provider {
+        Err(error) => {
+            tracing::info!(class = name, %error, "GetCapabilities failed; validating later");
+            ValidationAnswer::Failed
+        }
+        Ok(provider) if !serves(provider, class.provider.as_deref()) => {
+            ValidationAnswer::OtherProvider
+        }
+        Ok(_) => ask_driver(driver, class, &secret, name).await,
+    };
+    let recorded = class
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(CLASS_VALIDATION))
+        .map(String::as_str);
+    let step = plan_validation(&answer, recorded);
+    let value = match &step.write {
+        RecordWrite::Keep => None,
+        RecordWrite::Set(value) => Some(serde_json::Value::from(value.as_str())),
+        RecordWrite::Remove => Some(serde_json::Value::Null),
+    };
+    if let Some(value) = value {
+        let patch = serde_json::json!({"metadata": {"annotations": {CLASS_VALIDATION: value}}});
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(class = name, record = ?step.write, "machine class validation recorded");
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(true),
+            Err(source) => {
+                return Err(ClassError::Api {
+                    what: "PATCH validation annotation",
+                    object: object.to_owned(),
+                    source,
+                });
+            }
+        }
+    }
+    if let Some(event) = step.event {
+        context.event(
+            class,
+            event.type_ == EventType::Warning,
+            &event.reason,
+            "Validate",
+            event.message,
+        );
+    }
+    if step.settled {
+        context
+            .validated
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_owned(), fingerprint);
+    }
+    Ok(step.settled)
 }
 
 async fn reconcile_secret(

@@ -84,6 +84,15 @@ pub struct MachineClassContext {
     pub machines: Informer<Machine>,
     /// MachineClasses of the control namespace.
     pub machine_classes: Informer<MachineClass>,
+    /// The provider driver, when the manager has one (ValidateMachineClass).
+    pub driver: Option<DriverClient>,
+    /// The class Secrets (sent with ValidateMachineClass).
+    pub secrets: ClassSecrets,
+    /// What each class was last validated with (class name → fingerprint of its provider,
+    /// providerSpec and Secret data), so a resync does not call the driver again.
+    pub validated: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+    /// The provider the driver serves (GetCapabilities, asked once).
+    pub driver_provider: tokio::sync::OnceCell<String>,
 }
 
 crate::deref_to_platform!(MachineContext);

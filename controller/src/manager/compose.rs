@@ -406,6 +406,10 @@ fn wire_machine_class(wiring: &mut Wiring) -> Result<Runner, BoxError> {
         platform: wiring.platform(),
         machines: wiring.machines(),
         machine_classes: wiring.machine_classes(),
+        driver: wiring.driver.clone(),
+        secrets: wiring.secrets.clone(),
+        validated: std::sync::Mutex::default(),
+        driver_provider: tokio::sync::OnceCell::new(),
     };
     Ok(runner(context, crate::machine::class_reconcile::run))
 }

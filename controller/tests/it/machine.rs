@@ -249,6 +249,13 @@ impl Driver for RecordingDriver {
         self.inner.get_volume_ids(request).await
     }
 
+    async fn validate_machine_class(
+        &self,
+        request: mcm_provider_proto::ValidateMachineClassRequest,
+    ) -> Result<mcm_provider_proto::ClassFieldErrors, MachineError> {
+        self.inner.validate_machine_class(request).await
+    }
+
     async fn update_machine(
         &self,
         request: UpdateMachineRequest,

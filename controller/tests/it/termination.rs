@@ -1204,6 +1204,105 @@ async fn class_and_secret_finalizers_follow_their_users() {
     .await;
 }
 
+/// The class's `machine.sapcloud.io/class-validation` annotation, once it is `want`-like.
+async fn wait_validation(world: &World, class: &str, starts_with: &str) -> String {
+    eventually(
+        &format!("class {class} recorded {starts_with}"),
+        LIMIT,
+        || async {
+            let class = world.machine_classes().get(class).await.ok()?;
+            class
+                .metadata
+                .annotations?
+                .get(annotation::CLASS_VALIDATION)
+                .filter(|value| value.starts_with(starts_with))
+                .cloned()
+        },
+    )
+    .await
+}
+
+// ----- docs/operations.md#a-machineclass-marked-invalid: ValidateMachineClass -------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_class_is_recorded_and_warned_about_before_any_machine() {
+    let mut world = World::start().await;
+    world
+        .create_class("bad", json!({"bootDelay": "soon"}))
+        .await;
+    world.create_class("good", json!({"bootDelay": "1s"})).await;
+    // A class of another provider (another manager's) is not judged by this driver.
+    world.create_class("foreign", json!({"region": "x"})).await;
+    world
+        .machine_classes()
+        .patch(
+            "foreign",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"provider": "AWS"})),
+        )
+        .await
+        .unwrap();
+    world.start_manager(named(&["machineclass"]), &[]).await;
+
+    let record = wait_validation(&world, "bad", "invalid: ").await;
+    assert!(
+        record.starts_with("invalid: providerSpec.bootDelay: not a duration"),
+        "{record}"
+    );
+    let event = wait_event(&world, "MachineClassInvalid", "bad").await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    let message = event.message.unwrap_or_default();
+    assert!(
+        message.contains("providerSpec.bootDelay: not a duration"),
+        "{message}"
+    );
+    assert_eq!(wait_validation(&world, "good", "valid").await, "valid");
+    assert!(
+        events_with_reason(&world, "MachineClassInvalid")
+            .await
+            .iter()
+            .all(|event| event.involved_object.name.as_deref() != Some("good")),
+        "no warning about a valid class"
+    );
+
+    let foreign = world.machine_classes().get("foreign").await.unwrap();
+    assert!(
+        !foreign
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(annotation::CLASS_VALIDATION),
+        "another provider's class is left alone"
+    );
+
+    // Fixing the providerSpec is validated again and recorded valid.
+    world
+        .machine_classes()
+        .patch(
+            "bad",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"providerSpec": {"bootDelay": "2s"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wait_validation(&world, "bad", "valid").await, "valid");
+    // Breaking it again (tags as a list) records the new field error.
+    world
+        .machine_classes()
+        .patch(
+            "bad",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"providerSpec": {"tags": ["team=a"]}})),
+        )
+        .await
+        .unwrap();
+    let record = wait_validation(&world, "bad", "invalid: ").await;
+    assert!(
+        record.contains("providerSpec.tags: must be an object"),
+        "{record}"
+    );
+}
+
 // ----- docs/behaviour.md#deletion-flow GetVMStatus stage: node found through GetMachineStatus ------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -127,3 +127,50 @@ async fn the_suite_can_run_on_a_spawned_task() {
     .unwrap();
     report.assert_passed();
 }
+
+#[tokio::test]
+async fn a_driver_without_validation_passes_by_answering_unimplemented() {
+    let report = check_driver(Arc::new(MemoryDriver::new(Flaws::default())), &fixture()).await;
+    assert_eq!(
+        report.outcome("validate_machine_class"),
+        Some(&Outcome::Passed),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn a_driver_with_validation_passes_every_check() {
+    let flaws = Flaws {
+        validates: true,
+        ..Flaws::default()
+    };
+    let report = check_driver(Arc::new(MemoryDriver::new(flaws)), &fixture()).await;
+    report.assert_passed();
+    assert_eq!(
+        report.outcome("validate_machine_class"),
+        Some(&Outcome::Passed),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn validation_accepting_the_invalid_class_is_reported() {
+    let flaws = Flaws {
+        validates: true,
+        validation_accepts_everything: true,
+        ..Flaws::default()
+    };
+    let report = check_driver(Arc::new(MemoryDriver::new(flaws)), &fixture()).await;
+    assert!(failed(&report, "validate_machine_class"), "{report}");
+}
+
+#[tokio::test]
+async fn validation_answering_without_being_advertised_is_reported() {
+    let flaws = Flaws {
+        validates: true,
+        hides_validation: true,
+        ..Flaws::default()
+    };
+    let report = check_driver(Arc::new(MemoryDriver::new(flaws)), &fixture()).await;
+    assert!(failed(&report, "validate_machine_class"), "{report}");
+}

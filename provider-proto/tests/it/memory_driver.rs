@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use mcm_api::v1alpha1::MachineClass;
 use mcm_provider_proto::{
-    Capabilities, Code, CreateMachineResponse, DeleteMachineResponse, Driver,
-    InitializeMachineResponse, ListMachinesRequest, MachineError, MachineList, MachineRequest,
-    MachineStatus, Method, StatusError, UpdateMachineRequest, UpdateMachineResponse,
+    Capabilities, ClassFieldError, ClassFieldErrors, Code, CreateMachineResponse,
+    DeleteMachineResponse, Driver, InitializeMachineResponse, ListMachinesRequest, MachineError,
+    MachineList, MachineRequest, MachineStatus, Method, StatusError, UpdateMachineRequest,
+    UpdateMachineResponse, ValidateMachineClassRequest,
 };
 
 /// Deliberate contract violations, to show the kit notices them.
@@ -20,6 +21,12 @@ pub struct Flaws {
     pub list_ignores_class: bool,
     pub delete_absent_is_not_found: bool,
     pub ignores_provider: bool,
+    /// Implements ValidateMachineClass (and advertises it unless `hides_validation`).
+    pub validates: bool,
+    /// ValidateMachineClass accepts every class.
+    pub validation_accepts_everything: bool,
+    /// ValidateMachineClass is implemented but not advertised.
+    pub hides_validation: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -43,6 +50,16 @@ impl MemoryDriver {
         Self {
             flaws,
             ..Self::default()
+        }
+    }
+
+    fn field_errors(class: &MachineClass) -> Vec<ClassFieldError> {
+        match class.provider_spec.get("size") {
+            Some(size) if !size.is_string() => vec![ClassFieldError {
+                field: "providerSpec.size".into(),
+                message: "must be a string".into(),
+            }],
+            _ => Vec::new(),
         }
     }
 
@@ -75,6 +92,19 @@ fn class_name(class: &MachineClass) -> String {
 }
 
 impl Driver for MemoryDriver {
+    async fn validate_machine_class(
+        &self,
+        request: ValidateMachineClassRequest,
+    ) -> Result<ClassFieldErrors, MachineError> {
+        if !self.flaws.validates {
+            return Err(MachineError::unimplemented("ValidateMachineClass"));
+        }
+        if self.flaws.validation_accepts_everything {
+            return Ok(Vec::new());
+        }
+        Ok(Self::field_errors(&request.class))
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             provider_name: "memory".into(),
@@ -85,7 +115,13 @@ impl Driver for MemoryDriver {
                 Method::GetMachineStatus,
                 Method::ListMachines,
                 Method::UpdateMachine,
-            ],
+            ]
+            .into_iter()
+            .chain(
+                (self.flaws.validates && !self.flaws.hides_validation)
+                    .then_some(Method::ValidateMachineClass),
+            )
+            .collect(),
             hot_updatable_paths: vec!["tags".into()],
             driver_version: "test".into(),
         }

@@ -64,3 +64,20 @@ async fn provider_virtual_passes_the_conformance_kit_with_a_state_file() {
     let report = check_driver(Arc::new(VirtualDriver::new(fleet)), &fixture()).await;
     report.assert_passed();
 }
+
+/// As the binary serves it: wrapped in the metrics layer, every method (ValidateMachineClass too)
+/// reaches the driver.
+#[tokio::test]
+async fn provider_virtual_behind_its_metrics_layer_passes_the_conformance_kit() {
+    let fleet = Arc::new(Fleet::in_memory());
+    let metrics = Arc::new(mcm_provider_virtual::metrics::Metrics::new());
+    let driver =
+        mcm_provider_virtual::metrics::Metered::new(VirtualDriver::new(fleet), metrics, || 0);
+    let report = check_driver(Arc::new(driver), &fixture()).await;
+    report.assert_passed();
+    assert_eq!(
+        report.outcome("validate_machine_class"),
+        Some(&Outcome::Passed),
+        "{report}"
+    );
+}

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod body_limit;
+mod class_record;
 mod common;
 mod flood;
 mod handlers;
