@@ -1,8 +1,9 @@
 //! The controllers of the machine-controller-manager.
 //!
-//! Every controller folder has a pure `plan.rs` (decision logic: observed snapshot + current time +
-//! configuration in, actions out; no I/O, no async, no clock reads) and, once wired, a thin
-//! `reconcile.rs` shell that reads caches, calls the plan and executes its actions.
+//! The shells: every controller folder holds a `reconcile.rs` (and its submodules) that reads
+//! caches and the API, calls the controller's pure decisions in the `mcm-decisions` crate
+//! (observed snapshot + current time + configuration in, actions out; no I/O, no async, no clock
+//! reads) and executes the actions (docs/architecture.md).
 
 pub mod drain;
 pub mod machine;
