@@ -149,8 +149,13 @@ done
 # --- build -------------------------------------------------------------------------------------
 if $build; then
 	say "building (dev profile)"
-	cargo build --workspace \
-		--bin mcm-sandbox --bin machine-webhook --bin provider-virtual --bin machine-controller-manager --bin kubectl-mcm
+	# Exactly the packages and binaries the end-to-end tests build (e2e/src/binaries.rs, whose test
+	# holds the two lists together): cargo unifies the features of the selected packages only, so
+	# the same selection reuses what `make test` built (with --workspace, the features other members
+	# enable, such as tokio's process, rebuilt about 30 crates).
+	cargo build -p mcm-sandbox --bin mcm-sandbox -p mcm-webhook --bin machine-webhook \
+		-p mcm-provider-virtual --bin provider-virtual -p mcm-controller --bin machine-controller-manager \
+		-p kubectl-mcm --bin kubectl-mcm
 fi
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 bin=${target_dir:-$root/target}/debug

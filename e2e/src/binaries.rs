@@ -189,3 +189,36 @@ fn build_go_provider() -> Result<PathBuf> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `make run` (scripts/run.sh) builds the same packages and binaries as these tests, with no
+    /// other package selected: cargo unifies features over the selected packages, so any other
+    /// selection (`--workspace` before) compiles a second variant of most crates and `make run`
+    /// after `make test` rebuilt about 30 of them.
+    #[test]
+    fn make_run_builds_what_the_end_to_end_tests_build() {
+        let script = std::fs::read_to_string(workspace_root().join("scripts/run.sh"))
+            .expect("scripts/run.sh is readable");
+        // The build command: from `cargo build` to the end of its continued lines.
+        let start = script
+            .find("\tcargo build ")
+            .expect("scripts/run.sh has a cargo build command");
+        let mut command = String::new();
+        for line in script[start..].lines() {
+            command.push_str(line.trim_end_matches('\\'));
+            command.push(' ');
+            if !line.ends_with('\\') {
+                break;
+            }
+        }
+        let words: Vec<&str> = command.split_whitespace().skip(2).collect();
+        let expected: Vec<&str> = BINARIES
+            .iter()
+            .flat_map(|(package, bin)| ["-p", package, "--bin", bin])
+            .collect();
+        assert_eq!(words, expected, "scripts/run.sh builds: {command}");
+    }
+}

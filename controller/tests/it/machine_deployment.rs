@@ -56,7 +56,12 @@ struct FakeSets {
 }
 
 impl FakeSets {
-    fn start(world: &World) -> FakeSets {
+    /// Also creates the classes `small` and `large` the deployments here name: a rollout to a
+    /// class that does not exist takes no old machine away (docs/behaviour.md#missing-class).
+    async fn start(world: &World) -> FakeSets {
+        for class in ["small", "large"] {
+            world.create_class(class, json!({})).await;
+        }
         let stop = CancellationToken::new();
         let available = Arc::new(AtomicBool::new(true));
         let api = world.machine_sets();
@@ -247,7 +252,7 @@ async fn event_seen(world: &World, name: &str, reason: &str, message: Option<&st
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_deployment_gets_one_machine_set_with_its_replicas_and_status() {
     let mut world = World::start().await;
-    let _fake = FakeSets::start(&world);
+    let _fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     world
         .machine_deployments()
@@ -369,7 +374,7 @@ async fn a_rolling_update_stays_within_max_surge_and_max_unavailable() {
     use kube::api::{WatchEvent, WatchParams};
 
     let mut world = World::start().await;
-    let _fake = FakeSets::start(&world);
+    let _fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     // maxSurge 25% of 6 rounds up to 2; maxUnavailable 25% rounds down to 1.
     world
@@ -520,7 +525,7 @@ async fn a_rolling_update_stays_within_max_surge_and_max_unavailable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recreate_empties_the_old_set_before_the_new_one_grows() {
     let mut world = World::start().await;
-    let _fake = FakeSets::start(&world);
+    let _fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     world
         .machine_deployments()
@@ -561,7 +566,7 @@ async fn recreate_empties_the_old_set_before_the_new_one_grows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_deployment_does_not_roll_and_resumes_later() {
     let mut world = World::start().await;
-    let _fake = FakeSets::start(&world);
+    let _fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     world
         .machine_deployments()
@@ -600,7 +605,7 @@ async fn a_paused_deployment_does_not_roll_and_resumes_later() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_restores_the_previous_template() {
     let mut world = World::start().await;
-    let _fake = FakeSets::start(&world);
+    let _fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     world
         .machine_deployments()
@@ -680,7 +685,7 @@ async fn rollback_restores_the_previous_template() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_during_a_rollout_is_proportional() {
     let mut world = World::start().await;
-    let fake = FakeSets::start(&world);
+    let fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     world
         .machine_deployments()
@@ -738,7 +743,7 @@ async fn scaling_during_a_rollout_is_proportional() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_sets_beyond_the_revision_history_limit_are_deleted() {
     let mut world = World::start().await;
-    let _fake = FakeSets::start(&world);
+    let _fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     let mut md = deployment("hist", 1, rolling(json!(1), json!(0)), "c0");
     md.spec.revision_history_limit = Some(1);
@@ -766,7 +771,7 @@ async fn old_sets_beyond_the_revision_history_limit_are_deleted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_deadline_and_replica_failure_conditions() {
     let mut world = World::start().await;
-    let fake = FakeSets::start(&world);
+    let fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     let mut md = deployment("slow", 2, rolling(json!(1), json!(0)), "small");
     md.spec.progress_deadline_seconds = Some(1);
@@ -825,7 +830,7 @@ async fn progress_deadline_and_replica_failure_conditions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_deployment_keeps_its_frozen_condition_and_is_still_reconciled() {
     let mut world = World::start().await;
-    let _fake = FakeSets::start(&world);
+    let _fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     world
         .machine_deployments()
@@ -876,7 +881,7 @@ async fn a_frozen_deployment_keeps_its_frozen_condition_and_is_still_reconciled(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_scale_and_the_scale_subresource_resize_the_deployment() {
     let mut world = World::start().await;
-    let _fake = FakeSets::start(&world);
+    let _fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     world
         .machine_deployments()
@@ -949,7 +954,7 @@ async fn a_rollout_converges_through_write_conflicts() {
         eprintln!("SKIPPED: fault injection needs the sandbox");
         return;
     };
-    let _fake = FakeSets::start(&world);
+    let _fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     world
         .machine_deployments()
@@ -985,7 +990,7 @@ async fn a_rollout_converges_through_write_conflicts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_nodes_are_tainted_and_autoscaler_annotated_during_a_rollout() {
     let mut world = World::start().await;
-    let fake = FakeSets::start(&world);
+    let fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     world
         .machine_deployments()
@@ -1092,7 +1097,7 @@ async fn old_nodes_are_tainted_and_autoscaler_annotated_during_a_rollout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_deployment_deletes_its_sets_then_releases_the_finalizer() {
     let mut world = World::start().await;
-    let _fake = FakeSets::start(&world);
+    let _fake = FakeSets::start(&world).await;
     world.start_manager(shells(), &[]).await;
     world
         .machine_deployments()
@@ -1174,7 +1179,7 @@ async fn end_to_end_rollout_with_every_controller() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_machine_sets_are_migrated_to_the_hash_label() {
     let mut world = World::start().await;
-    let _fake = FakeSets::start(&world);
+    let _fake = FakeSets::start(&world).await;
     // A deployment with a set (and machines) from before the hash label existed.
     let md = world
         .machine_deployments()
