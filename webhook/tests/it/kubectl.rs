@@ -535,7 +535,7 @@ async fn dry_run_apply_of_a_template_change_prints_the_rollout_verdict() {
     assert!(out.status.success(), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("Warning: machineclass shoot--demo/huge does not exist: new machines of machinedeployment shoot--demo/worker-p cannot be created until it does (they stay without a phase, event MachineClassNotFound); no old machine goes (the rollout waits); reverting the template deletes the new machines at once"),
+        stderr.contains("Warning: machineclass shoot--demo/huge does not exist: new machines of machinedeployment shoot--demo/worker-p cannot be created until it does (they stay without a phase, event MachineClassNotFound); no old machine goes meanwhile (the 3 old machines stay until the class exists; only surge machines are created); reverting the template deletes the new machines at once"),
         "{stderr}"
     );
 
