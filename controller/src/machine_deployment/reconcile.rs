@@ -29,6 +29,7 @@ use mcm_api::keys::{label, value};
 use mcm_api::v1alpha1::{
     Machine, MachineClass, MachineDeployment, MachineDeploymentStrategyType as Strategy, MachineSet,
 };
+use mcm_decisions::rollout_preview::verdict::template_class;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -215,7 +216,7 @@ async fn route(
             Routed::Class(class) => {
                 for md in context
                     .machine_deployments
-                    .filter(|md| template_class_name(md) == Some(class.as_str()))
+                    .filter(|md| template_class(md) == Some(class.as_str()))
                 {
                     if let Some(name) = md.metadata.name.as_deref() {
                         queue.add(name);
@@ -258,18 +259,6 @@ impl ReconcileError {
             ReconcileError::Read { .. } => false,
         }
     }
-}
-
-/// The MachineClass a deployment's template names (`None` without a name; validation refuses
-/// those before any strategy runs).
-fn template_class_name(md: &MachineDeployment) -> Option<&str> {
-    md.spec
-        .template
-        .spec
-        .as_ref()
-        .and_then(|s| s.class.as_ref())
-        .and_then(|c| c.name.as_deref())
-        .filter(|name| !name.is_empty())
 }
 
 /// One pass for deployment `name` (docs/behaviour.md#deployment-reconcile).
@@ -323,7 +312,7 @@ async fn reconcile(reconciler: &Reconciler, name: &str) -> Result<Outcome, Recon
         },
         nodes: &nodes,
         now: Timestamp::now(),
-        template_class_missing: template_class_name(&md)
+        template_class_missing: template_class(&md)
             .is_some_and(|class| context.machine_classes.get(class).is_none()),
     };
     for ms in &machine_sets {
