@@ -170,13 +170,8 @@ impl ControlPlane {
     /// name)`: what kube-apiserver did, for questions a restarted API server's watch history
     /// no longer answers (e.g. how many objects were created across an outage).
     pub fn completed_requests(&self, code: u64) -> Result<Vec<(String, String, String, String)>> {
-        let path = self.logs().join("audit.log");
-        let text = std::fs::read_to_string(&path).map_err(E2eError::io("read", &path))?;
         let mut requests = Vec::new();
-        for line in text.lines() {
-            let Ok(event) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
+        for event in self.audit_events()? {
             if event.pointer("/stage").and_then(Value::as_str) != Some("ResponseComplete")
                 || event
                     .pointer("/responseStatus/code")
@@ -185,21 +180,24 @@ impl ControlPlane {
             {
                 continue;
             }
-            let text = |pointer: &str| {
-                event
-                    .pointer(pointer)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
             requests.push((
-                text("/verb"),
-                text("/objectRef/resource"),
-                text("/objectRef/namespace"),
-                text("/objectRef/name"),
+                audit_text(&event, "/verb"),
+                audit_text(&event, "/objectRef/resource"),
+                audit_text(&event, "/objectRef/namespace"),
+                audit_text(&event, "/objectRef/name"),
             ));
         }
         Ok(requests)
+    }
+
+    /// Every event of kube-apiserver's audit log (lines that are not JSON are skipped).
+    fn audit_events(&self) -> Result<Vec<Value>> {
+        let path = self.logs().join("audit.log");
+        let text = std::fs::read_to_string(&path).map_err(E2eError::io("read", &path))?;
+        Ok(text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .collect())
     }
 
     /// The requests kube-apiserver's authorizer refused (403), per user whose name starts with
@@ -207,14 +205,9 @@ impl ControlPlane {
     /// sandbox's `/sandbox/admin/denials` answers. Refusals while kube-apiserver (re)starts are
     /// left out (printed): it serves before its authorizer has synced.
     pub fn denials(&self, user_prefix: &str) -> Result<Value> {
-        let path = self.logs().join("audit.log");
-        let text = std::fs::read_to_string(&path).map_err(E2eError::io("read", &path))?;
         let mut denials: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
         let mut startup = 0u64;
-        for line in text.lines() {
-            let Ok(event) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
+        for event in self.audit_events()? {
             let code = event
                 .pointer("/responseStatus/code")
                 .and_then(Value::as_u64);
@@ -233,18 +226,11 @@ impl ControlPlane {
                 startup += 1;
                 continue;
             }
-            let text = |pointer: &str| {
-                event
-                    .pointer(pointer)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
             let what = format!(
                 "{} {} {}",
-                text("/verb"),
-                text("/objectRef/resource"),
-                text("/requestURI")
+                audit_text(&event, "/verb"),
+                audit_text(&event, "/objectRef/resource"),
+                audit_text(&event, "/requestURI")
             );
             *denials
                 .entry(user.to_owned())
@@ -259,6 +245,15 @@ impl ControlPlane {
         }
         serde_json::to_value(denials).map_err(E2eError::decode("the audit log's 403s"))
     }
+}
+
+/// A string field of an audit event ("" when absent).
+fn audit_text(event: &Value, pointer: &str) -> String {
+    event
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[cfg(test)]
