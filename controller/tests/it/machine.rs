@@ -507,18 +507,21 @@ async fn the_bootstrap_token_is_deleted_even_when_the_joining_pass_fails_on_the_
         .unwrap_or_default();
     assert!(token.contains("token=6e652d."), "{token}");
     wait_bootstrap_token_deleted(&world, "6e652d").await;
-    // The joining pass did fail on the Node: the taint is still there, after refused updates.
+    // The joining pass does fail on the Node: the token goes before the Node write (as upstream
+    // orders them), so the refused update may come just after the deletion; wait for it.
+    eventually("a refused Node update", LIMIT, || async {
+        (faults
+            .counters()
+            .get(mcm_sandbox::Verb::Update, "nodes", 409)
+            > 0)
+        .then_some(())
+    })
+    .await;
     let node = world.nodes().get("machine-b1").await.unwrap();
     assert!(has_taint(
         &node,
         "node.machine.sapcloud.io/instance-not-ready"
     ));
-    assert!(
-        faults
-            .counters()
-            .get(mcm_sandbox::Verb::Update, "nodes", 409)
-            > 0
-    );
 
     faults.clear_errors();
     wait_node(&world, "machine-b1", "startup taint removed", |n| {
