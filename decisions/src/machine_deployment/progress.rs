@@ -5,7 +5,6 @@
 use super::status;
 use super::types::DeploymentAction;
 use super::work::Work;
-use crate::vocabulary::{Retry, go_duration};
 
 impl Work<'_> {
     pub(super) fn previous_status_complete(&self) -> bool {
@@ -28,8 +27,8 @@ impl Work<'_> {
                 .push(DeploymentAction::UpdateDeploymentStatus(Box::new(
                     rs.status,
                 )));
-        } else if let Some(after) = rs.check_deadline_after {
-            self.requeue_after = self.requeue_after.min(Retry::After(go_duration(after)));
+        } else if let Some(retry) = rs.progress_check.retry() {
+            self.requeue_after = self.requeue_after.min(retry);
         }
     }
 }

@@ -13,6 +13,7 @@ use super::fencepost::replicas;
 use super::types::DeploymentAction;
 use super::work::Work;
 use crate::machine_set::semantic_equality;
+use crate::vocabulary::{Retry, go_duration};
 
 /// A condition stamped with `now` for both times.
 #[must_use]
@@ -209,9 +210,71 @@ pub struct RolloutStatus {
     pub status: MachineDeploymentStatus,
     /// Whether it differs from the stored one.
     pub update_required: bool,
-    /// Re-check the progress deadline after this long (nothing to write, not complete, not timed
-    /// out).
-    pub check_deadline_after: Option<SignedDuration>,
+    /// When to come back for the progress deadline (only when nothing is written).
+    pub progress_check: ProgressCheck,
+}
+
+/// When a deployment whose status is not written comes back to check its progress deadline
+/// (upstream `requeueStuckMachineDeployment`'s result: -1, 0 or the time left).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressCheck {
+    /// No check: no deadline, no Progressing condition, complete, or already timed out.
+    NotNeeded,
+    /// The deadline passes within a second or has passed: now, rate-limited.
+    Now,
+    /// The time left before the deadline (at least a second); the check comes a second later.
+    After(SignedDuration),
+}
+
+impl ProgressCheck {
+    /// The requeue it asks for. `Now` is [`Retry::Immediate`], which the shell's rate limit
+    /// (its soonest requeue) spaces out as upstream's rate-limited queue does; `After` adds the
+    /// second upstream adds against timer skew.
+    #[must_use]
+    pub fn retry(self) -> Option<Retry> {
+        match self {
+            ProgressCheck::NotNeeded => None,
+            ProgressCheck::Now => Some(Retry::Immediate),
+            ProgressCheck::After(left) => Some(Retry::After(go_duration(
+                left.saturating_add(SignedDuration::from_secs(1)),
+            ))),
+        }
+    }
+}
+
+/// `requeueStuckMachineDeployment` (docs/behaviour.md#pause-and-progress): the stored status's
+/// Progressing condition and the new status decide when to look at the deadline again.
+#[must_use]
+pub fn progress_check(
+    md: &MachineDeployment,
+    new_status: &MachineDeploymentStatus,
+    now: Timestamp,
+) -> ProgressCheck {
+    let current = condition(
+        md.status.as_ref().and_then(|s| s.conditions.as_ref()),
+        &CondType::Progressing,
+    );
+    let (Some(deadline), Some(current)) = (md.spec.progress_deadline_seconds, current) else {
+        return ProgressCheck::NotNeeded;
+    };
+    if deployment_complete(md, new_status)
+        || current.reason.as_deref() == Some(reason::PROGRESS_DEADLINE_EXCEEDED)
+    {
+        return ProgressCheck::NotNeeded;
+    }
+    // A condition without lastUpdateTime is Go's zero time, long past.
+    let Some(last) = current.last_update_time.as_ref() else {
+        return ProgressCheck::Now;
+    };
+    let left = last
+        .0
+        .duration_since(now)
+        .saturating_add(SignedDuration::from_secs(i64::from(deadline)));
+    if left < SignedDuration::from_secs(1) {
+        ProgressCheck::Now
+    } else {
+        ProgressCheck::After(left)
+    }
 }
 
 /// `syncRolloutStatus` (docs/behaviour.md#pause-and-progress): status, Progressing and ReplicaFailure conditions, deadline check.
@@ -318,23 +381,15 @@ pub fn rollout_status(
     status.conditions = (!conditions.is_empty()).then_some(conditions);
     let old = md.status.clone().unwrap_or_default();
     let update_required = status_update_required(&old, &status);
-    let mut check_deadline_after = None;
-    if !update_required
-        && let Some(deadline) = md.spec.progress_deadline_seconds
-        && !deployment_complete(md, &status)
-        && !deployment_timed_out(md, &status, now)
-        && let Some(last) = condition(status.conditions.as_ref(), &CondType::Progressing)
-            .and_then(|c| c.last_update_time.as_ref())
-    {
-        let after = last.0.duration_since(now)
-            + SignedDuration::from_secs(i64::from(deadline))
-            + SignedDuration::from_secs(1);
-        check_deadline_after = Some(after.max(SignedDuration::from_secs(1)));
-    }
+    let progress_check = if update_required {
+        ProgressCheck::NotNeeded
+    } else {
+        progress_check(md, &status, now)
+    };
     RolloutStatus {
         status,
         update_required,
-        check_deadline_after,
+        progress_check,
     }
 }
 
