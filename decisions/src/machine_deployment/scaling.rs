@@ -30,27 +30,34 @@ pub fn is_scaling_event(md: &MachineDeployment, sets: &[MachineSet]) -> bool {
     })
 }
 
-/// Go's `math.Round` to int32 (half away from zero), saturating.
-fn round_half_away(numerator: i64, denominator: i64) -> i64 {
+/// Go's `math.Round` of `numerator / denominator` (half away from zero); `None` for a zero
+/// denominator.
+fn round_half_away(numerator: i64, denominator: i64) -> Option<i64> {
     if denominator == 0 {
-        return 0;
+        return None;
     }
     let (n, d) = if denominator < 0 {
         (-numerator, -denominator)
     } else {
         (numerator, denominator)
     };
-    if n >= 0 {
+    Some(if n >= 0 {
         (2 * n + d) / (2 * d)
     } else {
         -((-2 * n + d) / (2 * d))
-    }
+    })
 }
 
 /// Proportional scale-in (docs/behaviour.md#scaling step 3, `toAdd < 0`): new sizes for `sets` (active ones), given
 /// the deployment's `replicas`, `max_surge` and the fallback `status.replicas`.
 ///
-/// Deviations that keep the total exact: a set never grows during a scale-in (a stale
+/// A set whose divisor (its `max-replicas` annotation, else `status.replicas`) is 0 takes no
+/// proportional share: the others shrink by theirs and the leftover step sizes it, which is
+/// upstream's outcome when that set is the largest; upstream divides by zero there and, when the
+/// set is not the largest, writes an out-of-range size (docs/upstream-conformance.md#deviations,
+/// D7).
+///
+/// Deviations that keep the total exact (D7 too): a set never grows during a scale-in (a stale
 /// `max-replicas` annotation could make upstream's fraction positive), and a leftover the largest
 /// set cannot absorb is taken from the next ones, so the sizes always sum to the allowed total.
 #[must_use]
@@ -80,8 +87,14 @@ pub fn proportional_scale_in(
             -size
         } else {
             let max = annotated_max.unwrap_or(status_replicas);
-            let scaled = round_half_away(i64::from(*size) * i64::from(allowed), i64::from(max));
-            i32::try_from(scaled).unwrap_or(i32::MAX) - size
+            round_half_away(i64::from(*size) * i64::from(allowed), i64::from(max)).map_or(
+                0,
+                |scaled| {
+                    i32::try_from(scaled)
+                        .unwrap_or(i32::MAX)
+                        .saturating_sub(*size)
+                },
+            )
         };
         let proportion = fraction.max(to_add - added).min(0);
         sizes[i] += proportion;

@@ -33,6 +33,38 @@ fn proportional_table() {
     assert_eq!(proportional_scale_in(&[(2, Some(3))], 5, 1, 3), vec![2]);
 }
 
+/// A zero divisor (docs/upstream-conformance.md#deviations, D7): sets largest first as
+/// `(spec.replicas, max-replicas annotation)`, the deployment's replicas, maxSurge and
+/// `status.replicas`; upstream's sizes where they are defined.
+#[test]
+fn proportional_scale_in_with_a_zero_divisor() {
+    // (name, sets, replicas, maxSurge, status.replicas, expected sizes)
+    #[rustfmt::skip]
+    let rows = [
+        ("largest set annotated 0: the others take their share, it keeps the rest (as upstream)",
+            vec![(6, Some(0)), (4, Some(10))], 5, 0, 10, vec![3, 2]),
+        ("largest set annotated 0 among three (as upstream)",
+            vec![(6, Some(0)), (4, Some(10)), (2, Some(10))], 5, 1, 12, vec![3, 2, 1]),
+        ("largest set without annotation and status.replicas 0 (as upstream)",
+            vec![(6, None), (4, Some(10))], 5, 0, 0, vec![3, 2]),
+        ("a smaller set annotated 0 keeps its size (upstream writes -2147483648 on amd64)",
+            vec![(6, Some(10)), (4, Some(0))], 5, 0, 10, vec![1, 4]),
+        ("every set without annotation and status.replicas 0 (upstream: -2147483648 on amd64)",
+            vec![(4, None), (4, None)], 3, 1, 0, vec![0, 4]),
+        ("the others' shares stay within the scale-in (upstream: the largest grows to 9, the other empties)",
+            vec![(6, Some(0)), (4, Some(100))], 9, 0, 10, vec![6, 3]),
+        ("scaling to zero never divides",
+            vec![(6, Some(0)), (4, None)], 0, 1, 0, vec![0, 0]),
+    ];
+    for (name, sets, replicas, surge, status_replicas, expected) in rows {
+        assert_eq!(
+            proportional_scale_in(&sets, replicas, surge, status_replicas),
+            expected,
+            "{name}"
+        );
+    }
+}
+
 proptest::proptest! {
     /// Proportional scaling conserves the total: the sizes always sum to `replicas + maxSurge`
     /// (0 when scaling to 0) and never go negative nor grow.
