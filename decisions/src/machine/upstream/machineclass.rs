@@ -135,9 +135,24 @@ fn delete_secret_finalizers() {
 
 #[test]
 fn update_secret_finalizers() {
-    // "should update the finalizer on Secret.": upstream writes the list it is given; ours
-    // computes the list to write from the current one, keeping unrelated finalizers in sorted
-    // order (upstream builds it with `sets.String.List()`, also sorted).
+    // "should update the finalizer on Secret.": upstream's Secret has no finalizers and
+    // `updateSecretFinalizers` is given `["finalizer1", "finalizer2"]`; the Secret read back
+    // carries exactly that list. Ours is never given a list: `finalizers_with` computes each list
+    // the shell writes verbatim. From upstream's Secret, asking for upstream's finalizers in turn
+    // gives upstream's expected list, same elements, same order.
+    let given = strings(&["finalizer1", "finalizer2"]);
+    let written = given
+        .iter()
+        .try_fold(Vec::new(), |current: Vec<String>, name| {
+            finalizers_with(&current, name, true)
+        });
+    assert_eq!(
+        written,
+        Some(given),
+        "should update the finalizer on Secret."
+    );
+    // Extra: a list computed from a current one keeps unrelated finalizers, sorted as upstream's
+    // `sets.String.List()`, and drops ours when it is not wanted.
     let current = strings(&["finalizer2", "finalizer1"]);
     assert_eq!(
         finalizers_with(&current, MC, true),

@@ -784,21 +784,47 @@ fn machineset_claim_and_finalizers() {
         "should release the machine due to not matching machine-labels. {:?}",
         p.actions
     );
-    // It "should add finalizer on MachineSet." / "should update the finalizer on MachineSet.".
-    let mut bare = machine_set(0);
+    // It "should add finalizer on MachineSet.": upstream's MachineSet-test (replicas 2, no
+    // finalizers) ends with one finalizer, MCM's. Ours plans one AddFinalizer, first; the shell
+    // writes the current list with MCM's finalizer, from none that is `[MCM]`.
+    let mut bare = machine_set(2);
     bare.metadata.finalizers = None;
+    let actions = plan_for(&bare, &[]).actions;
     assert_eq!(
-        plan_for(&bare, &[]).actions,
-        vec![MachineSetAction::AddFinalizer],
-        "should add finalizer on MachineSet."
+        actions.first(),
+        Some(&MachineSetAction::AddFinalizer),
+        "should add finalizer on MachineSet. {actions:?}"
     );
-    // It "should delete the finalizer from MachineSet.": deleting and no machine left.
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|a| matches!(
+                a,
+                MachineSetAction::AddFinalizer | MachineSetAction::RemoveFinalizer
+            ))
+            .count(),
+        1,
+        "should add finalizer on MachineSet. {actions:?}"
+    );
+    // It "should delete the finalizer from MachineSet.": upstream's set carries `["finalizer1"]`,
+    // not MCM's, and `deleteMachineSetFinalizers` writes nothing (the set read back has no
+    // finalizers, as stored). Ours removes only MCM's: a deleted set with upstream's list and no
+    // machine plans no finalizer write.
+    let mut foreign = machine_set(2);
+    foreign.metadata.finalizers = Some(vec!["finalizer1".into()]);
+    foreign.metadata.deletion_timestamp = Some(Time(now()));
+    assert_eq!(
+        plan_for(&foreign, &[]).actions,
+        Vec::<MachineSetAction>::new(),
+        "should delete the finalizer from MachineSet."
+    );
+    // Extra: with MCM's finalizer, a deleted set without machines removes it.
     let mut gone = machine_set(0);
     gone.metadata.deletion_timestamp = Some(Time(now()));
     assert_eq!(
         plan_for(&gone, &[]).actions,
         vec![MachineSetAction::RemoveFinalizer],
-        "should delete the finalizer from MachineSet."
+        "a deleted set without machines loses MCM's finalizer"
     );
 }
 
