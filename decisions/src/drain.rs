@@ -4,7 +4,9 @@
 pub mod pdb;
 pub mod plan;
 
+/// Upstream's test cases replayed (docs/upstream-conformance.md).
 #[cfg(test)]
-mod upstream_run_drain;
-#[cfg(test)]
-mod upstream_tables;
+mod upstream {
+    mod run_drain;
+    mod tables;
+}

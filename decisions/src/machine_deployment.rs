@@ -23,8 +23,12 @@ mod rollback;
 mod rolling;
 pub mod scaling;
 pub mod status;
-#[cfg(test)]
-mod test_fixtures;
 pub mod types;
 pub mod validation;
 mod work;
+
+/// Test-only code of this controller's tests: the objects they share.
+#[cfg(test)]
+mod tests {
+    pub(crate) mod fixtures;
+}

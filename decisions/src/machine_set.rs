@@ -16,7 +16,11 @@ pub mod routing;
 pub mod scaling;
 pub mod semantic_equality;
 pub mod status;
-#[cfg(test)]
-mod test_fixtures;
 pub mod types;
 pub mod validation;
+
+/// Test-only code of this controller's tests: the objects they share.
+#[cfg(test)]
+mod tests {
+    pub(crate) mod fixtures;
+}

@@ -5,5 +5,8 @@ pub mod apiserver;
 pub mod orphans;
 pub mod overshoot;
 
+/// Upstream's test cases replayed (docs/upstream-conformance.md).
 #[cfg(test)]
-mod upstream_tables;
+mod upstream {
+    mod tables;
+}

@@ -996,5 +996,4 @@ fn step_pod(
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
 mod tests;

@@ -213,5 +213,4 @@ pub fn next_backoff(
 }
 
 #[cfg(test)]
-#[path = "backoff_tests.rs"]
 mod tests;

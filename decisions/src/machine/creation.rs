@@ -844,5 +844,4 @@ pub fn seconds_since_creation(machine: &Machine, now: Timestamp) -> Option<i64> 
 }
 
 #[cfg(test)]
-#[path = "creation_tests.rs"]
 mod tests;

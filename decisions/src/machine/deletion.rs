@@ -846,5 +846,4 @@ pub fn plan_finalizer_removal_result(result: &Result<(), WriteFailure>) -> Delet
 }
 
 #[cfg(test)]
-#[path = "deletion_tests.rs"]
 mod tests;

@@ -546,5 +546,4 @@ fn timeouts(input: &HealthInput<'_>, plan: &mut HealthPlan) {
 }
 
 #[cfg(test)]
-#[path = "health_tests.rs"]
 mod tests;

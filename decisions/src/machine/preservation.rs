@@ -523,5 +523,4 @@ pub fn plan_auto_preservation(
 }
 
 #[cfg(test)]
-#[path = "preservation_tests.rs"]
 mod tests;

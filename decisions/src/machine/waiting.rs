@@ -493,5 +493,4 @@ pub fn held_description(description: &str, held: &str) -> Option<String> {
 pub const HELD_MARK: &str = ". Not marked Failed (and replaced) while held by ";
 
 #[cfg(test)]
-#[path = "waiting_tests.rs"]
 mod tests;

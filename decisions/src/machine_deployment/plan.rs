@@ -17,5 +17,8 @@ pub use super::types::{
 };
 pub use super::validation::validate;
 
+/// Upstream's test cases replayed (docs/upstream-conformance.md).
 #[cfg(test)]
-mod upstream_tables;
+mod upstream {
+    mod tables;
+}

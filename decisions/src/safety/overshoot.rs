@@ -485,5 +485,4 @@ fn unfroze_event(ms: &str) -> Event {
 }
 
 #[cfg(test)]
-#[path = "overshoot_tests.rs"]
 mod tests;

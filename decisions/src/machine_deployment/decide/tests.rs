@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::machine_deployment::decide::plan;
 use crate::machine_deployment::fencepost;
 use crate::machine_deployment::revision::{self};
-use crate::machine_deployment::test_fixtures::*;
+use crate::machine_deployment::tests::fixtures::*;
 use crate::machine_deployment::types::*;
 use crate::machine_set::claim;
 use jiff::Timestamp;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::machine_deployment::decide::plan;
 use crate::machine_deployment::status;
-use crate::machine_deployment::test_fixtures::*;
+use crate::machine_deployment::tests::fixtures::*;
 use crate::vocabulary::Retry;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

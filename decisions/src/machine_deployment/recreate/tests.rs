@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::machine_deployment::decide::plan;
-use crate::machine_deployment::test_fixtures::*;
+use crate::machine_deployment::tests::fixtures::*;
 use crate::machine_deployment::types::*;
 use mcm_api::v1alpha1::{MachineDeploymentStrategyType as Strategy, MachineSetStatus};
 

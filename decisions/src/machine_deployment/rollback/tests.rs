@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::machine_deployment::decide::plan;
 use crate::machine_deployment::revision::{self};
-use crate::machine_deployment::test_fixtures::*;
+use crate::machine_deployment::tests::fixtures::*;
 use crate::machine_deployment::types::*;
 use mcm_api::keys::{annotation, label};
 use mcm_api::v1alpha1::{MachineDeploymentStrategyType as Strategy, RollbackConfig};

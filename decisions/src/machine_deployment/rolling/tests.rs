@@ -7,7 +7,7 @@ use crate::machine_deployment::decide::plan;
 use crate::machine_deployment::new_machine_set::*;
 use crate::machine_deployment::revision::{self};
 use crate::machine_deployment::status;
-use crate::machine_deployment::test_fixtures::*;
+use crate::machine_deployment::tests::fixtures::*;
 use crate::machine_deployment::types::*;
 use crate::machine_set::claim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

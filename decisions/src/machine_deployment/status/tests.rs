@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::machine_deployment::status;
-use crate::machine_deployment::test_fixtures::*;
+use crate::machine_deployment::tests::fixtures::*;
 use mcm_api::keys::deployment_reason;
 use mcm_api::v1alpha1::{
     ConditionStatus, MachineDeploymentConditionType as CondType,

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::machine_deployment::decide::plan;
-use crate::machine_deployment::test_fixtures::*;
+use crate::machine_deployment::tests::fixtures::*;
 use crate::machine_deployment::types::*;
 use mcm_api::v1alpha1::MachineDeploymentStrategyType as Strategy;
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::machine_set::decide::plan;
 use crate::machine_set::deletion::*;
-use crate::machine_set::test_fixtures::*;
+use crate::machine_set::tests::fixtures::*;
 use mcm_api::keys::{annotation, label, last_operation};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::machine_set::decide::plan;
-use crate::machine_set::test_fixtures::*;
+use crate::machine_set::tests::fixtures::*;
 use crate::machine_set::types::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mcm_api::keys::{annotation, preserve};

@@ -9,7 +9,7 @@ use crate::machine_set::decide::plan;
 use crate::machine_set::deletion::*;
 use crate::machine_set::expectations::Expectations;
 use crate::machine_set::scaling::*;
-use crate::machine_set::test_fixtures::*;
+use crate::machine_set::tests::fixtures::*;
 use crate::machine_set::types::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mcm_api::keys::{annotation, label, value};

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::machine_set::status::*;
-use crate::machine_set::test_fixtures::*;
+use crate::machine_set::tests::fixtures::*;
 use crate::machine_set::types::*;
 use jiff::{SignedDuration, Timestamp};
 use mcm_api::keys::annotation;

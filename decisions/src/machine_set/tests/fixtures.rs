@@ -16,15 +16,15 @@ use mcm_api::v1alpha1::{
     MachineStatus, MachineTemplateSpec,
 };
 
-pub(super) fn t(secs: i64) -> Timestamp {
+pub(crate) fn t(secs: i64) -> Timestamp {
     Timestamp::from_second(1_700_000_000 + secs).unwrap()
 }
 
-pub(super) fn sel_labels() -> BTreeMap<String, String> {
+pub(crate) fn sel_labels() -> BTreeMap<String, String> {
     BTreeMap::from([("name".to_owned(), "pool".to_owned())])
 }
 
-pub(super) fn ms(replicas: i32) -> MachineSet {
+pub(crate) fn ms(replicas: i32) -> MachineSet {
     let mut ms = MachineSet::new(
         "pool-abcde",
         MachineSetSpec {
@@ -57,7 +57,7 @@ pub(super) fn ms(replicas: i32) -> MachineSet {
     ms
 }
 
-pub(super) fn machine(name: &str, phase: Option<MachinePhase>, age: i64) -> Machine {
+pub(crate) fn machine(name: &str, phase: Option<MachinePhase>, age: i64) -> Machine {
     let mut m = Machine::new(
         name,
         MachineSpec {
@@ -84,7 +84,7 @@ pub(super) fn machine(name: &str, phase: Option<MachinePhase>, age: i64) -> Mach
     m
 }
 
-pub(super) fn annotate(mut m: Machine, k: &str, v: &str) -> Machine {
+pub(crate) fn annotate(mut m: Machine, k: &str, v: &str) -> Machine {
     m.metadata
         .annotations
         .get_or_insert_with(BTreeMap::new)
@@ -92,7 +92,7 @@ pub(super) fn annotate(mut m: Machine, k: &str, v: &str) -> Machine {
     m
 }
 
-pub(super) fn preserved_until(mut m: Machine, at: Timestamp) -> Machine {
+pub(crate) fn preserved_until(mut m: Machine, at: Timestamp) -> Machine {
     if let Some(cs) = m.status.as_mut().and_then(|s| s.current_status.as_mut()) {
         cs.preserve_expiry_time = Some(Time(at));
     }
@@ -100,7 +100,7 @@ pub(super) fn preserved_until(mut m: Machine, at: Timestamp) -> Machine {
 }
 
 /// The plan's input; the machines are shared as the cache shares them (leaked: tests only).
-pub(super) fn input<'a, M: std::borrow::Borrow<Machine>>(
+pub(crate) fn input<'a, M: std::borrow::Borrow<Machine>>(
     ms: &'a MachineSet,
     machines: &[M],
     nodes: &'a BTreeMap<String, Option<String>>,
@@ -118,7 +118,7 @@ pub(super) fn input<'a, M: std::borrow::Borrow<Machine>>(
     }
 }
 
-pub(super) fn deleted_names(actions: &[MachineSetAction]) -> Vec<String> {
+pub(crate) fn deleted_names(actions: &[MachineSetAction]) -> Vec<String> {
     actions
         .iter()
         .filter_map(|a| match a {
@@ -131,7 +131,7 @@ pub(super) fn deleted_names(actions: &[MachineSetAction]) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn created_count(actions: &[MachineSetAction]) -> usize {
+pub(crate) fn created_count(actions: &[MachineSetAction]) -> usize {
     actions
         .iter()
         .map(|a| match a {

@@ -9,7 +9,7 @@
 //! no counterpart here, is `docs/upstream-conformance.md` (part 2).
 #![allow(clippy::unwrap_used)]
 
-use super::*;
+use crate::machine_set::plan::*;
 use std::collections::BTreeMap;
 
 use crate::machine_set::claim;

@@ -20,17 +20,17 @@ use mcm_api::v1alpha1::{
     RollingUpdateMachineDeployment, UpdateConfiguration,
 };
 
-pub(super) static NO_NODES: BTreeMap<String, NodeView> = BTreeMap::new();
+pub(crate) static NO_NODES: BTreeMap<String, NodeView> = BTreeMap::new();
 
-pub(super) fn t(secs: i64) -> Timestamp {
+pub(crate) fn t(secs: i64) -> Timestamp {
     Timestamp::from_second(1_700_000_000 + secs).unwrap()
 }
 
-pub(super) fn pool_labels() -> BTreeMap<String, String> {
+pub(crate) fn pool_labels() -> BTreeMap<String, String> {
     BTreeMap::from([("name".to_owned(), "pool".to_owned())])
 }
 
-pub(super) fn template(class: &str) -> MachineTemplateSpec {
+pub(crate) fn template(class: &str) -> MachineTemplateSpec {
     MachineTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(pool_labels()),
@@ -47,7 +47,7 @@ pub(super) fn template(class: &str) -> MachineTemplateSpec {
     }
 }
 
-pub(super) fn deployment(
+pub(crate) fn deployment(
     strategy: Strategy,
     replicas: i32,
     surge: i32,
@@ -84,7 +84,7 @@ pub(super) fn deployment(
 
 /// A MachineSet owned by the deployment for `class`, with `spec` replicas and `available`
 /// available (and existing) replicas.
-pub(super) fn set(
+pub(crate) fn set(
     md: &MachineDeployment,
     class: &str,
     rev: i64,
@@ -111,7 +111,7 @@ pub(super) fn set(
 }
 
 /// The plan's input; the machines are shared as the cache shares them (leaked: tests only).
-pub(super) fn input<'a>(
+pub(crate) fn input<'a>(
     md: &'a MachineDeployment,
     sets: &'a [MachineSet],
     machines: &[Machine],
@@ -129,7 +129,7 @@ pub(super) fn input<'a>(
     }
 }
 
-pub(super) fn scaled(actions: &[DeploymentAction]) -> BTreeMap<String, i32> {
+pub(crate) fn scaled(actions: &[DeploymentAction]) -> BTreeMap<String, i32> {
     actions
         .iter()
         .filter_map(|a| match a {
@@ -144,7 +144,7 @@ pub(super) fn scaled(actions: &[DeploymentAction]) -> BTreeMap<String, i32> {
         .collect()
 }
 
-pub(super) fn events(actions: &[DeploymentAction]) -> Vec<String> {
+pub(crate) fn events(actions: &[DeploymentAction]) -> Vec<String> {
     actions
         .iter()
         .filter_map(|a| match a {
@@ -154,7 +154,7 @@ pub(super) fn events(actions: &[DeploymentAction]) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn status_written(actions: &[DeploymentAction]) -> Option<&MachineDeploymentStatus> {
+pub(crate) fn status_written(actions: &[DeploymentAction]) -> Option<&MachineDeploymentStatus> {
     actions.iter().find_map(|a| match a {
         DeploymentAction::UpdateDeploymentStatus(s) => Some(&**s),
         _ => None,
@@ -162,7 +162,7 @@ pub(super) fn status_written(actions: &[DeploymentAction]) -> Option<&MachineDep
 }
 
 /// Machines of `ms` on nodes `n-<class>-<i>`, Running.
-pub(super) fn machines_of(ms: &MachineSet, n: usize) -> Vec<Machine> {
+pub(crate) fn machines_of(ms: &MachineSet, n: usize) -> Vec<Machine> {
     (0..n)
         .map(|i| {
             let name = format!("{}-{i}", ms.metadata.name.as_deref().unwrap());

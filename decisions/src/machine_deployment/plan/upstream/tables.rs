@@ -11,7 +11,7 @@
 //! `docs/upstream-conformance.md` (part 2).
 #![allow(clippy::unwrap_used)]
 
-use super::*;
+use crate::machine_deployment::plan::*;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::machine_deployment::fencepost;
