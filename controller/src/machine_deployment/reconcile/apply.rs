@@ -766,7 +766,8 @@ mod tests {
     /// `#removeAutoscalerAnnotationsIfRequired`, row by row, through the shell's node write
     /// (`update_node`: GET, change, Update) against the sandbox, then the node read back as
     /// upstream reads it from its fake client. The machine → node selection (machines of the
-    /// sets carrying the `node` label) is the plan's, tested in `plan_tests.rs`.
+    /// sets carrying the `node` label) is the plan's, tested in mcm-decisions'
+    /// `machine_deployment/rolling/tests.rs`.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn upstream_annotate_and_deannotate_nodes_backing_machine_sets() {
         let _ = rustls::crypto::ring::default_provider().install_default();
