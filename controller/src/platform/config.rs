@@ -291,7 +291,7 @@ pub struct MachineSettings {
     pub node_conditions: String,
     /// `--bootstrap-token-auth-extra-groups`.
     pub bootstrap_token_auth_extra_groups: String,
-    /// `--resource-exhausted-retry`, with 0 already replaced by the long retry (10m).
+    /// `--resource-exhausted-retry` as given; the creation plan decides what 0 means.
     pub resource_exhausted_retry: Duration,
     /// `--machine-retry-backoff-initial` (positive).
     pub retry_backoff_initial: Duration,
@@ -394,9 +394,6 @@ impl FieldError {
         }
     }
 }
-
-/// Long retry of the machine controller (docs/behaviour.md#retry-classes); what `--resource-exhausted-retry=0` means.
-pub const LONG_RETRY: Duration = Duration::from_mins(10);
 
 /// Collects violations so [`validate`] can report all of them together.
 #[derive(Default)]
@@ -730,11 +727,6 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
     let Some(controllers) = controllers.filter(|_| violations.is_empty()) else {
         return Err(violations);
     };
-    let resource_exhausted_retry = if args.resource_exhausted_retry == Duration::ZERO {
-        LONG_RETRY
-    } else {
-        args.resource_exhausted_retry
-    };
     let machine_metrics_address = (machine_metrics_port != 0
         && controllers.runs(Share::MachineController))
     .then(|| SocketAddr::new(address, machine_metrics_port));
@@ -771,7 +763,7 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
             preserve_timeout: args.machine_preserve_timeout,
             node_conditions: args.node_conditions.clone(),
             bootstrap_token_auth_extra_groups: args.bootstrap_token_auth_extra_groups.clone(),
-            resource_exhausted_retry,
+            resource_exhausted_retry: args.resource_exhausted_retry,
             retry_backoff_initial: args.machine_retry_backoff_initial,
             retry_backoff_factor: args.machine_retry_backoff_factor,
             retry_backoff_max: args.machine_retry_backoff_max,

@@ -428,13 +428,11 @@ fn meltdown_threshold_is_off_by_default_and_a_share() {
     );
 }
 
+/// 0 is kept as given: what it means (the long retry) is the creation plan's rule, tested there.
 #[test]
-fn resource_exhausted_retry_zero_means_long_retry() {
+fn resource_exhausted_retry_is_passed_as_given() {
     let config = validate(&parse(&["--resource-exhausted-retry=0s"])).unwrap();
-    assert_eq!(
-        config.machine.resource_exhausted_retry,
-        Duration::from_mins(10)
-    );
+    assert_eq!(config.machine.resource_exhausted_retry, Duration::ZERO);
     let config = validate(&parse(&["--resource-exhausted-retry=30s"])).unwrap();
     assert_eq!(
         config.machine.resource_exhausted_retry,

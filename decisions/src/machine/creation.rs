@@ -411,6 +411,18 @@ pub fn create_failure_phase(
     }
 }
 
+/// When a machine whose driver call failed with ResourceExhausted is retried:
+/// `--resource-exhausted-retry`, where 0 means the long retry (docs/behaviour.md#retry-classes).
+#[must_use]
+pub fn resource_exhausted_retry(controller: &ControllerSettings) -> Retry {
+    let period = controller.resource_exhausted_retry;
+    if period.as_nanos() == 0 {
+        Retry::Long
+    } else {
+        Retry::After(period)
+    }
+}
+
 /// Upstream `machineCreateErrorHandler`.
 #[must_use]
 pub fn create_error_outcome(
@@ -420,15 +432,7 @@ pub fn create_error_outcome(
 ) -> CreationOutcome {
     let code = error.code();
     let (retry, keep_state) = match code {
-        Code::ResourceExhausted => {
-            let period = ctx.controller.resource_exhausted_retry;
-            let retry = if period.as_nanos() == 0 {
-                Retry::Long
-            } else {
-                Retry::After(period)
-            };
-            (retry, true)
-        }
+        Code::ResourceExhausted => (resource_exhausted_retry(ctx.controller), true),
         code if error.is_decodable() && is_transient(code) => (Retry::Short, true),
         _ => (Retry::Medium, false),
     };

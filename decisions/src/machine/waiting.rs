@@ -19,6 +19,7 @@ use mcm_api::keys::last_operation as text;
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
 
 use super::backoff::{parse_mark, strip_mark};
+use super::creation::resource_exhausted_retry;
 use crate::drain::plan::{DrainLedger, EvictionFailure};
 use crate::vocabulary::{
     ControllerSettings, EffectiveSettings, add, current_of, description_of, node_name_of,
@@ -285,7 +286,7 @@ pub fn waiting_condition(input: &WaitingInput<'_>) -> Option<NodeCondition> {
                 {
                     let at = operation
                         .and_then(|op| op.last_update_time.as_ref())
-                        .map(|at| add(at.0, input.controller.resource_exhausted_retry));
+                        .map(|at| add(at.0, resource_exhausted_retry(input.controller).period()));
                     at.map_or_else(
                         || "retried after --resource-exhausted-retry".to_owned(),
                         |at| format!("next retry at {}", at_text(at)),

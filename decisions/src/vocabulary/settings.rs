@@ -31,7 +31,8 @@ pub struct ControllerSettings {
     pub pv_detach_timeout: Duration,
     /// `--machine-pv-reattach-timeout` (90s).
     pub pv_reattach_timeout: Duration,
-    /// `--resource-exhausted-retry` (10m; 0 means LongRetry).
+    /// `--resource-exhausted-retry` (10m) as given; what 0 means is the creation plan's rule
+    /// (`machine::creation::resource_exhausted_retry`).
     pub resource_exhausted_retry: Duration,
     /// `--machine-retry-backoff-{initial,factor,max}` (5s, 2, 60s): backoff of failing
     /// CreateMachine, InitializeMachine and DeleteMachine calls.

@@ -5,6 +5,8 @@ use crate::drain::plan::PodProgress;
 use crate::machine::backoff::{RetryMark, with_mark};
 use crate::test_support::*;
 use crate::vocabulary::effective_settings;
+use mcm_api::duration::Duration;
+use mcm_provider_proto::Code;
 use proptest::prelude::*;
 
 fn compute(
@@ -84,6 +86,49 @@ fn driver_error_names_the_error_attempt_and_next_retry() {
         "{found}"
     );
     assert!(found.contains("creation timeout"), "{found}");
+}
+
+/// A ResourceExhausted failure carries no backoff mark: the next retry is the creation plan's
+/// period after the failure, and `--resource-exhausted-retry 0` means the long retry there too.
+#[test]
+fn resource_exhausted_names_the_retry_of_the_creation_plan() {
+    let mut m = machine("m1")
+        .with_phase(MachinePhase::CrashLoopBackOff, at(0))
+        .with_operation(
+            "Cloud provider message - machine codes error: code = [ResourceExhausted] message = [quota]",
+            MachineState::Failed,
+            MachineOperationType::Create,
+            at(80),
+        );
+    if let Some(operation) = m.status.as_mut().and_then(|s| s.last_operation.as_mut()) {
+        operation.error_code = Some(Code::ResourceExhausted.name().to_owned());
+    }
+    let message_with = |retry: Duration| {
+        let controller = ControllerSettings {
+            resource_exhausted_retry: retry,
+            ..ControllerSettings::default()
+        };
+        let settings = effective_settings(&m, &controller);
+        let found = waiting_condition(&WaitingInput {
+            machine: &m,
+            settings: &settings,
+            controller: &controller,
+            frozen: None,
+            drain: None,
+            held: None,
+        });
+        message(&found).to_owned()
+    };
+    let found = message_with(Duration::from_mins(2));
+    assert!(
+        found.contains(&format!("next retry at {}", at(80 + 120))),
+        "{found}"
+    );
+    let found = message_with(Duration::ZERO);
+    assert!(
+        found.contains(&format!("next retry at {}", at(80 + 600))),
+        "{found}"
+    );
 }
 
 #[test]
