@@ -17,6 +17,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::NodeCondition;
 use mcm_api::keys::last_operation as text;
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
+use mcm_provider_proto::Code;
 
 use super::backoff::{parse_mark, strip_mark};
 use super::creation::resource_exhausted_retry;
@@ -209,6 +210,10 @@ pub fn waiting_condition(input: &WaitingInput<'_>) -> Option<NodeCondition> {
     let since_status = current.last_update_time.as_ref().map(|at| at.0);
     let created = machine.metadata.creation_timestamp.as_ref().map(|at| at.0);
     let mark = parse_mark(description).filter(|_| failed);
+    // The stored name of the driver's code, read back as the code the plans decided on.
+    let error_code = operation
+        .and_then(|op| op.error_code.as_deref())
+        .map(Code::from_name);
     let retry_text = |mark: super::backoff::RetryMark| match mark.next_retry_at {
         Some(at) => format!("attempt {}, next retry at {}", mark.attempt, at_text(at)),
         None => format!("attempt {}", mark.attempt),
@@ -280,10 +285,7 @@ pub fn waiting_condition(input: &WaitingInput<'_>) -> Option<NodeCondition> {
                 .unwrap_or_default();
             let retry = match mark {
                 Some(mark) => retry_text(mark),
-                None if operation
-                    .and_then(|op| op.error_code.as_deref())
-                    .is_some_and(|code| code == "ResourceExhausted") =>
-                {
+                None if error_code == Some(Code::ResourceExhausted) => {
                     let at = operation
                         .and_then(|op| op.last_update_time.as_ref())
                         .map(|at| add(at.0, resource_exhausted_retry(input.controller).period()));
