@@ -10,5 +10,4 @@ pub mod context;
 pub mod creation_flows;
 pub mod node_reconcile;
 pub mod reconcile;
-pub mod settings;
 pub mod terminate;

@@ -37,7 +37,6 @@ use self::error::ReconcileError;
 use self::permits::Permits;
 use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::MachineContext;
-use crate::machine::settings::controller_settings;
 use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
 use crate::platform::index::{self, Index};
@@ -95,7 +94,7 @@ pub fn run(
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
         let controller = Arc::new(MachineController {
-            settings: controller_settings(&context),
+            settings: context.config.machine.clone(),
             queue: WorkQueue::new(QUEUE_NAME, Some(context.metrics.clone())),
             permits: Permits::default(),
             hot_paths: tokio::sync::OnceCell::new(),

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Parser};
 use mcm_api::duration::Duration;
+use mcm_decisions::vocabulary::{BackoffSettings, ControllerSettings, flag_defaults as defaults};
 use mcm_provider_proto::Endpoint;
 
 use super::selection::{Selection, Share, select};
@@ -32,10 +33,6 @@ pub const LEASE_NAME: &str = super::selection::CONTROLLER_MANAGER_LEASE;
 pub const LEASES_RESOURCE_LOCK: &str = "leases";
 /// client-go's `JitterFactor`: the renew deadline must exceed this many retry periods.
 const LEADER_ELECTION_JITTER_FACTOR: f64 = 1.2;
-
-/// Default of `--node-conditions` (upstream's list, order kept).
-pub const DEFAULT_NODE_CONDITIONS: &str =
-    "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable";
 
 /// Go's `strconv.ParseBool`, so `--leader-elect=False` and `--profiling=1` work as with pflag.
 fn parse_go_bool(text: &str) -> Result<bool, String> {
@@ -117,75 +114,75 @@ pub struct Args {
     #[arg(long, default_value = "0s", value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub controller_start_interval: Duration,
     /// (MCM) Extra machines tolerated beyond desired + maxSurge before freezing a MachineSet.
-    #[arg(long, default_value_t = 2, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = defaults::SAFETY_UP, allow_negative_numbers = true)]
     pub safety_up: i32,
     /// (MCM) Upper limit minus this gives the limit below which a frozen MachineSet is unfrozen.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = defaults::SAFETY_DOWN, allow_negative_numbers = true)]
     pub safety_down: i32,
     /// (MCM) Period of the overshooting safety check.
     #[arg(long, default_value = "1m", value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_safety_overshooting_period: Duration,
     /// (MCM) Annotate nodes with the cluster-autoscaler scale-down-disabled annotation during rollouts.
-    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+    #[arg(long, default_value_t = defaults::AUTOSCALER_SCALEDOWN_ANNOTATION_DURING_ROLLOUT, num_args = 0..=1, default_missing_value = "true",
           action = ArgAction::Set, value_parser = parse_go_bool)]
     pub autoscaler_scaledown_annotation_during_rollout: bool,
     /// (MC) Time a new machine has to join before it is declared Failed.
-    #[arg(long, default_value = "20m", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::CREATION_TIMEOUT, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_creation_timeout: Duration,
     /// (MC) Time an unhealthy machine has to recover before it is declared Failed.
-    #[arg(long, default_value = "10m", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::HEALTH_TIMEOUT, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_health_timeout: Duration,
     /// (MC) Drain timeout before the drain is forced.
-    #[arg(long, default_value = "2h", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::DRAIN_TIMEOUT, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_drain_timeout: Duration,
     /// (MC) Time an in-place update may take before the machine is declared Failed.
-    #[arg(long, default_value = "20m", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::IN_PLACE_UPDATE_TIMEOUT, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_inplace_update_timeout: Duration,
     /// (MC) Evictions per pod before it is deleted during a drain.
-    #[arg(long, default_value_t = 360, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = defaults::MAX_EVICT_RETRIES, allow_negative_numbers = true)]
     pub machine_max_evict_retries: i32,
     /// (MC) Wait for a PV to detach after its pod was evicted.
-    #[arg(long, default_value = "2m", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::PV_DETACH_TIMEOUT, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_pv_detach_timeout: Duration,
     /// (MC) Wait for a PV to reattach elsewhere.
-    #[arg(long, default_value = "90s", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::PV_REATTACH_TIMEOUT, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_pv_reattach_timeout: Duration,
     /// (MC) Time the control API server may be unreachable before the controllers freeze.
-    #[arg(long, default_value = "30s", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::APISERVER_STATUSCHECK_TIMEOUT, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_safety_apiserver_statuscheck_timeout: Duration,
     /// (MC) Period of the API server status check; must not be shorter than its timeout.
-    #[arg(long, default_value = "1m", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::APISERVER_STATUSCHECK_PERIOD, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_safety_apiserver_statuscheck_period: Duration,
     /// (MC) Period of the orphan VM and orphan node collection.
     #[arg(long, default_value = "15m", value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_safety_orphan_vms_period: Duration,
     /// (MC) How long a failed machine stays preserved when preservation has no explicit end.
-    #[arg(long, default_value = "96h", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::PRESERVE_TIMEOUT, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_preserve_timeout: Duration,
     /// (MC) Comma-separated, case-sensitive node condition types that make a machine unhealthy when True.
-    #[arg(long, default_value = DEFAULT_NODE_CONDITIONS)]
+    #[arg(long, default_value = defaults::NODE_CONDITIONS)]
     pub node_conditions: String,
     /// (MC) Value of the bootstrap token's `auth-extra-groups`.
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = defaults::BOOTSTRAP_TOKEN_AUTH_EXTRA_GROUPS)]
     pub bootstrap_token_auth_extra_groups: String,
     /// (MC) Retry period after a ResourceExhausted driver error; 0 means the long retry (10m).
-    #[arg(long, default_value = "10m", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::RESOURCE_EXHAUSTED_RETRY, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub resource_exhausted_retry: Duration,
     /// (new) Delay after the first failed CreateMachine/InitializeMachine/DeleteMachine call of a
     /// machine (upstream retries after a constant 5s).
-    #[arg(long, default_value = "5s", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::RETRY_BACKOFF_INITIAL, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_retry_backoff_initial: Duration,
     /// (new) Growth of the delay per consecutive failure of the same machine (1 = constant).
-    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = defaults::RETRY_BACKOFF_FACTOR, allow_negative_numbers = true)]
     pub machine_retry_backoff_factor: f64,
     /// (new) Largest delay between two failing driver calls of one machine (errors upstream
     /// retries after 3m are never retried sooner).
-    #[arg(long, default_value = "60s", value_parser = parse_go_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = defaults::RETRY_BACKOFF_MAX, value_parser = parse_go_duration, allow_negative_numbers = true)]
     pub machine_retry_backoff_max: Duration,
     /// (new) Meltdown guard: when more than this share (0..1) of a MachineDeployment's machines,
     /// or of one zone's, is Unknown/Failed at once, unhealthy machines are not replaced until the
     /// share drops. 0 turns the guard off.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = defaults::MELTDOWN_THRESHOLD, allow_negative_numbers = true)]
     pub machine_meltdown_threshold: f64,
     /// (both) Take part in leader election before running the controllers.
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
@@ -268,41 +265,6 @@ pub struct LeaderElectionConfig {
     pub retry_period: std::time::Duration,
 }
 
-/// Settings of the machine-side controllers (docs/behaviour.md#flags-mc).
-#[derive(Clone, Debug, PartialEq)]
-pub struct MachineSettings {
-    /// `--machine-creation-timeout`.
-    pub creation_timeout: Duration,
-    /// `--machine-health-timeout`.
-    pub health_timeout: Duration,
-    /// `--machine-drain-timeout`.
-    pub drain_timeout: Duration,
-    /// `--machine-inplace-update-timeout`.
-    pub inplace_update_timeout: Duration,
-    /// `--machine-max-evict-retries`.
-    pub max_evict_retries: u32,
-    /// `--machine-pv-detach-timeout`.
-    pub pv_detach_timeout: Duration,
-    /// `--machine-pv-reattach-timeout`.
-    pub pv_reattach_timeout: Duration,
-    /// `--machine-preserve-timeout`.
-    pub preserve_timeout: Duration,
-    /// `--node-conditions`, unparsed (split on `,` by the health check, case-sensitive).
-    pub node_conditions: String,
-    /// `--bootstrap-token-auth-extra-groups`.
-    pub bootstrap_token_auth_extra_groups: String,
-    /// `--resource-exhausted-retry` as given; the creation plan decides what 0 means.
-    pub resource_exhausted_retry: Duration,
-    /// `--machine-retry-backoff-initial` (positive).
-    pub retry_backoff_initial: Duration,
-    /// `--machine-retry-backoff-factor` (≥ 1).
-    pub retry_backoff_factor: f64,
-    /// `--machine-retry-backoff-max` (≥ initial).
-    pub retry_backoff_max: Duration,
-    /// `--machine-meltdown-threshold` (0..=1, 0 = off).
-    pub meltdown_threshold: f64,
-}
-
 /// Settings of the safety controllers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SafetySettings {
@@ -355,8 +317,8 @@ pub struct Config {
     pub client: ClientSettings,
     /// Safety controller settings.
     pub safety: SafetySettings,
-    /// Machine controller settings.
-    pub machine: MachineSettings,
+    /// The Machine controller's settings, as its plans take them (docs/behaviour.md#flags-mc).
+    pub machine: ControllerSettings,
     /// `--autoscaler-scaledown-annotation-during-rollout`.
     pub autoscaler_scaledown_annotation_during_rollout: bool,
     /// Leader election; `None` with `--leader-elect=false`.
@@ -687,8 +649,7 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
             ),
         );
     }
-    let max_evict_retries =
-        violations.non_negative_int("machine-max-evict-retries", args.machine_max_evict_retries);
+    violations.non_negative_int("machine-max-evict-retries", args.machine_max_evict_retries);
 
     // The selection decides the Lease name; its violation is reported after the driver's.
     let controllers = select(&args.controllers, !args.driver_endpoint.is_empty());
@@ -727,6 +688,7 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
     let Some(controllers) = controllers.filter(|_| violations.is_empty()) else {
         return Err(violations);
     };
+    let target_cluster = target_kubeconfig.is_some();
     let machine_metrics_address = (machine_metrics_port != 0
         && controllers.runs(Share::MachineController))
     .then(|| SocketAddr::new(address, machine_metrics_port));
@@ -752,22 +714,25 @@ pub fn validate(args: &Args) -> Result<Config, Vec<FieldError>> {
             apiserver_statuscheck_period: args.machine_safety_apiserver_statuscheck_period,
             orphan_vms_period: args.machine_safety_orphan_vms_period,
         },
-        machine: MachineSettings {
+        machine: ControllerSettings {
             creation_timeout: args.machine_creation_timeout,
             health_timeout: args.machine_health_timeout,
             drain_timeout: args.machine_drain_timeout,
-            inplace_update_timeout: args.machine_inplace_update_timeout,
-            max_evict_retries,
+            in_place_update_timeout: args.machine_inplace_update_timeout,
+            preserve_timeout: args.machine_preserve_timeout,
+            max_evict_retries: args.machine_max_evict_retries,
+            node_conditions: args.node_conditions.clone(),
             pv_detach_timeout: args.machine_pv_detach_timeout,
             pv_reattach_timeout: args.machine_pv_reattach_timeout,
-            preserve_timeout: args.machine_preserve_timeout,
-            node_conditions: args.node_conditions.clone(),
-            bootstrap_token_auth_extra_groups: args.bootstrap_token_auth_extra_groups.clone(),
             resource_exhausted_retry: args.resource_exhausted_retry,
-            retry_backoff_initial: args.machine_retry_backoff_initial,
-            retry_backoff_factor: args.machine_retry_backoff_factor,
-            retry_backoff_max: args.machine_retry_backoff_max,
+            retry_backoff: BackoffSettings {
+                initial: args.machine_retry_backoff_initial,
+                factor: args.machine_retry_backoff_factor,
+                max: args.machine_retry_backoff_max,
+            },
             meltdown_threshold: args.machine_meltdown_threshold,
+            bootstrap_token_auth_extra_groups: args.bootstrap_token_auth_extra_groups.clone(),
+            target_cluster,
         },
         autoscaler_scaledown_annotation_during_rollout: args
             .autoscaler_scaledown_annotation_during_rollout,

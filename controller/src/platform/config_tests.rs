@@ -383,21 +383,76 @@ fn control_kubeconfig_is_required_without_target_cluster() {
     );
 }
 
+/// Without flags the Machine controller's plans get the settings their tests start from.
+#[test]
+fn default_flags_give_the_plans_default_settings() {
+    let config = validate(&parse(&[])).unwrap();
+    assert_eq!(config.machine, ControllerSettings::default());
+}
+
+/// Each machine flag lands in its field of the plans' settings.
+#[test]
+fn machine_flags_map_to_the_plans_settings() {
+    let config = validate(&parse(&[
+        "--machine-creation-timeout=21m",
+        "--machine-health-timeout=11m",
+        "--machine-drain-timeout=3h",
+        "--machine-inplace-update-timeout=22m",
+        "--machine-preserve-timeout=97h",
+        "--machine-max-evict-retries=7",
+        "--node-conditions=A,B",
+        "--machine-pv-detach-timeout=3m",
+        "--machine-pv-reattach-timeout=91s",
+        "--resource-exhausted-retry=4m",
+        "--machine-retry-backoff-initial=2s",
+        "--machine-retry-backoff-factor=3",
+        "--machine-retry-backoff-max=70s",
+        "--machine-meltdown-threshold=0.25",
+        "--bootstrap-token-auth-extra-groups=system:extra",
+        "--target-kubeconfig=none",
+        "--control-kubeconfig=/control",
+    ]))
+    .unwrap();
+    assert_eq!(
+        config.machine,
+        ControllerSettings {
+            creation_timeout: Duration::from_mins(21),
+            health_timeout: Duration::from_mins(11),
+            drain_timeout: Duration::from_hours(3),
+            in_place_update_timeout: Duration::from_mins(22),
+            preserve_timeout: Duration::from_hours(97),
+            max_evict_retries: 7,
+            node_conditions: "A,B".to_owned(),
+            pv_detach_timeout: Duration::from_mins(3),
+            pv_reattach_timeout: Duration::from_secs(91),
+            resource_exhausted_retry: Duration::from_mins(4),
+            retry_backoff: BackoffSettings {
+                initial: Duration::from_secs(2),
+                factor: 3.0,
+                max: Duration::from_secs(70),
+            },
+            meltdown_threshold: 0.25,
+            bootstrap_token_auth_extra_groups: "system:extra".to_owned(),
+            target_cluster: false,
+        }
+    );
+}
+
 #[test]
 fn retry_backoff_flags_default_and_validate() {
     let config = validate(&parse(&[])).unwrap();
-    assert_eq!(config.machine.retry_backoff_initial, Duration::from_secs(5));
-    assert!((config.machine.retry_backoff_factor - 2.0).abs() < f64::EPSILON);
-    assert_eq!(config.machine.retry_backoff_max, Duration::from_secs(60));
+    assert_eq!(config.machine.retry_backoff.initial, Duration::from_secs(5));
+    assert!((config.machine.retry_backoff.factor - 2.0).abs() < f64::EPSILON);
+    assert_eq!(config.machine.retry_backoff.max, Duration::from_secs(60));
     let config = validate(&parse(&[
         "--machine-retry-backoff-initial=1s",
         "--machine-retry-backoff-factor=1.5",
         "--machine-retry-backoff-max=2m",
     ]))
     .unwrap();
-    assert_eq!(config.machine.retry_backoff_initial, Duration::from_secs(1));
-    assert!((config.machine.retry_backoff_factor - 1.5).abs() < f64::EPSILON);
-    assert_eq!(config.machine.retry_backoff_max, Duration::from_mins(2));
+    assert_eq!(config.machine.retry_backoff.initial, Duration::from_secs(1));
+    assert!((config.machine.retry_backoff.factor - 1.5).abs() < f64::EPSILON);
+    assert_eq!(config.machine.retry_backoff.max, Duration::from_mins(2));
     assert_only_error(
         &["--machine-retry-backoff-initial=0s"],
         "machine-retry-backoff-initial",

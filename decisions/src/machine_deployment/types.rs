@@ -13,7 +13,7 @@ use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineDeploymentStatus, Mac
 use super::fencepost::FencepostError;
 use crate::machine_set::types::MachineRef;
 use crate::selector::SelectorError;
-use crate::vocabulary::{Event, Retry};
+use crate::vocabulary::{Event, Retry, flag_defaults};
 
 /// Periodic requeue after validation (docs/behaviour.md#requeue-timing).
 pub const RESYNC: mcm_api::duration::Duration = retry::LONG;
@@ -86,7 +86,7 @@ pub enum DeploymentError {
 /// Configuration of the planner (flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeploymentConfig {
-    /// `--autoscaler-scaledown-annotation-during-rollout` (default true).
+    /// `--autoscaler-scaledown-annotation-during-rollout`.
     pub autoscaler_annotations_during_rollout: bool,
     /// Whether a target cluster is configured (the in-place strategy needs one).
     pub target_cluster: bool,
@@ -95,7 +95,8 @@ pub struct DeploymentConfig {
 impl Default for DeploymentConfig {
     fn default() -> Self {
         Self {
-            autoscaler_annotations_during_rollout: true,
+            autoscaler_annotations_during_rollout:
+                flag_defaults::AUTOSCALER_SCALEDOWN_ANNOTATION_DURING_ROLLOUT,
             target_cluster: true,
         }
     }

@@ -9,6 +9,8 @@ use jiff::Timestamp;
 use mcm_api::duration::Duration;
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
 
+use crate::vocabulary::flag_defaults;
+
 use crate::vocabulary::{
     StatusWrite, add, current_status, last_operation, phase_of, preserve_expiry_of,
 };
@@ -23,17 +25,17 @@ pub const REENQUEUE_AFTER_UNFREEZE: Duration = Duration::from_secs(30);
 /// Settings (`--machine-safety-apiserver-statuscheck-*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ApiServerSafetySettings {
-    /// How long the API may be down before freezing (30s).
+    /// How long the API may be down before freezing.
     pub timeout: Duration,
-    /// Check period while healthy (1m).
+    /// Check period while healthy.
     pub period: Duration,
 }
 
 impl Default for ApiServerSafetySettings {
     fn default() -> Self {
         Self {
-            timeout: Duration::from_secs(30),
-            period: Duration::from_mins(1),
+            timeout: flag_defaults::duration(flag_defaults::APISERVER_STATUSCHECK_TIMEOUT),
+            period: flag_defaults::duration(flag_defaults::APISERVER_STATUSCHECK_PERIOD),
         }
     }
 }

@@ -27,7 +27,7 @@ use mcm_api::v1alpha1::{
 use crate::machine_deployment::fencepost;
 use crate::machine_set::claim;
 use crate::selector;
-use crate::vocabulary::Event;
+use crate::vocabulary::{Event, flag_defaults};
 
 /// Reason of an overshoot freeze.
 pub const REASON_OVERSHOOTING: &str = "OverShootingReplicaCount";
@@ -43,17 +43,17 @@ pub const MESSAGE_STATE_SYNC: &str = "MachineDeployment State was inconsistent, 
 /// Flags of the overshooting check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OvershootConfig {
-    /// `--safety-up` (default 2).
+    /// `--safety-up`.
     pub safety_up: i32,
-    /// `--safety-down` (default 1).
+    /// `--safety-down`.
     pub safety_down: i32,
 }
 
 impl Default for OvershootConfig {
     fn default() -> Self {
         Self {
-            safety_up: 2,
-            safety_down: 1,
+            safety_up: flag_defaults::SAFETY_UP,
+            safety_down: flag_defaults::SAFETY_DOWN,
         }
     }
 }

@@ -10,6 +10,7 @@
 pub mod caches;
 pub mod event;
 pub mod failures;
+pub mod flag_defaults;
 pub mod go_text;
 pub mod machine_fields;
 pub mod requeue;
@@ -27,10 +28,7 @@ pub use machine_fields::{
     set_entries,
 };
 pub use requeue::Retry;
-pub use settings::{
-    BackoffSettings, ControllerSettings, DEFAULT_NODE_CONDITIONS, EffectiveSettings,
-    effective_settings,
-};
+pub use settings::{BackoffSettings, ControllerSettings, EffectiveSettings, effective_settings};
 pub use status::{
     SIMILARITY_FRESHNESS, SIMILARITY_RATIO, StatusWrite, byte_levenshtein, current_status,
     is_status_similar, last_operation, similarity_ratio,

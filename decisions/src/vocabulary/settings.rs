@@ -1,40 +1,38 @@
 //! The controller-wide settings (flags) the plans need, and their per-machine resolution.
 
 use mcm_api::duration::Duration;
-use mcm_api::keys::{annotation, retry};
+use mcm_api::keys::annotation;
 use mcm_api::v1alpha1::Machine;
 
+use super::flag_defaults::{self as defaults, duration};
 use super::machine_fields::{machine_annotation, name_of};
 
-/// Upstream default of `--node-conditions`.
-pub const DEFAULT_NODE_CONDITIONS: &str =
-    "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable";
-
-/// Controller-wide settings (flags of docs/behaviour.md#flags-mc) the plans need.
+/// Controller-wide settings (flags of docs/behaviour.md#flags-mc) the plans need, built by the
+/// controller's flag validation; the defaults are [`super::flag_defaults`]'.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ControllerSettings {
-    /// `--machine-creation-timeout` (20m).
+    /// `--machine-creation-timeout`.
     pub creation_timeout: Duration,
-    /// `--machine-health-timeout` (10m).
+    /// `--machine-health-timeout`.
     pub health_timeout: Duration,
-    /// `--machine-drain-timeout` (2h).
+    /// `--machine-drain-timeout`.
     pub drain_timeout: Duration,
-    /// `--machine-inplace-update-timeout` (20m).
+    /// `--machine-inplace-update-timeout`.
     pub in_place_update_timeout: Duration,
-    /// `--machine-preserve-timeout` (96h).
+    /// `--machine-preserve-timeout`.
     pub preserve_timeout: Duration,
-    /// `--machine-max-evict-retries` (360).
+    /// `--machine-max-evict-retries`.
     pub max_evict_retries: i32,
     /// `--node-conditions`.
     pub node_conditions: String,
-    /// `--machine-pv-detach-timeout` (2m).
+    /// `--machine-pv-detach-timeout`.
     pub pv_detach_timeout: Duration,
-    /// `--machine-pv-reattach-timeout` (90s).
+    /// `--machine-pv-reattach-timeout`.
     pub pv_reattach_timeout: Duration,
-    /// `--resource-exhausted-retry` (10m) as given; what 0 means is the creation plan's rule
+    /// `--resource-exhausted-retry` as given; what 0 means is the creation plan's rule
     /// (`machine::creation::resource_exhausted_retry`).
     pub resource_exhausted_retry: Duration,
-    /// `--machine-retry-backoff-{initial,factor,max}` (5s, 2, 60s): backoff of failing
+    /// `--machine-retry-backoff-{initial,factor,max}`: backoff of failing
     /// CreateMachine, InitializeMachine and DeleteMachine calls.
     pub retry_backoff: BackoffSettings,
     /// `--machine-meltdown-threshold` (0 = off): share of a deployment's (or zone's) machines
@@ -47,21 +45,23 @@ pub struct ControllerSettings {
 }
 
 impl Default for ControllerSettings {
+    /// The flags' defaults, with a target cluster.
     fn default() -> Self {
         Self {
-            creation_timeout: Duration::from_mins(20),
-            health_timeout: Duration::from_mins(10),
-            drain_timeout: Duration::from_hours(2),
-            in_place_update_timeout: Duration::from_mins(20),
-            preserve_timeout: Duration::from_hours(96),
-            max_evict_retries: 360,
-            node_conditions: DEFAULT_NODE_CONDITIONS.to_owned(),
-            pv_detach_timeout: Duration::from_mins(2),
-            pv_reattach_timeout: Duration::from_secs(90),
-            resource_exhausted_retry: Duration::from_mins(10),
+            creation_timeout: duration(defaults::CREATION_TIMEOUT),
+            health_timeout: duration(defaults::HEALTH_TIMEOUT),
+            drain_timeout: duration(defaults::DRAIN_TIMEOUT),
+            in_place_update_timeout: duration(defaults::IN_PLACE_UPDATE_TIMEOUT),
+            preserve_timeout: duration(defaults::PRESERVE_TIMEOUT),
+            max_evict_retries: defaults::MAX_EVICT_RETRIES,
+            node_conditions: defaults::NODE_CONDITIONS.to_owned(),
+            pv_detach_timeout: duration(defaults::PV_DETACH_TIMEOUT),
+            pv_reattach_timeout: duration(defaults::PV_REATTACH_TIMEOUT),
+            resource_exhausted_retry: duration(defaults::RESOURCE_EXHAUSTED_RETRY),
             retry_backoff: BackoffSettings::default(),
-            meltdown_threshold: 0.0,
-            bootstrap_token_auth_extra_groups: String::new(),
+            meltdown_threshold: defaults::MELTDOWN_THRESHOLD,
+            bootstrap_token_auth_extra_groups: defaults::BOOTSTRAP_TOKEN_AUTH_EXTRA_GROUPS
+                .to_owned(),
             target_cluster: true,
         }
     }
@@ -149,13 +149,12 @@ pub struct BackoffSettings {
 }
 
 impl Default for BackoffSettings {
-    /// 5s (today's ShortRetry), doubling, at most 60s: a recovered provider is picked up within a
-    /// minute.
+    /// The flags' defaults ([`super::flag_defaults`]).
     fn default() -> Self {
         Self {
-            initial: retry::SHORT,
-            factor: 2.0,
-            max: Duration::from_secs(60),
+            initial: duration(defaults::RETRY_BACKOFF_INITIAL),
+            factor: defaults::RETRY_BACKOFF_FACTOR,
+            max: duration(defaults::RETRY_BACKOFF_MAX),
         }
     }
 }

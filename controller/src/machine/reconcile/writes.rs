@@ -11,7 +11,6 @@ use mcm_api::v1alpha1::{Machine, MachineClass};
 
 use super::error::ReconcileError;
 use crate::machine::context::MachineContext;
-use crate::machine::settings::controller_settings;
 use crate::platform::node_cache;
 use mcm_decisions::machine::creation::SecretData;
 use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
@@ -56,7 +55,7 @@ pub(crate) async fn write_status(
     // The "why is it stuck" condition rides along with every status write.
     let _ = refresh_waiting_condition(
         &mut updated,
-        &controller_settings(context),
+        &context.config.machine,
         context.machine_controller_frozen().then_some(FROZEN_REASON),
         None,
         jiff::Timestamp::now(),

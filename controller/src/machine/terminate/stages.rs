@@ -10,10 +10,9 @@ use mcm_api::v1alpha1::{Machine, MachineClass, MachineState};
 
 use super::state::{Termination, TerminationError};
 use super::writes::{
-    class_name, class_of, controller_settings, cordon, delete_node, delete_volume_attachments,
-    driver_error, driver_metric, get_machine, get_node, live_volume_attachments, persist_status,
-    record_events, remove_machine_finalizer, secret_data, set_node_condition, set_node_label,
-    write_status,
+    class_name, class_of, cordon, delete_node, delete_volume_attachments, driver_error,
+    driver_metric, get_machine, get_node, live_volume_attachments, persist_status, record_events,
+    remove_machine_finalizer, secret_data, set_node_condition, set_node_label, write_status,
 };
 use crate::drain::reconcile::{DrainTarget, drain_pass};
 use crate::platform::index;
@@ -376,7 +375,7 @@ async fn drain(
 ) -> Step {
     let context = &termination.context;
     let name = machine_name(machine);
-    let settings = effective_settings(machine, &controller_settings(context));
+    let settings = effective_settings(machine, &context.config.machine);
     let config = deletion_drain_config(
         machine,
         &settings,
@@ -482,7 +481,7 @@ async fn waiting_during_drain(
     let mut updated = machine.clone();
     if !refresh_waiting_condition(
         &mut updated,
-        &controller_settings(context),
+        &context.config.machine,
         None,
         Some(&view),
         now,
@@ -659,7 +658,7 @@ async fn delete_vm(
         #[allow(clippy::cast_precision_loss)]
         context.metrics.machine_deleted(&labels, seconds as f64);
     }
-    let backoff = controller_settings(context).retry_backoff;
+    let backoff = context.config.machine.retry_backoff;
     let outcome = plan_delete_vm_result(machine, &result, &backoff, now);
     if let Retry::After(_) = outcome.retry
         && result.is_err()

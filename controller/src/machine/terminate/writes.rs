@@ -30,8 +30,6 @@ pub(super) fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
-pub(super) use crate::machine::settings::controller_settings;
-
 /// A live read of the machine (`None` once it is gone).
 pub(super) async fn get_machine(
     context: &TerminationContext,
@@ -66,7 +64,7 @@ pub(super) async fn write_status(
     }
     let _ = refresh_waiting_condition(
         &mut updated,
-        &controller_settings(context),
+        &context.config.machine,
         context.machine_controller_frozen().then_some(FROZEN_REASON),
         None,
         now,
