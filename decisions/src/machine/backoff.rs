@@ -100,26 +100,21 @@ pub fn mark_of(machine: &Machine, operation: &MachineOperationType) -> Option<Re
     parse_mark(last.description.as_deref()?)
 }
 
-/// Failed attempts of `operation` so far (0 without a suffix).
-#[must_use]
-pub fn previous_attempts(machine: &Machine, operation: &MachineOperationType) -> u32 {
-    mark_of(machine, operation).map_or(0, |mark| mark.attempt)
-}
-
-/// How long the machine must still wait before `operation` may call the driver again: `Some`
-/// while the last failure's next retry time lies in the future. Reconciles triggered early (a
-/// watch event, a resync, a restart) therefore never call a failing provider sooner.
+/// How long the machine must still wait before the operation whose stored suffix is `mark`
+/// ([`mark_of`], read once with the machine) may call the driver again: `Some` while the last
+/// failure's next retry time lies in the future. Reconciles triggered early (a watch event, a
+/// resync, a restart) therefore never call a failing provider sooner.
 #[must_use]
 pub fn wait_before_retry(
     machine: &Machine,
-    operation: &MachineOperationType,
+    mark: Option<RetryMark>,
     now: Timestamp,
 ) -> Option<Duration> {
     let last = machine.last_operation()?;
     if last.state != Some(MachineState::Failed) {
         return None;
     }
-    let at = mark_of(machine, operation)?.next_retry_at?;
+    let at = mark?.next_retry_at?;
     (at > now).then(|| crate::vocabulary::elapsed(now, at))
 }
 
@@ -188,16 +183,17 @@ pub struct Backoff {
     pub delay: Duration,
 }
 
-/// The backoff after a failure of `operation` at `now`: one more attempt than the machine records.
+/// The backoff after a failure at `now`: one more attempt than `previous`, the suffix the machine
+/// stores for the failing operation ([`mark_of`], read once with the machine; `None`: none yet).
 #[must_use]
 pub fn next_backoff(
     machine: &Machine,
-    operation: &MachineOperationType,
+    previous: Option<RetryMark>,
     class: RetryClass,
     settings: &BackoffSettings,
     now: Timestamp,
 ) -> Backoff {
-    let attempt = previous_attempts(machine, operation).saturating_add(1);
+    let attempt = previous.map_or(0, |mark| mark.attempt).saturating_add(1);
     let seed = machine.metadata.uid.as_deref().unwrap_or_else(|| {
         // Without a UID (tests, dry runs) the name still spreads machines apart.
         machine.metadata.name.as_deref().unwrap_or("")

@@ -37,7 +37,7 @@ use mcm_api::keys::{annotation, finalizer, misc, value};
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
 use mcm_provider_proto::{Code, CreateMachineResponse, InitializeMachineResponse, MachineStatus};
 
-use super::backoff::{RetryClass, next_backoff, wait_before_retry};
+use super::backoff::{Backoff, RetryClass, RetryMark, next_backoff, wait_before_retry};
 use crate::vocabulary::{
     ControllerSettings, DriverError, EffectiveSettings, Event, Retry, StatusWrite, WriteFailure,
     add, current_of, current_status, elapsed, has_finalizer, is_transient, last_operation,
@@ -300,6 +300,9 @@ pub struct CreationContext<'a> {
     pub settings: &'a EffectiveSettings,
     /// Controller flags.
     pub controller: &'a ControllerSettings,
+    /// The backoff suffix of the machine's stored Create operation
+    /// ([`super::backoff::mark_of`]), read once with the machine.
+    pub retry_mark: Option<RetryMark>,
     /// Current time.
     pub now: Timestamp,
     /// Whether a Node with the given name exists in the target cluster cache (stale node check).
@@ -352,6 +355,9 @@ pub struct CreationOutcome {
     pub reason: String,
     /// Events to record on the Machine.
     pub events: Vec<Event>,
+    /// The backoff a failed driver call starts (its suffix is in the status write's
+    /// description), for the shell's log and metric.
+    pub backoff: Option<Backoff>,
 }
 
 /// The next thing the shell must do.
@@ -446,7 +452,7 @@ pub fn create_error_outcome(
     let backoff = class.map(|class| {
         next_backoff(
             ctx.machine,
-            &MachineOperationType::Create,
+            ctx.retry_mark,
             class,
             &ctx.controller.retry_backoff,
             ctx.now,
@@ -490,6 +496,7 @@ pub fn create_error_outcome(
             "MachineCreationFailed",
             format!("{description} (phase {phase})"),
         )],
+        backoff,
     }
 }
 
@@ -499,6 +506,7 @@ fn finish(status: Option<StatusWrite>, retry: Retry, reason: impl Into<String>) 
         retry,
         reason: reason.into(),
         events: Vec::new(),
+        backoff: None,
     })
 }
 
@@ -554,6 +562,7 @@ fn stale_node_step(
         retry: Retry::Short,
         events: vec![Event::warning("StaleNodeDetected", reason.clone())],
         reason,
+        backoff: None,
     }))
 }
 
@@ -566,7 +575,7 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
     let Some(status_result) = &pass.get_status else {
         // A reconcile before the backoff's next retry time (watch event, resync, restart) must
         // not call the failing provider again.
-        if let Some(wait) = wait_before_retry(machine, &MachineOperationType::Create, ctx.now) {
+        if let Some(wait) = wait_before_retry(machine, ctx.retry_mark, ctx.now) {
             return finish(
                 None,
                 Retry::After(wait),
@@ -698,7 +707,7 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
                 );
                 let backoff = next_backoff(
                     machine,
-                    &MachineOperationType::Create,
+                    ctx.retry_mark,
                     RetryClass::Short,
                     &ctx.controller.retry_backoff,
                     ctx.now,
@@ -721,6 +730,7 @@ pub fn next_creation_step(ctx: &CreationContext<'_>, pass: &CreationPass) -> Cre
                     events: vec![Event::warning("MachineInitializationFailed", description)],
                     // Upstream returns the driver's error itself (the description wraps it).
                     reason: error.to_string(),
+                    backoff: Some(backoff),
                 });
             }
             Some(result) => {

@@ -12,7 +12,9 @@ use mcm_api::keys::{condition, finalizer, last_operation as text};
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineState};
 use mcm_provider_proto::{Code, DeleteMachineResponse, MachineStatus};
 
-use super::backoff::{BackoffSettings, RetryClass, next_backoff, wait_before_retry, with_mark};
+use super::backoff::{
+    BackoffSettings, RetryClass, mark_of, next_backoff, wait_before_retry, with_mark,
+};
 use crate::drain::plan::{DrainConfig, DrainOutcome};
 use crate::vocabulary::{
     DriverError, Event, Retry, StatusWrite, WriteFailure, current_of, current_status,
@@ -610,7 +612,8 @@ pub fn plan_volume_attachments(
 /// the provider (a reconcile may come early from a watch event, a resync or a restart).
 #[must_use]
 pub fn plan_delete_vm_wait(machine: &Machine, now: Timestamp) -> Option<DeletionOutcome> {
-    let wait = wait_before_retry(machine, &MachineOperationType::Delete, now)?;
+    let mark = mark_of(machine, &MachineOperationType::Delete);
+    let wait = wait_before_retry(machine, mark, now)?;
     Some(DeletionOutcome {
         status: None,
         retry: Retry::After(wait),
@@ -682,7 +685,7 @@ pub fn plan_delete_vm_result(
     let (stored, retry) = if transient {
         let next = next_backoff(
             machine,
-            &MachineOperationType::Delete,
+            mark_of(machine, &MachineOperationType::Delete),
             RetryClass::Short,
             backoff,
             now,

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use mcm_api::keys::{annotation, label};
-use mcm_api::v1alpha1::Machine;
+use mcm_api::v1alpha1::{Machine, MachineOperationType};
 
 use super::driver::{provider_of, timed};
 use super::error::ReconcileError;
@@ -33,6 +33,8 @@ impl MachineController {
     ) -> Result<Step, ReconcileError> {
         let name = name_of(machine).to_owned();
         let settings = effective_settings(machine, &self.settings);
+        // Read once: the pass's writes before the final status write leave `lastOperation` as is.
+        let retry_mark = plan::backoff::mark_of(machine, &MachineOperationType::Create);
         for warning in &settings.warnings {
             tracing::warn!(machine = %name, %warning, "machine settings");
         }
@@ -98,6 +100,7 @@ impl MachineController {
                     machine,
                     settings: &settings,
                     controller: &self.settings,
+                    retry_mark,
                     now,
                     node_exists: &node_exists,
                 };
@@ -198,13 +201,7 @@ impl MachineController {
                 }
                 CreationStep::Finish(outcome) => {
                     tracing::info!(machine = %name, reason = %outcome.reason, retry = ?outcome.retry, "creation pass finished");
-                    if let Some(mark) = outcome
-                        .status
-                        .as_ref()
-                        .and_then(|write| write.last_operation.description.as_deref())
-                        .and_then(plan::backoff::parse_mark)
-                        .filter(|mark| mark.next_retry_at.is_some())
-                    {
+                    if let Some(mark) = outcome.backoff.map(|backoff| backoff.mark) {
                         let method = if matches!(pass.initialize, Some(Err(_))) {
                             "InitializeMachine"
                         } else if matches!(pass.create, Some(Err(_))) {

@@ -109,7 +109,7 @@ fn next_backoff_counts_attempts_from_the_stored_description() {
     );
     let first = next_backoff(
         &fresh,
-        &MachineOperationType::Create,
+        mark_of(&fresh, &MachineOperationType::Create),
         RetryClass::Short,
         &settings,
         now,
@@ -119,7 +119,7 @@ fn next_backoff_counts_attempts_from_the_stored_description() {
     let failed = machine_with(&stored, MachineOperationType::Create, MachineState::Failed);
     let second = next_backoff(
         &failed,
-        &MachineOperationType::Create,
+        mark_of(&failed, &MachineOperationType::Create),
         RetryClass::Short,
         &settings,
         now,
@@ -128,7 +128,7 @@ fn next_backoff_counts_attempts_from_the_stored_description() {
     // Another operation type starts over.
     let delete = next_backoff(
         &failed,
-        &MachineOperationType::Delete,
+        mark_of(&failed, &MachineOperationType::Delete),
         RetryClass::Short,
         &settings,
         now,
@@ -139,7 +139,7 @@ fn next_backoff_counts_attempts_from_the_stored_description() {
         second,
         next_backoff(
             &failed,
-            &MachineOperationType::Create,
+            mark_of(&failed, &MachineOperationType::Create),
             RetryClass::Short,
             &settings,
             now
@@ -157,19 +157,27 @@ fn wait_before_retry_only_while_failed_and_due_later() {
     let text = with_mark("VM deletion failed due to - x", mark);
     let failed = machine_with(&text, MachineOperationType::Delete, MachineState::Failed);
     assert_eq!(
-        wait_before_retry(&failed, &MachineOperationType::Delete, now),
+        wait_before_retry(
+            &failed,
+            mark_of(&failed, &MachineOperationType::Delete),
+            now
+        ),
         Some(Duration::from_secs(10))
     );
     assert_eq!(
         wait_before_retry(
             &failed,
-            &MachineOperationType::Delete,
+            mark_of(&failed, &MachineOperationType::Delete),
             at("2026-01-01T00:00:10Z")
         ),
         None
     );
     assert_eq!(
-        wait_before_retry(&failed, &MachineOperationType::Create, now),
+        wait_before_retry(
+            &failed,
+            mark_of(&failed, &MachineOperationType::Create),
+            now
+        ),
         None
     );
     let processing = machine_with(
@@ -178,7 +186,11 @@ fn wait_before_retry_only_while_failed_and_due_later() {
         MachineState::Processing,
     );
     assert_eq!(
-        wait_before_retry(&processing, &MachineOperationType::Delete, now),
+        wait_before_retry(
+            &processing,
+            mark_of(&processing, &MachineOperationType::Delete),
+            now
+        ),
         None
     );
 }
@@ -239,7 +251,7 @@ fn twenty_failures_schedule_versus_constant_retry() {
     for _ in 0..20 {
         let next = next_backoff(
             &machine,
-            &MachineOperationType::Create,
+            mark_of(&machine, &MachineOperationType::Create),
             RetryClass::Short,
             &settings,
             now,
@@ -248,10 +260,21 @@ fn twenty_failures_schedule_versus_constant_retry() {
         machine = machine_with(&text, MachineOperationType::Create, MachineState::Failed);
         machine.metadata.uid = Some("6f1c2d9e-4a57-4c1b-9d0e-2b7a8c3f5e10".to_owned());
         // An early reconcile is held back until the stored retry time.
-        assert!(wait_before_retry(&machine, &MachineOperationType::Create, now).is_some());
+        assert!(
+            wait_before_retry(
+                &machine,
+                mark_of(&machine, &MachineOperationType::Create),
+                now
+            )
+            .is_some()
+        );
         now = next.mark.next_retry_at.unwrap();
         assert_eq!(
-            wait_before_retry(&machine, &MachineOperationType::Create, now),
+            wait_before_retry(
+                &machine,
+                mark_of(&machine, &MachineOperationType::Create),
+                now
+            ),
             None
         );
         gaps.push(next.delay.to_std().unwrap().as_secs_f64());

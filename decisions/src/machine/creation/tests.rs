@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::machine::backoff::{RetryClass, next_backoff, strip_mark};
+use crate::machine::backoff::{RetryClass, mark_of, next_backoff, parse_mark, strip_mark};
 use crate::test_support::*;
 use crate::vocabulary::{description_of, effective_settings, label};
 use mcm_api::duration::Duration;
@@ -39,7 +39,7 @@ fn backed_off(f: &Fixture, retry: Retry) -> Retry {
     Retry::After(
         next_backoff(
             &f.machine,
-            &MachineOperationType::Create,
+            mark_of(&f.machine, &MachineOperationType::Create),
             class,
             &f.controller.retry_backoff,
             f.now,
@@ -80,6 +80,7 @@ impl Fixture {
             machine: &self.machine,
             settings: &settings,
             controller: &self.controller,
+            retry_mark: mark_of(&self.machine, &MachineOperationType::Create),
             now: self.now,
             node_exists: &exists,
         };
@@ -333,6 +334,17 @@ fn create_machine_matrix() {
         };
         let done = outcome(f.step(&pass));
         assert_eq!(done.retry, backed_off(&f, retry), "{error:?}");
+        // The attempt reported to the shell (its log and metric) is the one the mark stores.
+        assert_eq!(
+            done.backoff.map(|backoff| backoff.mark.attempt),
+            done.status
+                .as_ref()
+                .and_then(|write| write.last_operation.description.as_deref())
+                .and_then(parse_mark)
+                .filter(|mark| mark.next_retry_at.is_some())
+                .map(|mark| mark.attempt),
+            "{error:?}"
+        );
         let write = done.status.unwrap();
         let keeps_state = matches!(
             error.code(),

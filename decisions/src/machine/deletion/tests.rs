@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::drain::plan::{DrainInput, DrainLedger, deletion_drain_config, plan_drain};
-use crate::machine::backoff::{parse_mark, strip_mark};
+use crate::machine::backoff::{mark_of, parse_mark, strip_mark};
 use crate::test_support::*;
 use crate::vocabulary::{ControllerSettings, effective_settings};
 use k8s_openapi::api::core::v1::{AttachedVolume, NodeStatus};
@@ -340,7 +340,7 @@ fn delete_machine_matrix() {
             Retry::After(
                 next_backoff(
                     &m,
-                    &MachineOperationType::Delete,
+                    mark_of(&m, &MachineOperationType::Delete),
                     RetryClass::Short,
                     &backoff,
                     at(10),

@@ -29,7 +29,7 @@ use mcm_api::keys::{annotation, finalizer, label};
 use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase as P, MachineState};
 use mcm_provider_proto::{Code, CreateMachineResponse, InitializeMachineResponse, MachineStatus};
 
-use crate::machine::backoff::{RetryClass, next_backoff, parse_mark, strip_mark};
+use crate::machine::backoff::{RetryClass, mark_of, next_backoff, parse_mark, strip_mark};
 use crate::machine::creation::{
     CreationContext, CreationOutcome, CreationPass, CreationStep, StatusCallError,
     next_creation_step,
@@ -479,6 +479,7 @@ fn run_pass(
             machine,
             settings: &settings,
             controller,
+            retry_mark: mark_of(machine, &MachineOperationType::Create),
             now,
             node_exists: &exists,
         };
@@ -592,7 +593,7 @@ fn trigger_creation_flow_table() {
             Want::Backoff(class) => {
                 let backoff = next_backoff(
                     &before,
-                    &MachineOperationType::Create,
+                    mark_of(&before, &MachineOperationType::Create),
                     class,
                     &controller.retry_backoff,
                     now,
