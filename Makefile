@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 CRD_DIR := charts/machine-controller-manager/files/crds
 
-.PHONY: all build test test-unit test-doc test-provider-go test-kube control-plane go-check proto-go-check lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench bench-guard bench-upstream bench-upstream-short upstream-mcm clean chart-check helm e2e e2e-kube e2e-kind install
+.PHONY: all build test test-unit test-doc test-run test-provider-go test-kube control-plane go-check proto-go-check lint fmt fmt-check clippy purity deps-check imports citations crds crds-check dockerfile-check run bench bench-guard bench-upstream bench-upstream-short upstream-mcm clean chart-check helm e2e e2e-kube e2e-kind install
 PREFIX ?= $(HOME)/.cargo
 
 
@@ -16,7 +16,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## test: the whole test suite (unit, property, integration against the in-process sandbox, then the suites on the real control plane)
-test: test-unit test-doc test-provider-go test-kube
+test: test-unit test-doc test-run test-provider-go test-kube
 
 ## test-provider-go: the Go bridge for upstream's providers: go test, the Azure provider built behind it, the conformance kit against it (skipped loudly without Go; a failure under CI=true)
 test-provider-go:
@@ -40,6 +40,10 @@ test-unit:
 
 test-doc:
 	$(CARGO) test --workspace --doc
+
+## test-run: `make run` as a user meets it (scripts/check-run.sh): a killed component restarts, an API outage is survived and reported as one, Ctrl-C leaves no process behind
+test-run:
+	@scripts/check-run.sh
 
 ## lint: formatting, clippy -D warnings, purity of the decisions crate, dependency rules, no import circle, generated CRDs up to date, image layout, citations, Go modules
 lint: fmt-check clippy purity deps-check imports crds-check dockerfile-check citations go-check proto-go-check

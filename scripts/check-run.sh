@@ -2,8 +2,9 @@
 # Checks what `make run` (scripts/run.sh) promises about its processes, on the real binaries:
 #   1. a component that exits is restarted ("manager exited (code N), restarting in Ns");
 #   2. an API outage (POST /sandbox/admin/unavailable) makes the manager lose its lease, but it does
-#      not exit: it campaigns again in-process and leads again once the API is back (skip with
-#      CHECK_RUN_OUTAGE=0);
+#      not exit: it campaigns again in-process and leads again once the API is back; meanwhile the
+#      progress lines say the API server is unreachable (never "machines: none") and the fleet,
+#      Running all along, is not announced Running again (skip with CHECK_RUN_OUTAGE=0);
 #   3. SIGINT to the process group of `run.sh | tee` (Ctrl-C with the output piped) stops every
 #      process: none whose command line names this run's .run/ folder remains.
 # Steps 1 and 2 are skipped with CHECK_RUN_RESTART=0. The transcript is printed at the end and kept
@@ -51,6 +52,8 @@ wait_output() { # <seconds> <extended regex>: waits until run.sh has printed a m
 	done
 }
 count_output() { grep -cE -- "$1" "$output" || true; }
+# The same, in what run.sh printed after line $1 of its output.
+count_output_after() { tail -n "+$(($1 + 1))" "$output" | grep -cE -- "$2" || true; }
 
 output=$(mktemp -t check-run-output.XXXXXX)
 group=""
@@ -103,6 +106,12 @@ if [ "${CHECK_RUN_RESTART:-1}" != 0 ]; then
 			curl -fsS --max-time 2 "http://127.0.0.1:$MCM_RUN_MANAGER_PORT/metrics" 2>/dev/null |
 				grep -E '^leader_election_master_status\{name="machine-controller-manager"\} ' | awk '{print $2}'
 		}
+		# The progress lines are checked across the outage: the fleet must be Running (and said
+		# so) before it, so that what run.sh prints afterwards can be compared.
+		wait_output 240 '^>>> all machines of .* are Running' ||
+			fail "the example machines were not announced Running before the outage"
+		announced=$(count_output '^>>> all machines of .* are Running')
+		before_outage=$(wc -l <"$output")
 		note "API outage of 30s (POST /sandbox/admin/unavailable)"
 		echo '{"seconds": 30}' | kubectl --kubeconfig "$run_dir/kubeconfig" create --raw /sandbox/admin/unavailable -f - >/dev/null
 		outage=$SECONDS
@@ -121,6 +130,16 @@ if [ "${CHECK_RUN_RESTART:-1}" != 0 ]; then
 		note "manager leads again $((SECONDS - outage - 30))s after the API came back"
 		[ "$(count_output '^>>> manager exited')" -eq "$exits" ] ||
 			fail "the manager exited around the outage; it must campaign again in-process"
+		# What a user reads during the outage: the API server is unreachable, never "no machines";
+		# and the fleet that was Running all along is not announced Running a second time.
+		[ "$(count_output_after "$before_outage" '\| the API server is unreachable')" -ge 1 ] ||
+			fail "no progress line said the API server is unreachable during the outage"
+		[ "$(count_output_after "$before_outage" 'machines: none')" -eq 0 ] ||
+			fail "a progress line said 'machines: none' while the machines existed (the outage)"
+		sleep 6 # two progress polls after the manager leads again
+		[ "$(count_output '^>>> all machines of .* are Running')" -eq "$announced" ] ||
+			fail "'all machines ... are Running' was said again after the outage, with no fleet change"
+		note "progress lines: the outage said 'unreachable', no 'machines: none', Running said once"
 		{
 			echo "--- manager log: freeze, lease and exit lines ---"
 			grep -iE 'frozen|freez|lease|leader|exit' "$run_dir/logs/manager.log" | cut -c1-220 | tail -n 15
