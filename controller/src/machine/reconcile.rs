@@ -39,6 +39,7 @@ use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::MachineContext;
 use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
+use crate::platform::finalizers;
 use crate::platform::index::{self, Index};
 use crate::platform::informer::Change;
 use crate::platform::metrics::MachineSample;
@@ -270,12 +271,15 @@ impl MachineController {
     }
 
     async fn add_finalizer(&self, machine: &Machine) -> Result<Machine, ReconcileError> {
+        let Some(finalizers) = finalizers::list(
+            &machine.metadata,
+            finalizer::MACHINE_CONTROLLER_MANAGER,
+            true,
+        ) else {
+            return Ok(machine.clone());
+        };
         let mut updated = machine.clone();
-        updated
-            .metadata
-            .finalizers
-            .get_or_insert_with(Vec::new)
-            .push(finalizer::MACHINE_CONTROLLER_MANAGER.to_owned());
+        updated.metadata.finalizers = Some(finalizers);
         let updated = writes::replace_machine(&self.context, &updated).await?;
         tracing::info!(machine = name_of(machine), "machine finalizer added");
         Ok(updated)

@@ -10,6 +10,7 @@
 pub mod caches;
 pub mod config;
 pub mod events;
+pub mod finalizers;
 pub mod freeze;
 pub mod index;
 pub mod informer;

@@ -15,6 +15,7 @@ use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
 use serde_json::{Value, json};
 
 use super::reconciler::Reconciler;
+use crate::platform::finalizers;
 use mcm_decisions::machine_deployment::plan::{self, CreateConflict, DeploymentAction};
 use mcm_decisions::machine_set::plan::MachineRef;
 use mcm_decisions::vocabulary::{Event, EventType};
@@ -315,23 +316,13 @@ impl<'a> Executor<'a> {
     }
 
     async fn set_finalizer(&mut self, present: bool) -> Result<(), ApplyError> {
-        let mut finalizers: Vec<String> = self
-            .md
-            .metadata
-            .finalizers
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|f| f != finalizer::MACHINE_CONTROLLER_MANAGER)
-            .collect();
-        if present {
-            finalizers.push(finalizer::MACHINE_CONTROLLER_MANAGER.to_owned());
-        }
-        finalizers.sort();
-        let patch = json!({"metadata": {
-            "resourceVersion": self.md.metadata.resource_version,
-            "finalizers": finalizers,
-        }});
+        let Some(patch) = finalizers::patch(
+            &self.md.metadata,
+            finalizer::MACHINE_CONTROLLER_MANAGER,
+            present,
+        ) else {
+            return Ok(());
+        };
         let name = self.name.clone();
         let what = if present {
             "add the finalizer to"
