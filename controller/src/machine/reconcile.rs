@@ -43,8 +43,8 @@ use crate::platform::finalizers;
 use crate::platform::index::{self, Index};
 use crate::platform::informer::Change;
 use crate::platform::metrics::MachineSample;
+use crate::platform::overlay::Overlay;
 use crate::platform::queue::{Outcome, WorkQueue};
-use crate::platform::written::LatestWrites;
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::creation::SecretData;
 use mcm_decisions::machine::order::{EntryDecision, ReconcileOrder, ReconcileStep};
@@ -71,7 +71,7 @@ pub struct MachineController {
     pub(crate) in_place_drains: Mutex<HashMap<String, NodeDrainState>>,
     /// Each machine as this shell's last pass wrote it, while the cache is older (shared with
     /// the Machine cache's handler, which forgets a write once the cache shows it).
-    pub(crate) written: Arc<LatestWrites<Machine>>,
+    pub(crate) written: Arc<Overlay<Machine>>,
 }
 
 /// The class of a machine and its merged secret data, read by the `ValidateClass` step.

@@ -17,10 +17,10 @@ pub mod informer;
 pub mod logging;
 pub mod metrics;
 pub mod node_cache;
+pub mod overlay;
 pub mod process_metrics;
 pub mod queue;
 pub mod selection;
-pub mod written;
 
 /// The error type of controller entry points and other boxed, thread-safe failures.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

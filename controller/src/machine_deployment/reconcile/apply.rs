@@ -175,7 +175,7 @@ impl<'a> Executor<'a> {
                     .replace(&name, &PostParams::default(), &ms)
                     .await
                     .map_err(|e| self.err("update", "MachineSet", &name, e))?;
-                self.reconciler.recent.written(written.clone());
+                self.reconciler.remember(written.clone());
                 self.sets.insert(name, written);
                 Ok(())
             }
@@ -368,7 +368,7 @@ impl<'a> Executor<'a> {
             .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| self.err(what, "MachineSet", &r.name, e))?;
-        self.reconciler.recent.written(written.clone());
+        self.reconciler.remember(written.clone());
         self.sets.insert(r.name.clone(), written);
         Ok(())
     }
@@ -382,7 +382,7 @@ impl<'a> Executor<'a> {
         {
             Ok(created) => {
                 tracing::info!(machine_deployment = %self.name, machine_set = %name, "created MachineSet");
-                self.reconciler.recent.written(created.clone());
+                self.reconciler.remember(created.clone());
                 self.sets.insert(name, created);
                 Ok(())
             }
@@ -394,7 +394,7 @@ impl<'a> Executor<'a> {
                     .map_err(|e| self.err("read", "MachineSet", &name, e))?;
                 match plan::create_conflict(&self.md, &existing) {
                     CreateConflict::UseExisting => {
-                        self.reconciler.recent.written(existing.clone());
+                        self.reconciler.remember(existing.clone());
                         self.sets.insert(name, existing);
                         Ok(())
                     }
@@ -444,8 +444,8 @@ impl<'a> Executor<'a> {
                             .as_ref()
                             .is_some_and(|f| !f.is_empty())
                 }) {
-                    Some(ms) => self.reconciler.recent.written(ms),
-                    None => self.reconciler.recent.deleted(&r.name, &r.uid),
+                    Some(ms) => self.reconciler.remember(ms),
+                    None => self.reconciler.written.remember_deleted(&r.name, &r.uid),
                 }
                 Ok(())
             }
