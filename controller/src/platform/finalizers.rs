@@ -38,12 +38,18 @@ pub fn ensure_absent(meta: &ObjectMeta, name: &str) -> Option<Value> {
 /// [`ensure_present`] or [`ensure_absent`] by `present`.
 #[must_use]
 pub fn patch(meta: &ObjectMeta, name: &str, present: bool) -> Option<Value> {
-    list(meta, name, present).map(|finalizers| {
-        json!({"metadata": {
-            "resourceVersion": meta.resource_version,
-            "finalizers": finalizers,
-        }})
-    })
+    list(meta, name, present)
+        .map(|finalizers| patch_of(meta.resource_version.as_deref(), &finalizers))
+}
+
+/// The merge patch that writes `finalizers`, a list a decision computed with [`finalizers_with`],
+/// guarded by `resource_version`.
+#[must_use]
+pub fn patch_of(resource_version: Option<&str>, finalizers: &[String]) -> Value {
+    json!({"metadata": {
+        "resourceVersion": resource_version,
+        "finalizers": finalizers,
+    }})
 }
 
 #[cfg(test)]
