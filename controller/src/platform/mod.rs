@@ -1,6 +1,7 @@
 //! The platform every controller runs on: the configuration, the control and target clients, the
 //! metrics and the event recorder ([`Platform`]); and the building blocks of a reconcile shell
-//! ([`informer`], [`queue`]).
+//! ([`informer`], [`queue`], the [`overlay`] of its own writes over its cache, and its
+//! [`finalizers`]).
 //!
 //! Each controller defines its own context next to its reconcile shell (for example
 //! `machine_set::context::MachineSetContext`) holding a [`Platform`] plus only the informers,
