@@ -28,7 +28,7 @@ use mcm_controller::platform::index::Index;
 use mcm_controller::platform::informer::Informer;
 use mcm_controller::platform::metrics::MachineSample;
 use mcm_controller::platform::node_cache;
-use mcm_controller::platform::written::LatestWrites;
+use mcm_controller::platform::overlay::Overlay;
 use mcm_decisions::machine::node_sync::machine_name_label;
 
 /// As the manager: mimalloc (its RSS, not the heap's bytes, is what the budget is about).
@@ -169,7 +169,7 @@ fn child(n: usize) {
         })
         .collect();
     step(&mut grew);
-    let written = LatestWrites::default();
+    let written = Overlay::default();
     for i in 0..n {
         written.remember(machine(i), None);
     }

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::machine::context::NodeContext;
 use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
+use crate::platform::finalizers;
 use crate::platform::index;
 use crate::platform::informer::Change;
 use crate::platform::queue::{Outcome, WorkQueue};
@@ -215,11 +216,8 @@ async fn reconcile(context: &NodeContext, name: &str) -> Result<Outcome, NodeErr
             let api: Api<Node> = Api::all(target);
             let resource_version = node
                 .as_ref()
-                .and_then(|n| n.metadata.resource_version.clone());
-            let patch = serde_json::json!({"metadata": {
-                "resourceVersion": resource_version,
-                "finalizers": finalizers,
-            }});
+                .and_then(|n| n.metadata.resource_version.as_deref());
+            let patch = finalizers::patch_of(resource_version, &finalizers);
             match api
                 .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await

@@ -39,11 +39,12 @@ use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::MachineContext;
 use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
+use crate::platform::finalizers;
 use crate::platform::index::{self, Index};
 use crate::platform::informer::Change;
 use crate::platform::metrics::MachineSample;
+use crate::platform::overlay::Overlay;
 use crate::platform::queue::{Outcome, WorkQueue};
-use crate::platform::written::LatestWrites;
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::creation::SecretData;
 use mcm_decisions::machine::order::{EntryDecision, ReconcileOrder, ReconcileStep};
@@ -70,7 +71,7 @@ pub struct MachineController {
     pub(crate) in_place_drains: Mutex<HashMap<String, NodeDrainState>>,
     /// Each machine as this shell's last pass wrote it, while the cache is older (shared with
     /// the Machine cache's handler, which forgets a write once the cache shows it).
-    pub(crate) written: Arc<LatestWrites<Machine>>,
+    pub(crate) written: Arc<Overlay<Machine>>,
 }
 
 /// The class of a machine and its merged secret data, read by the `ValidateClass` step.
@@ -270,12 +271,15 @@ impl MachineController {
     }
 
     async fn add_finalizer(&self, machine: &Machine) -> Result<Machine, ReconcileError> {
+        let Some(finalizers) = finalizers::list(
+            &machine.metadata,
+            finalizer::MACHINE_CONTROLLER_MANAGER,
+            true,
+        ) else {
+            return Ok(machine.clone());
+        };
         let mut updated = machine.clone();
-        updated
-            .metadata
-            .finalizers
-            .get_or_insert_with(Vec::new)
-            .push(finalizer::MACHINE_CONTROLLER_MANAGER.to_owned());
+        updated.metadata.finalizers = Some(finalizers);
         let updated = writes::replace_machine(&self.context, &updated).await?;
         tracing::info!(machine = name_of(machine), "machine finalizer added");
         Ok(updated)

@@ -4,8 +4,8 @@
 //! - Routing (docs/behaviour.md#deployment-routing): deployment changes enqueue the deployment; MachineSet changes enqueue their
 //!   controlling deployment (orphans: every deployment whose selector matches); machine changes
 //!   enqueue the deployment owning the machine's MachineSet (availability feeds the status).
-//! - Cache lag: the MachineSets this shell wrote are remembered until the informer has caught up
-//!   (`recent_writes::RecentWrites`), so the next pass plans on what the API server returned,
+//! - Cache lag: the MachineSets this shell wrote, created or deleted are laid over the informer's
+//!   until it has caught up ([`Overlay`]), so the next pass plans on what the API server returned,
 //!   not on an older cached copy (a rolling update never decides twice on the same stale sizes).
 //! - Writes use optimistic concurrency (resourceVersion); a 409 ends the pass with a
 //!   rate-limited retry. Status goes through `/status`.
@@ -13,7 +13,6 @@
 
 mod apply;
 mod deployment_metrics;
-mod recent_writes;
 mod reconciler;
 
 use std::collections::BTreeMap;
@@ -38,10 +37,12 @@ use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
 use crate::platform::informer::Change;
+use crate::platform::overlay::Overlay;
 use crate::platform::queue::{OWNER_SYNC_DEBOUNCE, Outcome, WorkQueue};
 use mcm_decisions::machine_deployment::hash_label_migration::{self, LegacyStep};
 use mcm_decisions::machine_deployment::ownership::deployment_for_machine;
 use mcm_decisions::machine_deployment::plan::{self, DeploymentConfig, DeploymentInput, NodeView};
+use mcm_decisions::machine_set::claim::controller_ref;
 use mcm_decisions::machine_set::routing::owners_to_sync;
 use mcm_decisions::selector;
 use mcm_decisions::vocabulary::Retry;
@@ -50,6 +51,9 @@ pub use apply::ApplyError;
 
 /// Pause between the steps of a legacy MachineSet migration (the cache catches up meanwhile).
 const LEGACY_STEP_RETRY: Retry = Retry::After(Duration::from_millis(500));
+/// How long a MachineSet we wrote may stand in for the cache at most (a watch that never
+/// delivers it).
+const WRITTEN_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 /// Soonest periodic requeue, whatever the plan asks.
 const MIN_REQUEUE: Duration = Duration::from_millis(100);
 
@@ -81,11 +85,12 @@ pub fn run(
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
         let queue = WorkQueue::new(QUEUE, Some(context.metrics.clone()));
-        subscribe(&context, &queue, &shutdown);
+        let written = Arc::new(Overlay::new(WRITTEN_TTL));
+        subscribe(&context, &queue, &written, &shutdown);
         deployment_metrics::register(&context);
         let reconciler = Arc::new(Reconciler {
             context: Arc::clone(&context),
-            recent: recent_writes::RecentWrites::default(),
+            written,
         });
         let workers = context.config.concurrent_syncs;
         let gate = CacheGate::new(QUEUE)
@@ -124,6 +129,7 @@ enum Routed {
 fn subscribe(
     context: &Arc<MachineDeploymentContext>,
     queue: &WorkQueue,
+    written: &Arc<Overlay<MachineSet>>,
     shutdown: &CancellationToken,
 ) {
     let q = queue.clone();
@@ -153,9 +159,12 @@ fn subscribe(
             }
         });
     let sets_tx = changes.clone();
+    let written = Arc::clone(written);
     context
         .machine_sets
         .subscribe(move |change: &Change<MachineSet>| {
+            // Before the routing: a pass queued by this change finds the cache, not our write.
+            written.cache_changed(change);
             let routed = match change {
                 Change::Added(ms) | Change::Deleted(ms) => Routed::Set {
                     old: None,
@@ -266,7 +275,9 @@ async fn reconcile(reconciler: &Reconciler, name: &str) -> Result<Outcome, Recon
     let context = &reconciler.context;
     let api: Api<MachineDeployment> = context.namespaced();
     let Some(md) = read_deployment(reconciler, &api, name).await? else {
-        reconciler.recent.forget_deployment(name);
+        reconciler.written.forget_where(|ms| {
+            controller_ref(&ms.metadata).is_some_and(|owner| owner.name == name)
+        });
         return Ok(Outcome::Done);
     };
     if md.metadata.deletion_timestamp.is_none()
@@ -283,11 +294,16 @@ async fn reconcile(reconciler: &Reconciler, name: &str) -> Result<Outcome, Recon
         );
     }
 
-    let machine_sets = reconciler.recent.merge(
-        context
-            .machine_sets
-            .filter(|s| s.metadata.namespace.as_deref() == Some(context.namespace.as_str())),
-    );
+    let machine_sets: Vec<MachineSet> = reconciler
+        .written
+        .view(
+            context
+                .machine_sets
+                .filter(|s| s.metadata.namespace.as_deref() == Some(context.namespace.as_str())),
+        )
+        .iter()
+        .map(|ms| MachineSet::clone(ms))
+        .collect();
     let sel = md.spec.selector.clone();
     // Shared with the cache, never copied (see the MachineSet shell).
     let machines: Vec<Arc<Machine>> = context
@@ -446,7 +462,7 @@ async fn migrate_legacy(
                 .replace(&name, &PostParams::default(), &ms)
                 .await
                 .map_err(|e| fail("update", "MachineSet", &name, e))?;
-            reconciler.recent.written(written);
+            reconciler.remember(written);
         }
         LegacyStep::LabelMachines { machines, value } => {
             let api: Api<Machine> = reconciler.context.namespaced();

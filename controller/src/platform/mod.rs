@@ -1,6 +1,7 @@
 //! The platform every controller runs on: the configuration, the control and target clients, the
 //! metrics and the event recorder ([`Platform`]); and the building blocks of a reconcile shell
-//! ([`informer`], [`queue`]).
+//! ([`informer`], [`queue`], the [`overlay`] of its own writes over its cache, and its
+//! [`finalizers`]).
 //!
 //! Each controller defines its own context next to its reconcile shell (for example
 //! `machine_set::context::MachineSetContext`) holding a [`Platform`] plus only the informers,
@@ -10,16 +11,17 @@
 pub mod caches;
 pub mod config;
 pub mod events;
+pub mod finalizers;
 pub mod freeze;
 pub mod index;
 pub mod informer;
 pub mod logging;
 pub mod metrics;
 pub mod node_cache;
+pub mod overlay;
 pub mod process_metrics;
 pub mod queue;
 pub mod selection;
-pub mod written;
 
 /// The error type of controller entry points and other boxed, thread-safe failures.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Node;
 use mcm_api::keys::{annotation, finalizer, label, taint};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
+use super::class::finalizers_with;
 use super::health::node_conditions_changed;
 use super::hot_update::in_flight;
 use crate::vocabulary::{description_of, machine_annotation, phase_of, preserve_expiry_of};
@@ -340,11 +341,13 @@ pub fn plan_node_controller(node: Option<&Node>, machines: &[Machine]) -> NodeCo
             NodeControllerAction::Nothing
         };
     }
-    if machine.metadata.deletion_timestamp.is_none() && !has_node_finalizer(node) {
-        let mut finalizers = node.metadata.finalizers.clone().unwrap_or_default();
-        finalizers.push(finalizer::NODE.to_owned());
-        finalizers.sort();
-        finalizers.dedup();
+    if machine.metadata.deletion_timestamp.is_none()
+        && let Some(finalizers) = finalizers_with(
+            node.metadata.finalizers.as_deref().unwrap_or_default(),
+            finalizer::NODE,
+            true,
+        )
+    {
         return NodeControllerAction::SetFinalizers(finalizers);
     }
     NodeControllerAction::Nothing

@@ -15,6 +15,7 @@ use mcm_api::v1alpha1::{Machine, MachineDeployment, MachineSet};
 use serde_json::{Value, json};
 
 use super::reconciler::Reconciler;
+use crate::platform::finalizers;
 use mcm_decisions::machine_deployment::plan::{self, CreateConflict, DeploymentAction};
 use mcm_decisions::machine_set::plan::MachineRef;
 use mcm_decisions::vocabulary::{Event, EventType};
@@ -174,7 +175,7 @@ impl<'a> Executor<'a> {
                     .replace(&name, &PostParams::default(), &ms)
                     .await
                     .map_err(|e| self.err("update", "MachineSet", &name, e))?;
-                self.reconciler.recent.written(written.clone());
+                self.reconciler.remember(written.clone());
                 self.sets.insert(name, written);
                 Ok(())
             }
@@ -315,23 +316,13 @@ impl<'a> Executor<'a> {
     }
 
     async fn set_finalizer(&mut self, present: bool) -> Result<(), ApplyError> {
-        let mut finalizers: Vec<String> = self
-            .md
-            .metadata
-            .finalizers
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|f| f != finalizer::MACHINE_CONTROLLER_MANAGER)
-            .collect();
-        if present {
-            finalizers.push(finalizer::MACHINE_CONTROLLER_MANAGER.to_owned());
-        }
-        finalizers.sort();
-        let patch = json!({"metadata": {
-            "resourceVersion": self.md.metadata.resource_version,
-            "finalizers": finalizers,
-        }});
+        let Some(patch) = finalizers::patch(
+            &self.md.metadata,
+            finalizer::MACHINE_CONTROLLER_MANAGER,
+            present,
+        ) else {
+            return Ok(());
+        };
         let name = self.name.clone();
         let what = if present {
             "add the finalizer to"
@@ -377,7 +368,7 @@ impl<'a> Executor<'a> {
             .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| self.err(what, "MachineSet", &r.name, e))?;
-        self.reconciler.recent.written(written.clone());
+        self.reconciler.remember(written.clone());
         self.sets.insert(r.name.clone(), written);
         Ok(())
     }
@@ -391,7 +382,7 @@ impl<'a> Executor<'a> {
         {
             Ok(created) => {
                 tracing::info!(machine_deployment = %self.name, machine_set = %name, "created MachineSet");
-                self.reconciler.recent.written(created.clone());
+                self.reconciler.remember(created.clone());
                 self.sets.insert(name, created);
                 Ok(())
             }
@@ -403,7 +394,7 @@ impl<'a> Executor<'a> {
                     .map_err(|e| self.err("read", "MachineSet", &name, e))?;
                 match plan::create_conflict(&self.md, &existing) {
                     CreateConflict::UseExisting => {
-                        self.reconciler.recent.written(existing.clone());
+                        self.reconciler.remember(existing.clone());
                         self.sets.insert(name, existing);
                         Ok(())
                     }
@@ -453,8 +444,8 @@ impl<'a> Executor<'a> {
                             .as_ref()
                             .is_some_and(|f| !f.is_empty())
                 }) {
-                    Some(ms) => self.reconciler.recent.written(ms),
-                    None => self.reconciler.recent.deleted(&r.name, &r.uid),
+                    Some(ms) => self.reconciler.remember(ms),
+                    None => self.reconciler.written.remember_deleted(&r.name, &r.uid),
                 }
                 Ok(())
             }

@@ -12,6 +12,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 use super::{Controller, SyncError};
+use crate::platform::finalizers;
 use mcm_decisions::machine_set::plan::{
     self, MachineRef, MachineUpdate, ReplicaError, events, is_preserved,
 };
@@ -48,21 +49,11 @@ impl Controller {
         present: bool,
     ) -> Result<MachineSet, SyncError> {
         let name = ms.metadata.name.clone().unwrap_or_default();
-        let mut finalizers: Vec<String> = ms
-            .metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .filter(|f| *f != finalizer::MACHINE_CONTROLLER_MANAGER)
-            .cloned()
-            .collect();
-        if present {
-            finalizers.push(finalizer::MACHINE_CONTROLLER_MANAGER.to_owned());
-        }
-        let patch = json!({"metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": ms.metadata.resource_version,
-        }});
+        let Some(patch) =
+            finalizers::patch(&ms.metadata, finalizer::MACHINE_CONTROLLER_MANAGER, present)
+        else {
+            return Ok(ms.clone());
+        };
         self.context
             .namespaced::<MachineSet>()
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
