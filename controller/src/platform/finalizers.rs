@@ -7,7 +7,7 @@
 //! write at all then.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use mcm_decisions::machine::class::finalizers_with;
+use mcm_decisions::vocabulary::finalizers_with;
 use serde_json::{Value, json};
 
 /// The finalizer list of `meta` with `name` present (`true`) or absent, as upstream writes it;

@@ -9,6 +9,8 @@ use k8s_openapi::api::core::v1::Secret;
 use mcm_api::keys::finalizer;
 use mcm_api::v1alpha1::MachineClass;
 
+use crate::vocabulary::finalizers_with;
+
 /// Whether any class references the Secret `name` by name (upstream ignores the namespace).
 #[must_use]
 pub fn secret_is_referenced(name: &str, classes: &[Arc<MachineClass>]) -> bool {
@@ -18,22 +20,6 @@ pub fn secret_is_referenced(name: &str, classes: &[Arc<MachineClass>]) -> bool {
             .flatten()
             .any(|reference| reference.name.as_deref() == Some(name))
     })
-}
-
-/// The finalizer list with `wanted` present (`true`) or absent, sorted; `None` when unchanged.
-#[must_use]
-pub fn finalizers_with(current: &[String], name: &str, wanted: bool) -> Option<Vec<String>> {
-    let has = current.iter().any(|f| f == name);
-    if has == wanted {
-        return None;
-    }
-    let mut next: Vec<String> = current.iter().filter(|f| *f != name).cloned().collect();
-    if wanted {
-        next.push(name.to_owned());
-    }
-    next.sort();
-    next.dedup();
-    Some(next)
 }
 
 /// What one pass over a MachineClass decides (upstream `reconcileClusterMachineClass`).
@@ -95,22 +81,6 @@ pub fn merge_secret_data(data: &mut BTreeMap<String, Vec<u8>>, secret: Option<&S
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn finalizer_lists_are_sorted_sets() {
-        let current = vec!["z".to_owned(), "a".to_owned()];
-        assert_eq!(
-            finalizers_with(&current, "m", true),
-            Some(vec!["a".to_owned(), "m".to_owned(), "z".to_owned()])
-        );
-        assert_eq!(finalizers_with(&current, "m", false), None);
-        let with = vec!["m".to_owned(), "a".to_owned()];
-        assert_eq!(finalizers_with(&with, "m", true), None);
-        assert_eq!(
-            finalizers_with(&with, "m", false),
-            Some(vec!["a".to_owned()])
-        );
-    }
 
     fn class(secret: Option<&str>, credentials: Option<&str>) -> Arc<MachineClass> {
         let mut value = serde_json::json!({

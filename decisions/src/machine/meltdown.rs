@@ -17,9 +17,6 @@ use mcm_api::v1alpha1::{
 
 use crate::vocabulary::phase_of;
 
-/// Zone label read from the machine's node template.
-pub const ZONE_LABEL: &str = mcm_api::keys::label::ZONE;
-
 /// MachineDeployment condition type set while the guard holds.
 pub const CONDITION_TYPE: &str = "MeltdownProtection";
 
@@ -187,7 +184,7 @@ mod tests {
                         .get_or_insert_with(Default::default)
                         .labels
                         .get_or_insert_with(Default::default)
-                        .insert(ZONE_LABEL.to_owned(), (*zone).to_owned());
+                        .insert(mcm_api::keys::label::ZONE.to_owned(), (*zone).to_owned());
                 }
                 m
             })

@@ -5,8 +5,7 @@
 //! runs in order, the first step that ends the pass wins, and the final requeue is the soonest of
 //! the wishes collected.
 
-use k8s_openapi::api::core::v1::Node;
-use mcm_api::keys::{finalizer, misc, taint};
+use mcm_api::keys::{finalizer, misc};
 use mcm_api::v1alpha1::{Machine, MachineClass, MachinePhase};
 
 use crate::vocabulary::{
@@ -241,19 +240,6 @@ pub fn steps_follow_health_write(
     after: Option<MachinePhase>,
 ) -> bool {
     before == Some(MachinePhase::Pending) && after == Some(MachinePhase::Running)
-}
-
-/// Whether the node carries an essential taint (adding/removing one routes the machine, docs/behaviour.md#machine-routing).
-#[must_use]
-pub fn has_essential_taint(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|spec| spec.taints.as_ref())
-        .is_some_and(|taints| {
-            taints
-                .iter()
-                .any(|t| taint::ESSENTIAL.contains(&t.key.as_str()))
-        })
 }
 
 #[cfg(test)]

@@ -10,10 +10,11 @@ use k8s_openapi::api::core::v1::Node;
 use mcm_api::keys::{annotation, finalizer, label, taint};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
-use super::class::finalizers_with;
 use super::health::node_conditions_changed;
 use super::hot_update::in_flight;
-use crate::vocabulary::{description_of, machine_annotation, phase_of, preserve_expiry_of};
+use crate::vocabulary::{
+    description_of, finalizers_with, machine_annotation, phase_of, preserve_expiry_of,
+};
 
 /// Which machine queue an event goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

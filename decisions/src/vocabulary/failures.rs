@@ -30,7 +30,8 @@ impl DriverError {
         matches!(self, DriverError::Coded(_))
     }
 
-    /// A coded error (test and shell convenience).
+    /// A coded error (test convenience: shells build errors from what the driver returned).
+    #[cfg(test)]
     #[must_use]
     pub fn coded(code: Code, message: &str) -> Self {
         DriverError::Coded(MachineError::new(code, message))

@@ -1,4 +1,4 @@
-//! What every plan shares: when to come back ([`Retry`]), events, status writes and the "similar
+//! What every plan shares: when to come back ([`Retry`]), events, finalizer lists, status writes and the "similar
 //! status" rule that suppresses redundant ones (docs/behaviour.md#machine-reconcile), time arithmetic, Machine field accessors,
 //! controller settings and their per-machine resolution (docs/behaviour.md#effective-settings), failure classification (docs/behaviour.md#reaction-matrix) and
 //! Go-compatible text.
@@ -10,6 +10,7 @@
 pub mod caches;
 pub mod event;
 pub mod failures;
+pub mod finalizers;
 pub mod flag_defaults;
 pub mod go_text;
 pub mod machine_fields;
@@ -21,6 +22,7 @@ pub mod timestamps;
 pub use caches::{Acting, CacheView, may_act, rewatch_pause};
 pub use event::{Event, EventType};
 pub use failures::{DriverError, WriteFailure, is_transient};
+pub use finalizers::finalizers_with;
 pub use go_text::{go_time_string, parse_go_bool, render_conditions};
 pub use machine_fields::{
     current_of, description_of, has_finalizer, label, last_known_state_of, machine_annotation,

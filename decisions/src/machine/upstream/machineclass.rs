@@ -1,11 +1,12 @@
 //! `machineclass_test.go` `#reconcileClusterMachineClass` and `secret_test.go`
 //! (`#addSecretFinalizers`, `#deleteSecretFinalizers`, `#updateSecretFinalizers`), replayed
 //! through the pure decisions of the MachineClass/Secret controller
-//! (`class_reconcile::plan_class`, `plan_secret`, `finalizers_with`). Upstream writes the result
+//! (`class_reconcile::plan_class`, `plan_secret`, `vocabulary::finalizers_with`). Upstream writes the result
 //! through a fake clientset and reads the object back; the rows compare the finalizers the shell
 //! is told to write (or that nothing is written) and, for the blocked deletion, the retry.
 
-use crate::machine::class::{ClassStep, finalizers_with, plan_class, plan_secret};
+use crate::machine::class::{ClassStep, plan_class, plan_secret};
+use crate::vocabulary::finalizers_with;
 
 /// Upstream `MCMFinalizerName`, spelled out so the rows do not depend on our constant.
 const MCM: &str = "machine.sapcloud.io/machine-controller-manager";

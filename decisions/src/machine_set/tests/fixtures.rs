@@ -24,64 +24,96 @@ pub(crate) fn sel_labels() -> BTreeMap<String, String> {
     BTreeMap::from([("name".to_owned(), "pool".to_owned())])
 }
 
-pub(crate) fn ms(replicas: i32) -> MachineSet {
-    let mut ms = MachineSet::new(
-        "pool-abcde",
-        MachineSetSpec {
-            replicas: Some(replicas),
-            selector: Some(LabelSelector {
-                match_labels: Some(sel_labels()),
-                match_expressions: None,
-            }),
-            template: Some(MachineTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(sel_labels()),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(MachineSpec {
-                    class: Some(ClassSpec {
-                        api_group: None,
-                        kind: Some("MachineClass".into()),
-                        name: Some("small".into()),
-                    }),
-                    ..MachineSpec::default()
-                }),
-            }),
-            ..MachineSetSpec::default()
-        },
-    );
-    ms.metadata.namespace = Some("ns".into());
-    ms.metadata.uid = Some("ms-uid".into());
-    ms.metadata.generation = Some(1);
-    ms.metadata.finalizers = Some(vec![finalizer::MACHINE_CONTROLLER_MANAGER.into()]);
-    ms
+/// A MachineSet and the machines it owns, by the names they share; the fixtures below and
+/// upstream's tables build their objects from one of these, each with its own names.
+pub(crate) struct Pool<'a> {
+    pub(crate) set: &'a str,
+    pub(crate) namespace: &'a str,
+    pub(crate) uid: &'a str,
+    pub(crate) class: &'a str,
+    pub(crate) labels: BTreeMap<String, String>,
 }
 
-pub(crate) fn machine(name: &str, phase: Option<MachinePhase>, age: i64) -> Machine {
-    let mut m = Machine::new(
-        name,
+impl Pool<'_> {
+    fn class_spec(&self) -> MachineSpec {
         MachineSpec {
             class: Some(ClassSpec {
                 api_group: None,
                 kind: Some("MachineClass".into()),
-                name: Some("small".into()),
+                name: Some(self.class.into()),
             }),
             ..MachineSpec::default()
-        },
-    );
-    m.metadata.namespace = Some("ns".into());
-    m.metadata.uid = Some(format!("uid-{name}"));
-    m.metadata.labels = Some(sel_labels());
-    m.metadata.creation_timestamp = Some(Time(t(-age)));
-    m.metadata.owner_references = Some(vec![claim::owner_reference(KIND, "pool-abcde", "ms-uid")]);
-    m.status = Some(MachineStatus {
-        current_status: Some(CurrentStatus {
-            phase,
-            ..CurrentStatus::default()
-        }),
-        ..MachineStatus::default()
-    });
-    m
+        }
+    }
+
+    /// The MachineSet selecting and templating the pool's labels, with the MCM finalizer.
+    pub(crate) fn machine_set(&self, replicas: i32) -> MachineSet {
+        let mut ms = MachineSet::new(
+            self.set,
+            MachineSetSpec {
+                replicas: Some(replicas),
+                selector: Some(LabelSelector {
+                    match_labels: Some(self.labels.clone()),
+                    match_expressions: None,
+                }),
+                template: Some(MachineTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        labels: Some(self.labels.clone()),
+                        ..ObjectMeta::default()
+                    }),
+                    spec: Some(self.class_spec()),
+                }),
+                ..MachineSetSpec::default()
+            },
+        );
+        ms.metadata.namespace = Some(self.namespace.into());
+        ms.metadata.uid = Some(self.uid.into());
+        ms.metadata.generation = Some(1);
+        ms.metadata.finalizers = Some(vec![finalizer::MACHINE_CONTROLLER_MANAGER.into()]);
+        ms
+    }
+
+    /// A machine of the pool, created at `created`, in `phase`, owned by the pool's MachineSet.
+    pub(crate) fn machine(
+        &self,
+        name: &str,
+        phase: Option<MachinePhase>,
+        created: Timestamp,
+    ) -> Machine {
+        let mut m = Machine::new(name, self.class_spec());
+        m.metadata.namespace = Some(self.namespace.into());
+        m.metadata.uid = Some(format!("uid-{name}"));
+        m.metadata.labels = Some(self.labels.clone());
+        m.metadata.creation_timestamp = Some(Time(created));
+        m.metadata.owner_references = Some(vec![claim::owner_reference(KIND, self.set, self.uid)]);
+        m.status = Some(MachineStatus {
+            current_status: Some(CurrentStatus {
+                phase,
+                ..CurrentStatus::default()
+            }),
+            ..MachineStatus::default()
+        });
+        m
+    }
+}
+
+/// The pool these tests use.
+pub(crate) fn pool() -> Pool<'static> {
+    Pool {
+        set: "pool-abcde",
+        namespace: "ns",
+        uid: "ms-uid",
+        class: "small",
+        labels: sel_labels(),
+    }
+}
+
+pub(crate) fn ms(replicas: i32) -> MachineSet {
+    pool().machine_set(replicas)
+}
+
+pub(crate) fn machine(name: &str, phase: Option<MachinePhase>, age: i64) -> Machine {
+    pool().machine(name, phase, t(-age))
 }
 
 pub(crate) fn annotate(mut m: Machine, k: &str, v: &str) -> Machine {

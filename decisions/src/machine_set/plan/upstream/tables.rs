@@ -15,15 +15,14 @@ use std::collections::BTreeMap;
 use crate::machine_set::claim;
 use crate::machine_set::expectations::Readiness;
 use crate::machine_set::machine_updates::auto_preservation;
+use crate::machine_set::tests::fixtures::Pool;
 use crate::machine_set::types::annotation_of;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use mcm_api::keys::{annotation, finalizer, label, last_operation, preserve, value};
-use mcm_api::v1alpha1::{ClassSpec, MachineSetSpec, MachineSpec, MachineTemplateSpec};
+use mcm_api::keys::{annotation, label, last_operation, preserve, value};
 use mcm_api::v1alpha1::{
-    CurrentStatus, LastOperation, Machine, MachineOperationType, MachinePhase, MachineSet,
-    MachineSetStatus, MachineState, MachineStatus,
+    LastOperation, Machine, MachineOperationType, MachinePhase, MachineSet, MachineSetStatus,
+    MachineState,
 };
 use std::sync::Arc;
 
@@ -44,72 +43,28 @@ fn pool() -> BTreeMap<String, String> {
     BTreeMap::from([("test-label".to_owned(), "test-label".to_owned())])
 }
 
-/// Upstream's `testMachineSet`: `MachineSet-test`, UID 1234567, selector and template label
-/// `test-label`.
+/// Upstream's `testMachineSet` and its machines: `MachineSet-test`, UID 1234567, selector and
+/// template label `test-label`.
+fn upstream_pool() -> Pool<'static> {
+    Pool {
+        set: "MachineSet-test",
+        namespace: "test",
+        uid: "1234567",
+        class: "test-machine-class",
+        labels: pool(),
+    }
+}
+
+/// Upstream's `testMachineSet`, which also carries the pool's labels itself.
 fn machine_set(replicas: i32) -> MachineSet {
-    let mut ms = MachineSet::new(
-        "MachineSet-test",
-        MachineSetSpec {
-            replicas: Some(replicas),
-            selector: Some(LabelSelector {
-                match_labels: Some(pool()),
-                match_expressions: None,
-            }),
-            template: Some(MachineTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(pool()),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(MachineSpec {
-                    class: Some(ClassSpec {
-                        api_group: None,
-                        kind: Some("MachineClass".into()),
-                        name: Some("test-machine-class".into()),
-                    }),
-                    ..MachineSpec::default()
-                }),
-            }),
-            ..MachineSetSpec::default()
-        },
-    );
-    ms.metadata.namespace = Some("test".into());
-    ms.metadata.uid = Some("1234567".into());
+    let mut ms = upstream_pool().machine_set(replicas);
     ms.metadata.labels = Some(pool());
-    ms.metadata.generation = Some(1);
-    ms.metadata.finalizers = Some(vec![finalizer::MACHINE_CONTROLLER_MANAGER.into()]);
     ms
 }
 
 /// A machine of the pool, created `age_secs` before [`now`], owned by `MachineSet-test`.
 fn machine(name: &str, phase: Option<MachinePhase>, age_secs: i64) -> Machine {
-    let mut m = Machine::new(
-        name,
-        MachineSpec {
-            class: Some(ClassSpec {
-                api_group: None,
-                kind: Some("MachineClass".into()),
-                name: Some("test-machine-class".into()),
-            }),
-            ..MachineSpec::default()
-        },
-    );
-    m.metadata.namespace = Some("test".into());
-    m.metadata.uid = Some(format!("uid-{name}"));
-    m.metadata.labels = Some(pool());
-    m.metadata.creation_timestamp = Some(Time(at(-age_secs)));
-    m.metadata.owner_references = Some(vec![claim::owner_reference(
-        KIND,
-        "MachineSet-test",
-        "1234567",
-    )]);
-    m.status = Some(MachineStatus {
-        current_status: Some(CurrentStatus {
-            phase,
-            ..CurrentStatus::default()
-        }),
-        ..MachineStatus::default()
-    });
-    m
+    upstream_pool().machine(name, phase, at(-age_secs))
 }
 
 fn ann(mut m: Machine, k: &str, v: &str) -> Machine {
