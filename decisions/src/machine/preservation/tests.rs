@@ -6,7 +6,6 @@ use crate::test_support::*;
 use crate::vocabulary::{ControllerSettings, effective_settings};
 use mcm_api::duration::Duration;
 use mcm_api::v1alpha1::MachinePhase as P;
-use proptest::prelude::*;
 
 fn run(
     m: &Machine,
@@ -424,77 +423,4 @@ fn preserved_failed_machine_whose_node_recovers_becomes_preserved_running() {
             .iter()
             .any(|w| w.current_status.preserve_expiry_time.is_none())
     );
-}
-
-#[test]
-fn auto_preservation_budget() {
-    let failed = |name: &str, t: i64| {
-        let mut m = machine(name).with_phase(P::Failed, at(t));
-        m.metadata.creation_timestamp = Some(Time(at(t)));
-        m
-    };
-    let machines = vec![
-        failed("a", 1),
-        failed("b", 3),
-        failed("c", 2),
-        machine("d").with_phase(P::Running, at(0)),
-    ];
-    let change = plan_auto_preservation(2, 0, &machines);
-    assert_eq!(
-        change.annotate,
-        vec!["b".to_owned(), "c".to_owned()],
-        "newest first"
-    );
-    let annotated: Vec<Machine> = machines
-        .iter()
-        .map(|m| {
-            m.clone()
-                .with_annotation(annotation::PRESERVE, "auto-preserved")
-        })
-        .collect();
-    let change = plan_auto_preservation(1, 4, &annotated);
-    assert_eq!(change.release.len(), 3);
-    assert_eq!(change.release[0], "d", "oldest first");
-    assert_eq!(
-        plan_auto_preservation(0, 0, &machines),
-        AutoPreservation::default()
-    );
-    // A user value ("when-failed") is never overwritten.
-    let user = vec![failed("a", 1).with_annotation(annotation::PRESERVE, "when-failed")];
-    assert!(plan_auto_preservation(5, 0, &user).annotate.is_empty());
-    // A recorded count above what is visible (stale cache) limits new annotations.
-    assert_eq!(
-        plan_auto_preservation(2, 1, &machines).annotate,
-        vec!["b".to_owned()]
-    );
-}
-
-proptest! {
-    /// Auto-preservation never leaves more auto-preserved machines than the maximum.
-    #[test]
-    fn prop_never_more_than_max(
-        max in -2i32..6,
-        recorded_offset in 0i32..3,
-        states in proptest::collection::vec((any::<bool>(), 0u8..3, 0i64..100), 0..12),
-    ) {
-        let machines: Vec<Machine> = states.iter().enumerate().map(|(i, (is_failed, annotation_kind, t))| {
-            let mut m = machine(&format!("m{i}")).with_phase(if *is_failed { P::Failed } else { P::Running }, at(*t));
-            m.metadata.creation_timestamp = Some(Time(at(*t)));
-            match annotation_kind {
-                1 => m.with_annotation(annotation::PRESERVE, "auto-preserved"),
-                2 => m.with_annotation(annotation::PRESERVE, "garbage"),
-                _ => m,
-            }
-        }).collect();
-        let before = machines.iter().filter(|m| machine_annotation(m, annotation::PRESERVE) == Some("auto-preserved")).count();
-        let recorded = i32::try_from(before).unwrap() + recorded_offset;
-        let change = plan_auto_preservation(max, recorded, &machines);
-        let after = before + change.annotate.len() - change.release.len();
-        let limit = usize::try_from(max.max(0)).unwrap();
-        prop_assert!(after <= limit);
-        for name in &change.annotate {
-            let m = machines.iter().find(|m| name_of(m) == name).unwrap();
-            prop_assert_eq!(phase_of(m), Some(P::Failed));
-        }
-    }
 }
