@@ -42,7 +42,7 @@ use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
 use crate::platform::index;
 use crate::platform::informer::Change;
-use crate::platform::queue::{Outcome, WorkQueue};
+use crate::platform::queue::{Action, Failed, Pass, WorkQueue};
 use mcm_decisions::machine::deletion::{self, DeletionStage};
 use mcm_decisions::machine::routing::{self, MachineQueue};
 
@@ -183,19 +183,19 @@ fn volumes_attached(node: &Node) -> Option<&Vec<k8s_openapi::api::core::v1::Atta
 }
 
 impl Termination {
-    async fn reconcile(&self, key: &str) -> Outcome {
+    async fn reconcile(&self, key: &str) -> Pass {
         if self.context.machine_controller_frozen() {
             tracing::debug!(
                 machine = key,
                 "machine controller frozen; termination waits"
             );
-            return Outcome::RequeueAfter(mcm_decisions::vocabulary::Retry::Short);
+            return Ok(Action::Requeue(mcm_decisions::vocabulary::Retry::Short));
         }
         match stages::run_pass(self, key).await {
-            Ok(outcome) => outcome,
+            Ok(action) => Ok(action),
             Err(error) => {
                 tracing::warn!(machine = key, %error, "termination pass failed");
-                Outcome::Retry
+                Err(Failed)
             }
         }
     }

@@ -1,6 +1,6 @@
 //! The platform every controller runs on: the configuration, the control and target clients, the
 //! metrics and the event recorder ([`Platform`]); and the building blocks of a reconcile shell
-//! ([`informer`], [`queue`]).
+//! ([`informer`], [`queue`], [`error`]).
 //!
 //! Each controller defines its own context next to its reconcile shell (for example
 //! `machine_set::context::MachineSetContext`) holding a [`Platform`] plus only the informers,
@@ -9,6 +9,7 @@
 
 pub mod caches;
 pub mod config;
+pub mod error;
 pub mod events;
 pub mod freeze;
 pub mod index;

@@ -7,14 +7,16 @@
 //! `auto-preserved` value); this step only executes the value it finds. A preserved failed
 //! machine's node is drained with the shared drain executor ([`crate::drain::reconcile`]).
 
+use std::ops::ControlFlow;
+
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use mcm_api::v1alpha1::Machine;
 
-use super::error::ReconcileError;
 use super::writes::{self, NodeCopy};
-use super::{MachineController, Step};
+use super::{MachineController, StepFlow};
 use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
+use crate::platform::error::ApiError;
 use crate::platform::metrics::DrainLabels;
 use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
 use mcm_decisions::machine as plan;
@@ -31,7 +33,7 @@ impl MachineController {
         &self,
         machine: &mut Machine,
         now: Timestamp,
-    ) -> Result<Step, ReconcileError> {
+    ) -> Result<StepFlow, ApiError> {
         let settings = effective_settings(machine, &self.settings);
         let mut node: Option<Node> = node_name_of(machine)
             .and_then(|node| self.context.nodes.get(node))
@@ -80,7 +82,7 @@ impl MachineController {
             );
             retry = retry.min(Retry::After(until));
         }
-        Ok(Step::Continue(Some(retry)))
+        Ok(ControlFlow::Continue(Some(retry)))
     }
 
     /// Records the plan's events and runs its actions in order; `Some` ends the pass.
@@ -89,16 +91,16 @@ impl MachineController {
         machine: &mut Machine,
         node: &mut Option<Node>,
         plan: &PreservationPlan,
-    ) -> Option<Step> {
+    ) -> Option<StepFlow> {
         let name = name_of(machine).to_owned();
         self.events(machine, &plan.events);
         for action in &plan.actions {
             if let Err(error) = self.preservation_action(machine, node, action).await {
                 if error.is_not_found() {
-                    return Some(Step::Continue(Some(Retry::Long)));
+                    return Some(ControlFlow::Continue(Some(Retry::Long)));
                 }
                 tracing::info!(machine = %name, %error, ?action, "preservation step failed");
-                return Some(Step::End(error.retry()));
+                return Some(ControlFlow::Break(error.retry()));
             }
         }
         if !plan.actions.is_empty() {
@@ -174,7 +176,7 @@ impl MachineController {
         machine: &mut Machine,
         node: &mut Option<Node>,
         action: &PreservationAction,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<(), ApiError> {
         match action {
             PreservationAction::Status(write) => {
                 *machine = writes::write_status(&self.context, machine, write).await?;

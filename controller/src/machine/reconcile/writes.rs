@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::api::{Api, PostParams};
 use mcm_api::v1alpha1::{Machine, MachineClass};
 
-use super::error::ReconcileError;
 use crate::machine::context::MachineContext;
+use crate::platform::error::ApiError;
 use crate::platform::node_cache;
 use mcm_decisions::machine::creation::SecretData;
 use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
@@ -20,9 +20,9 @@ fn api_error(
     action: &'static str,
     kind: &'static str,
     name: &str,
-) -> impl FnOnce(kube::Error) -> ReconcileError {
+) -> impl FnOnce(kube::Error) -> ApiError {
     let name = name.to_owned();
-    move |source| ReconcileError::Api {
+    move |source| ApiError::Api {
         action,
         kind,
         name,
@@ -34,7 +34,7 @@ fn api_error(
 pub(crate) async fn replace_machine(
     context: &MachineContext,
     machine: &Machine,
-) -> Result<Machine, ReconcileError> {
+) -> Result<Machine, ApiError> {
     let name = name_of(machine);
     context
         .namespaced::<Machine>()
@@ -48,7 +48,7 @@ pub(crate) async fn write_status(
     context: &MachineContext,
     machine: &Machine,
     write: &StatusWrite,
-) -> Result<Machine, ReconcileError> {
+) -> Result<Machine, ApiError> {
     let name = name_of(machine);
     let mut updated = machine.clone();
     updated.status = Some(write.apply(machine.status.as_ref()));
@@ -80,7 +80,7 @@ pub(crate) async fn set_machine_annotations(
     context: &MachineContext,
     machine: &Machine,
     changes: &BTreeMap<String, Option<String>>,
-) -> Result<Machine, ReconcileError> {
+) -> Result<Machine, ApiError> {
     let mut updated = machine.clone();
     if !set_entries(&mut updated.metadata.annotations, changes) {
         return Ok(machine.clone());
@@ -95,7 +95,7 @@ pub(crate) async fn set_machine_annotations_reread_on_conflict(
     context: &MachineContext,
     machine: &Machine,
     changes: &BTreeMap<String, Option<String>>,
-) -> Result<Machine, ReconcileError> {
+) -> Result<Machine, ApiError> {
     let name = name_of(machine).to_owned();
     let mut current = machine.clone();
     let mut attempt = 0;
@@ -120,7 +120,7 @@ pub(crate) async fn set_machine_annotations_reread_on_conflict(
 pub(crate) async fn class_secret_data(
     context: &MachineContext,
     class: &MachineClass,
-) -> Result<SecretData, ReconcileError> {
+) -> Result<SecretData, ApiError> {
     context
         .class_secret_data(class)
         .await
@@ -128,21 +128,18 @@ pub(crate) async fn class_secret_data(
 }
 
 /// The target cluster's Nodes API.
-pub(crate) fn nodes_api(context: &MachineContext) -> Result<Api<Node>, ReconcileError> {
+pub(crate) fn nodes_api(context: &MachineContext) -> Result<Api<Node>, ApiError> {
     context
         .target
         .clone()
         .map(Api::all)
-        .ok_or(ReconcileError::NoTarget {
+        .ok_or(ApiError::NoTarget {
             what: "a Node write",
         })
 }
 
 /// `Update` of a Node with its resourceVersion.
-pub(crate) async fn replace_node(
-    context: &MachineContext,
-    node: &Node,
-) -> Result<Node, ReconcileError> {
+pub(crate) async fn replace_node(context: &MachineContext, node: &Node) -> Result<Node, ApiError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     nodes_api(context)?
         .replace(&name, &PostParams::default(), node)
@@ -167,7 +164,7 @@ pub(crate) async fn replace_node_status(
     context: &MachineContext,
     node: &Node,
     copy: NodeCopy,
-) -> Result<Node, ReconcileError> {
+) -> Result<Node, ApiError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let api = nodes_api(context)?;
     let mut outgoing = node.clone();
@@ -188,7 +185,7 @@ pub(crate) async fn set_node_annotations(
     context: &MachineContext,
     node: &Node,
     changes: &BTreeMap<String, Option<String>>,
-) -> Result<Node, ReconcileError> {
+) -> Result<Node, ApiError> {
     let mut updated = node.clone();
     if !set_entries(&mut updated.metadata.annotations, changes) {
         return Ok(node.clone());
@@ -201,7 +198,7 @@ pub(crate) async fn remove_node_taints(
     context: &MachineContext,
     node: &Node,
     remove: &[(String, String)],
-) -> Result<Node, ReconcileError> {
+) -> Result<Node, ApiError> {
     let mut updated = node.clone();
     let Some(taints) = updated.spec.as_mut().and_then(|spec| spec.taints.as_mut()) else {
         return Ok(node.clone());
@@ -223,7 +220,7 @@ pub(crate) async fn add_node_taint(
     context: &MachineContext,
     node: &Node,
     taint: &Taint,
-) -> Result<Node, ReconcileError> {
+) -> Result<Node, ApiError> {
     let mut updated = node.clone();
     let taints = updated
         .spec
@@ -246,7 +243,7 @@ pub(crate) async fn set_node_condition(
     node: &Node,
     copy: NodeCopy,
     condition: &NodeCondition,
-) -> Result<Node, ReconcileError> {
+) -> Result<Node, ApiError> {
     let mut updated = node.clone();
     let conditions = updated
         .status
@@ -265,7 +262,7 @@ pub(crate) async fn set_node_condition(
 pub(crate) async fn cordon_node(
     context: &MachineContext,
     node: &Node,
-) -> Result<Option<Node>, ReconcileError> {
+) -> Result<Option<Node>, ApiError> {
     if node
         .spec
         .as_ref()

@@ -17,7 +17,7 @@ use super::writes::{
 use crate::drain::reconcile::{DrainTarget, drain_pass};
 use crate::platform::index;
 use crate::platform::metrics::{DrainLabels, MachineDurationLabels};
-use crate::platform::queue::Outcome;
+use crate::platform::queue::Action;
 use mcm_decisions::drain::plan::{
     DrainConfig, DrainOutcome, FORCE_DRAIN_TIMEOUT, deletion_drain_config,
 };
@@ -44,12 +44,11 @@ enum Step {
     /// The stage progressed in memory only: go on with this object; its status is written with
     /// the next stage's write, or by [`flush`] before the pass stops.
     Deferred(Box<Machine>),
-    /// Come back after this retry; the machine's current status is persisted.
+    /// Come back after this retry; the machine's current status is persisted, or the machine is
+    /// gone (its finalizer removed): nothing to flush.
     Persisted(Retry),
     /// Come back after this retry.
     Stop(Retry),
-    /// The machine is gone (finalizer removed).
-    Finished,
 }
 
 /// Whether the machine's class is absent from the cache (not merely unusable).
@@ -65,14 +64,14 @@ fn machine_name(machine: &Machine) -> &str {
 pub(super) async fn run_pass(
     termination: &Termination,
     key: &str,
-) -> Result<Outcome, TerminationError> {
+) -> Result<Action, TerminationError> {
     let context = &termination.context;
     let Some(mut machine) = get_machine(context, key).await? else {
-        return Ok(Outcome::Done);
+        return Ok(Action::AwaitChange);
     };
     if machine.metadata.deletion_timestamp.is_none() {
         // Not being deleted: the Machine controller's business.
-        return Ok(Outcome::Done);
+        return Ok(Action::AwaitChange);
     }
     let class = match class_of(context, &machine) {
         Ok(class) => class,
@@ -93,16 +92,9 @@ pub(super) async fn run_pass(
                         "Delete",
                         event.message.clone(),
                     );
-                    Ok(Outcome::Done)
+                    Ok(Action::AwaitChange)
                 }
-                Err(failure) => {
-                    tracing::warn!(
-                        machine = key,
-                        ?failure,
-                        "cannot remove the machine finalizer"
-                    );
-                    Ok(Outcome::Retry)
-                }
+                Err(failure) => Err(TerminationError::Finalizer(failure)),
             };
         }
         Err((retry, reason)) => {
@@ -118,7 +110,7 @@ pub(super) async fn run_pass(
                 "Delete",
                 format!("Deletion waits for the machine class: {reason}"),
             );
-            return Ok(Outcome::RequeueAfter(retry));
+            return Ok(Action::Requeue(retry));
         }
     };
     // Set when stages have progressed without their status written yet (see `apply`).
@@ -185,7 +177,7 @@ pub(super) async fn run_pass(
                         "machine finalizer removed; deletion complete"
                     );
                     // No event: the object is gone, nobody would see it on `describe`.
-                    Step::Finished
+                    Step::Persisted(Retry::Long)
                 } else {
                     tracing::info!(
                         machine = key,
@@ -205,20 +197,19 @@ pub(super) async fn run_pass(
                 machine = *updated;
                 unpersisted = true;
             }
-            Step::Persisted(retry) => return Ok(Outcome::RequeueAfter(retry)),
+            Step::Persisted(retry) => return Ok(Action::Requeue(retry)),
             Step::Stop(retry) => {
                 if unpersisted {
                     flush(termination, &machine).await;
                 }
-                return Ok(Outcome::RequeueAfter(retry));
+                return Ok(Action::Requeue(retry));
             }
-            Step::Finished => return Ok(Outcome::RequeueAfter(Retry::Long)),
         }
     }
     if unpersisted {
         flush(termination, &machine).await;
     }
-    Ok(Outcome::RequeueAfter(Retry::Immediate))
+    Ok(Action::Requeue(Retry::Immediate))
 }
 
 /// Writes the status of stages that completed in memory. Losing it (a failed write, a crash) is

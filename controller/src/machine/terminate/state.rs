@@ -20,6 +20,9 @@ pub enum TerminationError {
         #[source]
         source: kube::Error,
     },
+    /// The machine's finalizer could not be removed.
+    #[error("cannot remove the machine finalizer: {}", .0.message)]
+    Finalizer(mcm_decisions::vocabulary::WriteFailure),
 }
 
 /// State shared by the termination workers.
