@@ -15,7 +15,7 @@ use mcm_api::v1alpha1::Machine;
 
 use super::writes::{self, NodeCopy};
 use super::{MachineController, StepFlow};
-use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
+use crate::drain::reconcile::{NodeDrainState, drain_pass};
 use crate::platform::error::ApiError;
 use crate::platform::metrics::DrainLabels;
 use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
@@ -130,21 +130,8 @@ impl MachineController {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .remove(node_name)
             .unwrap_or_else(|| NodeDrainState::new(now));
-        let provider = machine
-            .spec
-            .class
-            .as_ref()
-            .and_then(|class| class.name.as_deref())
-            .and_then(|class| self.context.machine_classes.get(class))
-            .and_then(|class| class.provider.clone())
-            .unwrap_or_default();
-        let target = DrainTarget {
-            client,
-            driver: &self.context.driver,
-            metrics: &self.context.metrics,
-            provider: &provider,
-            pv_reattach_timeout: self.context.config.machine.pv_reattach_timeout,
-        };
+        let provider = self.context.class_provider(machine);
+        let target = self.context.drain_target(client, &provider);
         let outcome = drain_pass(&target, node_name, node, config, &mut state, now).await;
         match &outcome {
             DrainOutcome::InProgress { .. } => {

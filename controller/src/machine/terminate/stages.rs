@@ -14,7 +14,7 @@ use super::writes::{
     driver_metric, get_machine, get_node, live_volume_attachments, persist_status, record_events,
     remove_machine_finalizer, secret_data, set_node_condition, set_node_label, write_status,
 };
-use crate::drain::reconcile::{DrainTarget, drain_pass};
+use crate::drain::reconcile::drain_pass;
 use crate::platform::index;
 use crate::platform::metrics::{DrainLabels, MachineDurationLabels};
 use crate::platform::queue::Action;
@@ -52,7 +52,7 @@ enum Step {
 }
 
 /// Whether the machine's class is absent from the cache (not merely unusable).
-fn class_missing(context: &crate::machine::context::TerminationContext, machine: &Machine) -> bool {
+fn class_missing(context: &crate::machine::context::MachineContext, machine: &Machine) -> bool {
     context.machine_classes.get(class_name(machine)).is_none()
 }
 
@@ -537,13 +537,7 @@ async fn run_drain(
         .min(LONGEST_DRAIN_PASS)
         .max(SignedDuration::from_secs(1));
     let mut state = termination.drain_state(node_name, now);
-    let target = DrainTarget {
-        client,
-        driver: &context.driver,
-        metrics: &context.metrics,
-        provider: class.provider.as_deref().unwrap_or(""),
-        pv_reattach_timeout: context.config.machine.pv_reattach_timeout,
-    };
+    let target = context.drain_target(client, class.provider.as_deref().unwrap_or(""));
     let bound = std::time::Duration::try_from(limit).unwrap_or(std::time::Duration::from_secs(1));
     let outcome = match tokio::time::timeout(
         bound,

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::drain::reconcile::NodeDrainState;
-use crate::machine::context::TerminationContext;
+use crate::machine::context::MachineContext;
 
 /// What can go wrong in one termination pass (logged; the key is retried).
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +27,7 @@ pub enum TerminationError {
 
 /// State shared by the termination workers.
 pub(crate) struct Termination {
-    pub(super) context: Arc<TerminationContext>,
+    pub(super) context: Arc<MachineContext>,
     /// Drain memory per node name.
     pub(super) drains: Mutex<HashMap<String, NodeDrainState>>,
 }

@@ -13,7 +13,7 @@ use mcm_api::v1alpha1::{Machine, MachineClass};
 use mcm_provider_proto::{MachineError, SecretData};
 
 use super::state::TerminationError;
-use crate::machine::context::TerminationContext;
+use crate::machine::context::MachineContext;
 use mcm_decisions::machine::deletion::deletion_stage;
 use mcm_decisions::machine::order::validate_machine_class;
 use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
@@ -32,7 +32,7 @@ pub(super) fn is_not_found(error: &kube::Error) -> bool {
 
 /// A live read of the machine (`None` once it is gone).
 pub(super) async fn get_machine(
-    context: &TerminationContext,
+    context: &MachineContext,
     name: &str,
 ) -> Result<Option<Machine>, TerminationError> {
     context
@@ -50,7 +50,7 @@ pub(super) async fn get_machine(
 /// change answers 409). Skips "similar" writes (docs/behaviour.md#machine-reconcile), but never one that changes the deletion
 /// stage, so a similar-looking text can never stall the flow.
 pub(super) async fn write_status(
-    context: &TerminationContext,
+    context: &MachineContext,
     machine: &Machine,
     write: &StatusWrite,
     now: Timestamp,
@@ -80,7 +80,7 @@ pub(super) async fn write_status(
 /// Writes `machine`'s status as it is (stages that progressed in memory), with its
 /// resourceVersion as the precondition.
 pub(super) async fn persist_status(
-    context: &TerminationContext,
+    context: &MachineContext,
     machine: &Machine,
 ) -> Result<Machine, WriteFailure> {
     let name = machine.metadata.name.as_deref().unwrap_or("");
@@ -92,7 +92,7 @@ pub(super) async fn persist_status(
 }
 
 /// Records the plan's events on the machine.
-pub(super) fn record_events(context: &TerminationContext, machine: &Machine, events: &[Event]) {
+pub(super) fn record_events(context: &MachineContext, machine: &Machine, events: &[Event]) {
     for event in events {
         context.event(
             machine,
@@ -117,7 +117,7 @@ pub(super) fn class_name(machine: &Machine) -> &str {
 /// The machine's class, validated as upstream's `ValidateMachineClass` (docs/behaviour.md#class-validation); `Err` carries the
 /// retry and the reason.
 pub(super) fn class_of(
-    context: &TerminationContext,
+    context: &MachineContext,
     machine: &Machine,
 ) -> Result<MachineClass, (Retry, String)> {
     let name = class_name(machine);
@@ -136,7 +136,7 @@ pub(super) fn class_of(
 
 /// The class's Secret data (read through the shell's short-lived Secret reuse).
 pub(super) async fn secret_data(
-    context: &TerminationContext,
+    context: &MachineContext,
     class: &MachineClass,
 ) -> Result<SecretData, String> {
     context
@@ -152,7 +152,7 @@ pub(super) fn driver_error(error: MachineError) -> DriverError {
 
 /// Records a driver call in the metrics.
 pub(super) fn driver_metric(
-    context: &TerminationContext,
+    context: &MachineContext,
     class: &MachineClass,
     method: &str,
     code: &str,
@@ -168,7 +168,7 @@ pub(super) fn driver_metric(
 
 /// Sets label `node=<node>` on the machine (merge patch; labels of others are kept).
 pub(super) async fn set_node_label(
-    context: &TerminationContext,
+    context: &MachineContext,
     machine: &Machine,
     node: &str,
 ) -> Result<Machine, WriteFailure> {
@@ -183,7 +183,7 @@ pub(super) async fn set_node_label(
 
 /// Removes the MCM finalizer from the machine (full update with the read resourceVersion).
 pub(super) async fn remove_machine_finalizer(
-    context: &TerminationContext,
+    context: &MachineContext,
     machine: &Machine,
 ) -> Result<(), WriteFailure> {
     let name = machine.metadata.name.as_deref().unwrap_or("");
@@ -204,7 +204,7 @@ pub(super) async fn remove_machine_finalizer(
 
 /// Live read of a Node in the target cluster.
 pub(super) async fn get_node(
-    context: &TerminationContext,
+    context: &MachineContext,
     name: &str,
 ) -> Result<Option<Node>, kube::Error> {
     match &context.target {
@@ -213,14 +213,14 @@ pub(super) async fn get_node(
     }
 }
 
-fn nodes(context: &TerminationContext) -> Option<Api<Node>> {
+fn nodes(context: &MachineContext) -> Option<Api<Node>> {
     context.target.clone().map(Api::all)
 }
 
 /// Puts the `Terminating` condition into the node's status (strategic merge by condition type, so
 /// the kubelet's other conditions stay).
 pub(super) async fn set_node_condition(
-    context: &TerminationContext,
+    context: &MachineContext,
     node: &str,
     condition: &NodeCondition,
 ) -> Result<(), String> {
@@ -239,7 +239,7 @@ pub(super) async fn set_node_condition(
 }
 
 /// Cordons the node.
-pub(super) async fn cordon(context: &TerminationContext, node: &str) -> Result<(), String> {
+pub(super) async fn cordon(context: &MachineContext, node: &str) -> Result<(), String> {
     let Some(api) = nodes(context) else {
         return Ok(());
     };
@@ -256,7 +256,7 @@ pub(super) async fn cordon(context: &TerminationContext, node: &str) -> Result<(
 
 /// Result of removing the node finalizer and deleting the node.
 pub(super) async fn delete_node(
-    context: &TerminationContext,
+    context: &MachineContext,
     node: &str,
 ) -> mcm_decisions::machine::deletion::NodeDeletionResult {
     use mcm_decisions::machine::deletion::NodeDeletionResult;
@@ -303,7 +303,7 @@ pub(super) async fn delete_node(
 
 /// Names of the live (not deleting) VolumeAttachments of `node`.
 pub(super) async fn live_volume_attachments(
-    context: &TerminationContext,
+    context: &MachineContext,
     node: &str,
 ) -> Result<Vec<String>, kube::Error> {
     let Some(target) = &context.target else {
@@ -322,7 +322,7 @@ pub(super) async fn live_volume_attachments(
 }
 
 /// Deletes VolumeAttachments (errors are only logged, as upstream; the stage repeats).
-pub(super) async fn delete_volume_attachments(context: &TerminationContext, names: &[String]) {
+pub(super) async fn delete_volume_attachments(context: &MachineContext, names: &[String]) {
     let Some(target) = &context.target else {
         return;
     };
