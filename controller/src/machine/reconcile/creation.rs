@@ -221,7 +221,7 @@ impl MachineController {
                     if let Some(write) = &outcome.status
                         && !write.is_redundant(machine, now)
                     {
-                        match writes::write_status(&self.context, machine, write).await {
+                        match writes::write_status(&self.context, machine, write, now).await {
                             Ok(stored) => *machine = stored,
                             Err(error) => return Ok(ControlFlow::Break(error.retry())),
                         }

@@ -113,7 +113,7 @@ impl MachineController {
             }
         }
         if let Some(write) = &plan.status {
-            match writes::write_status(&self.context, machine, write).await {
+            match writes::write_status(&self.context, machine, write, now).await {
                 Ok(stored) => {
                     // The in-place result (docs/behaviour.md#in-place-machine) or its timeout: tell the user.
                     if let Some(event) = in_place_phase_event(machine.phase(), &stored) {

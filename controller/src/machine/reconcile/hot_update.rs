@@ -103,7 +103,7 @@ impl MachineController {
                     return Ok(ControlFlow::Continue(None));
                 }
                 HotUpdateStep::RecordIntent(write) => {
-                    *machine = writes::write_status(&self.context, machine, &write).await?;
+                    *machine = writes::write_status(&self.context, machine, &write, now).await?;
                     intent_recorded = true;
                 }
                 HotUpdateStep::CallUpdateMachine { last_applied } => {
@@ -144,7 +144,7 @@ impl MachineController {
                         )
                         .await?;
                     }
-                    *machine = writes::write_status(&self.context, machine, &status).await?;
+                    *machine = writes::write_status(&self.context, machine, &status, now).await?;
                     return Ok(ControlFlow::Break(retry));
                 }
             }

@@ -166,7 +166,7 @@ impl MachineController {
                 }
             }
         };
-        self.finish_in_place(machine, &node, &finish).await
+        self.finish_in_place(machine, &node, &finish, now).await
     }
 
     /// Writes what ends an in-place pass and ends it.
@@ -175,11 +175,12 @@ impl MachineController {
         machine: &mut Machine,
         node: &Node,
         finish: &InPlaceFinish,
+        now: Timestamp,
     ) -> Result<StepFlow, ApiError> {
         let name = name_of(machine).to_owned();
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
         if let Some(write) = &finish.status {
-            match writes::write_status(&self.context, machine, write).await {
+            match writes::write_status(&self.context, machine, write, now).await {
                 Ok(stored) => {
                     if let Some(event) = in_place_phase_event(machine.phase(), &stored) {
                         self.event(&stored, &event);

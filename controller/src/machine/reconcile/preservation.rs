@@ -46,7 +46,10 @@ impl MachineController {
             drain: None,
             now,
         });
-        if let Some(end) = self.execute_preservation(machine, &mut node, &plan).await {
+        if let Some(end) = self
+            .execute_preservation(machine, &mut node, &plan, now)
+            .await
+        {
             return Ok(end);
         }
         let mut retry = match plan.outcome {
@@ -63,7 +66,10 @@ impl MachineController {
                     drain: Some(&outcome),
                     now,
                 });
-                if let Some(end) = self.execute_preservation(machine, &mut node, &after).await {
+                if let Some(end) = self
+                    .execute_preservation(machine, &mut node, &after, now)
+                    .await
+                {
                     return Ok(end);
                 }
                 match after.outcome {
@@ -91,11 +97,12 @@ impl MachineController {
         machine: &mut Machine,
         node: &mut Option<Node>,
         plan: &PreservationPlan,
+        now: Timestamp,
     ) -> Option<StepFlow> {
         let name = name_of(machine).to_owned();
         self.events(machine, &plan.events);
         for action in &plan.actions {
-            if let Err(error) = self.preservation_action(machine, node, action).await {
+            if let Err(error) = self.preservation_action(machine, node, action, now).await {
                 if error.is_not_found() {
                     return Some(ControlFlow::Continue(Some(Retry::Long)));
                 }
@@ -163,10 +170,11 @@ impl MachineController {
         machine: &mut Machine,
         node: &mut Option<Node>,
         action: &PreservationAction,
+        now: Timestamp,
     ) -> Result<(), ApiError> {
         match action {
             PreservationAction::Status(write) => {
-                *machine = writes::write_status(&self.context, machine, write).await?;
+                *machine = writes::write_status(&self.context, machine, write, now).await?;
             }
             PreservationAction::MachineAnnotations(changes) => {
                 *machine = writes::set_machine_annotations(&self.context, machine, changes).await?;

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::api::{Api, PostParams};
 use mcm_api::v1alpha1::{Machine, MachineClass};
@@ -43,23 +44,37 @@ pub(crate) async fn replace_machine(
         .map_err(api_error("update", "Machine", name))
 }
 
-/// `UpdateStatus` of a Machine with `write` applied to its status; returns the stored object.
-pub(crate) async fn write_status(
+/// The machine as a status write of a pass that started at `now` sends it: `write` applied to
+/// its status, with the "why is it stuck" condition that rides along with every status write
+/// (both machine shells build what they write here, from their pass's clock).
+pub(crate) fn with_status(
     context: &MachineContext,
     machine: &Machine,
     write: &StatusWrite,
-) -> Result<Machine, ApiError> {
-    let name = name_of(machine);
+    now: Timestamp,
+) -> Machine {
     let mut updated = machine.clone();
     updated.status = Some(write.apply(machine.status.as_ref()));
-    // The "why is it stuck" condition rides along with every status write.
     let _ = refresh_waiting_condition(
         &mut updated,
         &context.config.machine,
         context.machine_controller_frozen().then_some(FROZEN_REASON),
         None,
-        jiff::Timestamp::now(),
+        now,
     );
+    updated
+}
+
+/// `UpdateStatus` of a Machine with `write` applied to its status ([`with_status`]); returns the
+/// stored object.
+pub(crate) async fn write_status(
+    context: &MachineContext,
+    machine: &Machine,
+    write: &StatusWrite,
+    now: Timestamp,
+) -> Result<Machine, ApiError> {
+    let name = name_of(machine);
+    let updated = with_status(context, machine, write, now);
     let stored = context
         .namespaced::<Machine>()
         .replace_status(name, &PostParams::default(), &updated)

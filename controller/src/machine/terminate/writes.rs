@@ -14,9 +14,9 @@ use mcm_provider_proto::{MachineError, SecretData};
 
 use super::state::TerminationError;
 use crate::machine::context::MachineContext;
+use crate::machine::reconcile::writes::with_status;
 use mcm_decisions::machine::deletion::deletion_stage;
 use mcm_decisions::machine::order::validate_machine_class;
-use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
 use mcm_decisions::vocabulary::{DriverError, Event, EventType, Retry, StatusWrite, WriteFailure};
 
 pub(super) fn write_failure(error: &kube::Error) -> WriteFailure {
@@ -55,20 +55,12 @@ pub(super) async fn write_status(
     write: &StatusWrite,
     now: Timestamp,
 ) -> Result<Machine, WriteFailure> {
-    let mut updated = machine.clone();
-    updated.status = Some(write.apply(machine.status.as_ref()));
+    let updated = with_status(context, machine, write, now);
     if write.is_redundant(machine, now)
         && deletion_stage(machine, false) == deletion_stage(&updated, false)
     {
         return Ok(machine.clone());
     }
-    let _ = refresh_waiting_condition(
-        &mut updated,
-        &context.config.machine,
-        context.machine_controller_frozen().then_some(FROZEN_REASON),
-        None,
-        now,
-    );
     let name = machine.metadata.name.as_deref().unwrap_or("");
     context
         .namespaced::<Machine>()
