@@ -218,9 +218,7 @@ impl MachineController {
                             .driver_retry_backoff(method, delay.as_secs_f64());
                     }
                     self.events(machine, &outcome.events);
-                    if let Some(write) = &outcome.status
-                        && !write.is_redundant(machine, now)
-                    {
+                    if let Some(write) = &outcome.status {
                         match writes::write_status(&self.context, machine, write, now).await {
                             Ok(stored) => *machine = stored,
                             Err(error) => return Ok(ControlFlow::Break(error.retry())),

@@ -14,6 +14,7 @@ use crate::machine::context::MachineContext;
 use crate::platform::error::ApiError;
 use crate::platform::node_cache;
 use mcm_decisions::machine::creation::SecretData;
+use mcm_decisions::machine::deletion::deletion_stage;
 use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
 use mcm_decisions::vocabulary::{StatusWrite, name_of, set_entries};
 
@@ -66,7 +67,9 @@ pub(crate) fn with_status(
 }
 
 /// `UpdateStatus` of a Machine with `write` applied to its status ([`with_status`]); returns the
-/// stored object.
+/// stored object. The one status write of both machine shells: it skips a write its plan marked
+/// skippable when the result is "similar" (docs/behaviour.md#machine-reconcile), but never one
+/// that changes the deletion stage, so a similar-looking text can never stall the deletion flow.
 pub(crate) async fn write_status(
     context: &MachineContext,
     machine: &Machine,
@@ -75,6 +78,11 @@ pub(crate) async fn write_status(
 ) -> Result<Machine, ApiError> {
     let name = name_of(machine);
     let updated = with_status(context, machine, write, now);
+    if write.is_redundant(machine, now)
+        && deletion_stage(machine, false) == deletion_stage(&updated, false)
+    {
+        return Ok(machine.clone());
+    }
     let stored = context
         .namespaced::<Machine>()
         .replace_status(name, &PostParams::default(), &updated)

@@ -12,9 +12,10 @@ use super::state::{Termination, TerminationError};
 use super::writes::{
     class_name, class_of, cordon, delete_node, delete_volume_attachments, driver_error,
     driver_metric, get_machine, get_node, live_volume_attachments, persist_status, record_events,
-    remove_machine_finalizer, secret_data, set_node_condition, set_node_label, write_status,
+    remove_machine_finalizer, secret_data, set_node_condition, set_node_label,
 };
 use crate::drain::reconcile::drain_pass;
+use crate::machine::reconcile::writes::write_status;
 use crate::platform::index;
 use crate::platform::metrics::{DrainLabels, MachineDurationLabels};
 use crate::platform::queue::Action;
@@ -280,13 +281,13 @@ async fn apply(
                 Step::Persisted(outcome.retry)
             }
         }
-        Err(failure) => {
+        Err(error) => {
             tracing::info!(
                 machine = machine_name(machine),
-                error = failure.message,
+                %error,
                 "status write failed"
             );
-            Step::Stop(failure.retry())
+            Step::Stop(error.retry())
         }
     }
 }

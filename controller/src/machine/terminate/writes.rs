@@ -1,10 +1,11 @@
-//! API reads and writes of the termination shell: machine status (optimistic concurrency through
-//! the resourceVersion of the object read), labels and finalizer, the class and its secrets, the
-//! Node in the target cluster and its VolumeAttachments.
+//! API reads and writes of the termination shell: the status of stages that progressed in memory
+//! (optimistic concurrency through the resourceVersion of the object read; a plan's status write
+//! goes through the machine shells' one `write_status` in `machine::reconcile::writes`), labels
+//! and finalizer, the class and its secrets, the Node in the target cluster and its
+//! VolumeAttachments.
 
 use std::time::Instant;
 
-use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -14,10 +15,8 @@ use mcm_provider_proto::{MachineError, SecretData};
 
 use super::state::TerminationError;
 use crate::machine::context::MachineContext;
-use crate::machine::reconcile::writes::with_status;
-use mcm_decisions::machine::deletion::deletion_stage;
 use mcm_decisions::machine::order::validate_machine_class;
-use mcm_decisions::vocabulary::{DriverError, Event, EventType, Retry, StatusWrite, WriteFailure};
+use mcm_decisions::vocabulary::{DriverError, Event, EventType, Retry, WriteFailure};
 
 pub(super) fn write_failure(error: &kube::Error) -> WriteFailure {
     WriteFailure {
@@ -44,29 +43,6 @@ pub(super) async fn get_machine(
             machine: name.to_owned(),
             source,
         })
-}
-
-/// Writes `write` into the machine's status (replace with the read resourceVersion: a concurrent
-/// change answers 409). Skips "similar" writes (docs/behaviour.md#machine-reconcile), but never one that changes the deletion
-/// stage, so a similar-looking text can never stall the flow.
-pub(super) async fn write_status(
-    context: &MachineContext,
-    machine: &Machine,
-    write: &StatusWrite,
-    now: Timestamp,
-) -> Result<Machine, WriteFailure> {
-    let updated = with_status(context, machine, write, now);
-    if write.is_redundant(machine, now)
-        && deletion_stage(machine, false) == deletion_stage(&updated, false)
-    {
-        return Ok(machine.clone());
-    }
-    let name = machine.metadata.name.as_deref().unwrap_or("");
-    context
-        .namespaced::<Machine>()
-        .replace_status(name, &PostParams::default(), &updated)
-        .await
-        .map_err(|error| write_failure(&error))
 }
 
 /// Writes `machine`'s status as it is (stages that progressed in memory), with its
