@@ -7,10 +7,10 @@
 //! the order of [`plan::order::plan_reconcile_order`] and executes what they return; every pass
 //! ends with a requeue after the plan's retry period (the upstream periodic resync).
 //!
-//! Submodules: [`writes`] (status/metadata/node writes with optimistic concurrency, shared with
-//! the termination shell), [`creation`], [`health`], [`node_sync`], [`hot_update`], [`in_place`]
-//! (docs/behaviour.md#in-place-machine), [`preservation`], [`driver`] (timed driver calls) and [`permits`] (the
-//! per-MachineDeployment failure permit).
+//! Its writes are the machine shells' [`crate::machine::writes`]. Submodules: [`creation`],
+//! [`health`], [`node_sync`], [`hot_update`], [`in_place`] (docs/behaviour.md#in-place-machine),
+//! [`preservation`], [`driver`] (timed driver calls) and [`permits`] (the per-MachineDeployment
+//! failure permit).
 
 pub mod creation;
 pub mod driver;
@@ -20,7 +20,6 @@ pub mod in_place;
 pub mod node_sync;
 pub mod permits;
 pub mod preservation;
-pub mod writes;
 
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -36,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use self::permits::Permits;
 use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::MachineContext;
+use crate::machine::writes;
 use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
 use crate::platform::error::ApiError;

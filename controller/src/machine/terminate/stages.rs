@@ -15,7 +15,7 @@ use super::writes::{
     remove_machine_finalizer, secret_data, set_node_condition, set_node_label,
 };
 use crate::drain::reconcile::drain_pass;
-use crate::machine::reconcile::writes::write_status;
+use crate::machine::writes::write_status;
 use crate::platform::index;
 use crate::platform::metrics::{DrainLabels, MachineDurationLabels};
 use crate::platform::queue::Action;

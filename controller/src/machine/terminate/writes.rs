@@ -1,6 +1,6 @@
 //! API reads and writes of the termination shell: the status of stages that progressed in memory
 //! (optimistic concurrency through the resourceVersion of the object read; a plan's status write
-//! goes through the machine shells' one `write_status` in `machine::reconcile::writes`), labels
+//! goes through the machine shells' one `write_status` in `machine::writes`), labels
 //! and finalizer, the class and its secrets, the Node in the target cluster and its
 //! VolumeAttachments.
 

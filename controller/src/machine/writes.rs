@@ -1,7 +1,8 @@
 //! API writes of the machine shells, all with optimistic concurrency: every write carries the
 //! resourceVersion of the object it was computed from, so a concurrent change answers 409 (the
-//! caller requeues after ConflictRetry) instead of being overwritten. `pub(crate)` so the
-//! termination shell may reuse them.
+//! caller requeues after ConflictRetry) instead of being overwritten. Shared by the Machine
+//! controller and the termination shell (which keeps only its own patches and deletions in
+//! `terminate::writes`).
 
 use std::collections::BTreeMap;
 
