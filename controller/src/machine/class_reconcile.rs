@@ -31,7 +31,7 @@ use crate::machine::context::MachineClassContext;
 use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
 use crate::platform::informer::Change;
-use crate::platform::queue::{Outcome, WorkQueue};
+use crate::platform::queue::{Action, Failed, WorkQueue};
 use mcm_decisions::machine::class::{ClassStep, plan_class, plan_secret, secret_is_referenced};
 use mcm_decisions::machine::class_validation::{
     RecordWrite, ValidationAnswer, plan_validation, serves,
@@ -137,11 +137,11 @@ pub fn run(
                         let (namespace, name) = rest.split_once('/').unwrap_or(("", rest));
                         reconcile_secret(&context, namespace, name).await
                     } else {
-                        Ok(Outcome::Done)
+                        Ok(Action::AwaitChange)
                     };
-                    result.unwrap_or_else(|error| {
+                    result.map_err(|error| {
                         tracing::warn!(key, %error, "machine class/secret reconcile failed");
-                        Outcome::Retry
+                        Failed
                     })
                 }
             })
@@ -150,7 +150,7 @@ pub fn run(
     })
 }
 
-async fn reconcile_class(context: &MachineClassContext, name: &str) -> Result<Outcome, ClassError> {
+async fn reconcile_class(context: &MachineClassContext, name: &str) -> Result<Action, ClassError> {
     let api = context.namespaced::<MachineClass>();
     let object = format!("MachineClass {}/{name}", context.namespace);
     let Some(class) = api.get_opt(name).await.map_err(|source| ClassError::Api {
@@ -160,7 +160,7 @@ async fn reconcile_class(context: &MachineClassContext, name: &str) -> Result<Ou
     })?
     else {
         forget_validation(context, name);
-        return Ok(Outcome::Done);
+        return Ok(Action::AwaitChange);
     };
     let outcome = reconcile_finalizers(context, &api, &class, name, &object).await?;
     if class.metadata.deletion_timestamp.is_some() {
@@ -170,7 +170,7 @@ async fn reconcile_class(context: &MachineClassContext, name: &str) -> Result<Ou
     Ok(match outcome {
         // A failed validation (driver unavailable, Secret unreadable) is retried sooner than the
         // steady-state resync.
-        Outcome::RequeueAfter(Retry::Long) if !settled => Outcome::RequeueAfter(Retry::Medium),
+        Action::Requeue(Retry::Long) if !settled => Action::Requeue(Retry::Medium),
         other => other,
     })
 }
@@ -181,14 +181,14 @@ async fn reconcile_finalizers(
     class: &MachineClass,
     name: &str,
     object: &str,
-) -> Result<Outcome, ClassError> {
+) -> Result<Action, ClassError> {
     let users = context
         .machines
         .filter(|machine| class_key_for_machine(machine).as_deref() == Some(name));
     let deleting = class.metadata.deletion_timestamp.is_some();
     let current = class.metadata.finalizers.clone().unwrap_or_default();
     let (finalizers, wanted) = match plan_class(deleting, users.len(), &current) {
-        ClassStep::Nothing => return Ok(Outcome::RequeueAfter(Retry::Long)),
+        ClassStep::Nothing => return Ok(Action::Requeue(Retry::Long)),
         ClassStep::SetFinalizers(finalizers, wanted) => (finalizers, wanted),
         ClassStep::DeletionBlocked => {
             let reason = format!(
@@ -198,7 +198,7 @@ async fn reconcile_finalizers(
             );
             tracing::info!(class = name, reason, "machine class deletion blocked");
             context.event(class, true, "DeletionBlocked", "Delete", reason);
-            return Ok(Outcome::RequeueAfter(Retry::Short));
+            return Ok(Action::Requeue(Retry::Short));
         }
     };
     let mut updated = class.clone();
@@ -224,7 +224,7 @@ async fn reconcile_finalizers(
             context.event(class, false, reason, "Update", note);
         }
         Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
-            return Ok(Outcome::RequeueAfter(Retry::Conflict));
+            return Ok(Action::Requeue(Retry::Conflict));
         }
         Err(source) => {
             return Err(ClassError::Api {
@@ -234,7 +234,7 @@ async fn reconcile_finalizers(
             });
         }
     }
-    Ok(Outcome::RequeueAfter(Retry::Long))
+    Ok(Action::Requeue(Retry::Long))
 }
 
 /// A fingerprint of what a validation depends on: the class without its metadata (provider,
@@ -380,9 +380,9 @@ async fn reconcile_secret(
     context: &MachineClassContext,
     namespace: &str,
     name: &str,
-) -> Result<Outcome, ClassError> {
+) -> Result<Action, ClassError> {
     if namespace != context.namespace {
-        return Ok(Outcome::Done);
+        return Ok(Action::AwaitChange);
     }
     let api: Api<Secret> = Api::namespaced(context.control.clone(), namespace);
     let object = format!("Secret {namespace}/{name}");
@@ -392,7 +392,7 @@ async fn reconcile_secret(
         source,
     })?
     else {
-        return Ok(Outcome::Done);
+        return Ok(Action::AwaitChange);
     };
     let referenced = secret_is_referenced(name, &context.machine_classes.list());
     let current = secret.metadata.finalizers.clone().unwrap_or_default();
@@ -412,7 +412,7 @@ async fn reconcile_secret(
                 );
             }
             Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
-                return Ok(Outcome::RequeueAfter(Retry::Conflict));
+                return Ok(Action::Requeue(Retry::Conflict));
             }
             Err(source) => {
                 return Err(ClassError::Api {
@@ -423,7 +423,7 @@ async fn reconcile_secret(
             }
         }
     }
-    Ok(Outcome::RequeueAfter(SECRET_RESYNC))
+    Ok(Action::Requeue(SECRET_RESYNC))
 }
 
 #[cfg(test)]

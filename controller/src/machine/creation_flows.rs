@@ -1,20 +1,15 @@
 //! Which machines are inside the creation flow (a CreateMachine/InitializeMachine call may be
-//! running). The Machine controller owns and writes it ([`CreationFlows`]); the termination
-//! controller only reads it ([`CreationFlowReader`]) and leaves such machines alone until the flow
-//! ends (upstream's `pendingMachineCreationMap`).
+//! running). The Machine controller writes it ([`CreationFlows::enter`]); the termination
+//! controller only asks it ([`CreationFlows::contains`]) and leaves such machines alone until the
+//! flow ends (upstream's `pendingMachineCreationMap`). Both share one registry through their
+//! `MachineContext`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The writable registry, held by the Machine controller.
+/// The registry (clones share it).
 #[derive(Clone, Default)]
 pub struct CreationFlows {
-    names: Arc<Mutex<HashSet<String>>>,
-}
-
-/// The read-only side.
-#[derive(Clone, Default)]
-pub struct CreationFlowReader {
     names: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -25,13 +20,6 @@ fn lock(names: &Mutex<HashSet<String>>) -> MutexGuard<'_, HashSet<String>> {
 }
 
 impl CreationFlows {
-    /// A reader of this registry.
-    pub fn reader(&self) -> CreationFlowReader {
-        CreationFlowReader {
-            names: Arc::clone(&self.names),
-        }
-    }
-
     /// Marks `name` as inside the creation flow; false if it already was.
     pub fn started(&self, name: &str) -> bool {
         lock(&self.names).insert(name.to_owned())
@@ -72,21 +60,14 @@ impl Drop for CreationFlow {
     }
 }
 
-impl CreationFlowReader {
-    /// True while `name` is inside the creation flow.
-    pub fn contains(&self, name: &str) -> bool {
-        lock(&self.names).contains(name)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn readers_follow_the_flows() {
+    fn clones_share_the_flows() {
         let flows = CreationFlows::default();
-        let reader = flows.reader();
+        let reader = flows.clone();
         assert!(flows.started("m1"));
         assert!(
             !flows.started("m1"),
@@ -105,7 +86,7 @@ mod tests {
     #[test]
     fn a_flow_leaves_the_set_however_it_ends() {
         let flows = CreationFlows::default();
-        let reader = flows.reader();
+        let reader = flows.clone();
         let flow =
             |result: Result<&'static str, &'static str>| -> Result<&'static str, &'static str> {
                 let _flow = flows.enter("machine-0");

@@ -11,3 +11,4 @@ pub mod creation_flows;
 pub mod node_reconcile;
 pub mod reconcile;
 pub mod terminate;
+pub mod writes;

@@ -25,7 +25,7 @@ use crate::platform::caches::CacheGate;
 use crate::platform::finalizers;
 use crate::platform::index;
 use crate::platform::informer::Change;
-use crate::platform::queue::{Outcome, WorkQueue};
+use crate::platform::queue::{Action, Failed, WorkQueue};
 use mcm_decisions::machine::routing::{
     NodeControllerAction, NodeRoute, plan_node_controller, route_node_add, route_node_delete,
     route_node_update,
@@ -114,9 +114,9 @@ pub fn run(
             .run_gated(workers, shutdown, Some(gate), move |key| {
                 let context = Arc::clone(&worker_context);
                 async move {
-                    reconcile(&context, &key).await.unwrap_or_else(|error| {
+                    reconcile(&context, &key).await.map_err(|error| {
                         tracing::warn!(node = key, %error, "node reconcile failed");
-                        Outcome::Retry
+                        Failed
                     })
                 }
             })
@@ -196,21 +196,21 @@ async fn delete_machine(context: &NodeContext, node: &str, machine: &str) -> Res
     }
 }
 
-async fn reconcile(context: &NodeContext, name: &str) -> Result<Outcome, NodeError> {
+async fn reconcile(context: &NodeContext, name: &str) -> Result<Action, NodeError> {
     let Some(target) = context.target.clone() else {
-        return Ok(Outcome::Done);
+        return Ok(Action::AwaitChange);
     };
     let node = context.nodes.get(name);
     let machines = machines_of(context, name);
     match plan_node_controller(node.as_deref(), &machines) {
-        NodeControllerAction::Nothing => Ok(Outcome::Done),
+        NodeControllerAction::Nothing => Ok(Action::AwaitChange),
         NodeControllerAction::Error(reason) => Err(NodeError::Ambiguous {
             node: name.to_owned(),
             reason,
         }),
         NodeControllerAction::DeleteMachine(machine) => {
             delete_machine(context, name, &machine).await?;
-            Ok(Outcome::Done)
+            Ok(Action::AwaitChange)
         }
         NodeControllerAction::SetFinalizers(finalizers) => {
             let api: Api<Node> = Api::all(target);
@@ -224,13 +224,13 @@ async fn reconcile(context: &NodeContext, name: &str) -> Result<Outcome, NodeErr
             {
                 Ok(_) => {
                     tracing::debug!(node = name, "node finalizer added");
-                    Ok(Outcome::Done)
+                    Ok(Action::AwaitChange)
                 }
                 // The cache was stale: try again once it has caught up.
                 Err(kube::Error::Api(status)) if status.code == 409 => {
-                    Ok(Outcome::RequeueAfter(Retry::Conflict))
+                    Ok(Action::Requeue(Retry::Conflict))
                 }
-                Err(kube::Error::Api(status)) if status.code == 404 => Ok(Outcome::Done),
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(Action::AwaitChange),
                 Err(source) => Err(NodeError::Api {
                     what: "PATCH finalizers",
                     node: name.to_owned(),

@@ -7,23 +7,22 @@
 //! the order of [`plan::order::plan_reconcile_order`] and executes what they return; every pass
 //! ends with a requeue after the plan's retry period (the upstream periodic resync).
 //!
-//! Submodules: [`writes`] (status/metadata/node writes with optimistic concurrency, shared with
-//! the termination shell), [`creation`], [`health`], [`node_sync`], [`hot_update`], [`in_place`]
-//! (docs/behaviour.md#in-place-machine), [`preservation`], [`driver`] (timed driver calls) and [`permits`] (the
-//! per-MachineDeployment failure permit).
+//! Its writes are the machine shells' [`crate::machine::writes`]. Submodules: [`creation`],
+//! [`health`], [`node_sync`], [`hot_update`], [`in_place`] (docs/behaviour.md#in-place-machine),
+//! [`preservation`], [`driver`] (timed driver calls) and [`permits`] (the per-MachineDeployment
+//! failure permit).
 
 pub mod creation;
 pub mod driver;
-pub mod error;
 pub mod health;
 pub mod hot_update;
 pub mod in_place;
 pub mod node_sync;
 pub mod permits;
 pub mod preservation;
-pub mod writes;
 
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -33,18 +32,19 @@ use mcm_api::keys::finalizer;
 use mcm_api::v1alpha1::{Machine, MachineClass};
 use tokio_util::sync::CancellationToken;
 
-use self::error::ReconcileError;
 use self::permits::Permits;
 use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::MachineContext;
+use crate::machine::writes;
 use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
+use crate::platform::error::ApiError;
 use crate::platform::finalizers;
 use crate::platform::index::{self, Index};
 use crate::platform::informer::Change;
 use crate::platform::metrics::MachineSample;
 use crate::platform::overlay::Overlay;
-use crate::platform::queue::{Outcome, WorkQueue};
+use crate::platform::queue::{Action, Failed, Pass, WorkQueue};
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::creation::SecretData;
 use mcm_decisions::machine::order::{EntryDecision, ReconcileOrder, ReconcileStep};
@@ -80,13 +80,9 @@ pub(crate) struct ClassContext {
     pub(crate) secret: SecretData,
 }
 
-/// What a reconcile step tells the pass.
-pub(crate) enum Step {
-    /// Go on with the next step; the pass's final retry is at most this.
-    Continue(Option<Retry>),
-    /// The pass ends; requeue after this.
-    End(Retry),
-}
+/// What a reconcile step tells the pass: continue with the next step, the pass's final retry at
+/// most the wish if any; or break, ending the pass with this retry.
+pub(crate) type StepFlow = ControlFlow<Retry, Option<Retry>>;
 
 /// Runs the Machine controller until `shutdown`.
 pub fn run(
@@ -240,22 +236,24 @@ impl MachineController {
     }
 
     /// One pass over machine `key`.
-    async fn process(&self, key: &str) -> Outcome {
+    async fn process(&self, key: &str) -> Pass {
         // A pass queued by the event of the previous pass's first write may start before the
         // cache has that pass's last write: it starts from the write (docs/behaviour.md#stale-caches).
         let Some(machine) = self.written.newest(key, self.context.machines.get(key)) else {
-            return Outcome::Done;
+            return Ok(Action::AwaitChange);
         };
         let read_version = machine.metadata.resource_version.clone();
         let machine = Machine::clone(&machine);
         let decision = plan::order::plan_entry(Some(&machine), self.context.in_creation_flow(key));
         let mut machine = match decision {
-            EntryDecision::Gone | EntryDecision::RouteToTermination => return Outcome::Done,
+            EntryDecision::Gone | EntryDecision::RouteToTermination => {
+                return Ok(Action::AwaitChange);
+            }
             EntryDecision::AddFinalizer => match self.add_finalizer(&machine).await {
                 Ok(updated) => updated,
                 Err(error) => {
                     tracing::warn!(machine = key, %error, "cannot add the machine finalizer");
-                    return to_outcome(error.retry());
+                    return to_pass(error.retry());
                 }
             },
             EntryDecision::Reconcile => machine,
@@ -267,10 +265,10 @@ impl MachineController {
                 .remember(machine, self.context.machines.get(key));
         }
         tracing::debug!(machine = key, ?retry, "machine pass ended");
-        to_outcome(retry)
+        to_pass(retry)
     }
 
-    async fn add_finalizer(&self, machine: &Machine) -> Result<Machine, ReconcileError> {
+    async fn add_finalizer(&self, machine: &Machine) -> Result<Machine, ApiError> {
         let Some(finalizers) = finalizers::list(
             &machine.metadata,
             finalizer::MACHINE_CONTROLLER_MANAGER,
@@ -341,9 +339,9 @@ impl MachineController {
                 ReconcileStep::ValidateClass => match self.validate_class(machine).await {
                     Ok(found) => {
                         class = Some(found);
-                        Ok(Step::Continue(None))
+                        Ok(ControlFlow::Continue(None))
                     }
-                    Err(end) => Ok(Step::End(end)),
+                    Err(end) => Ok(ControlFlow::Break(end)),
                 },
                 ReconcileStep::Health => self.health(machine, now()).await,
                 ReconcileStep::SyncMachineNameToNode => {
@@ -359,7 +357,7 @@ impl MachineController {
                 ReconcileStep::InPlaceUpdate => self.in_place_update(machine, now()).await,
                 ReconcileStep::HotUpdate => match class.as_ref() {
                     Some(class) => self.hot_update(machine, class, now()).await,
-                    None => Ok(Step::Continue(None)),
+                    None => Ok(ControlFlow::Continue(None)),
                 },
                 ReconcileStep::Preservation => self.preservation(machine, now()).await,
                 ReconcileStep::Creation => match class.as_ref() {
@@ -368,18 +366,18 @@ impl MachineController {
                         let _flow = self.context.creation_flows.enter(&name);
                         self.creation(machine, class).await
                     }
-                    None => Ok(Step::End(Retry::Long)),
+                    None => Ok(ControlFlow::Break(Retry::Long)),
                 },
             };
             match result {
-                Ok(Step::Continue(wish)) => {
+                Ok(ControlFlow::Continue(wish)) => {
                     if let Some(wish) = wish {
                         retry = retry.min(wish);
                     }
                 }
                 // An earlier step's wish (e.g. the health check's re-check at a timeout, upstream
                 // a separate AddAfter) still holds when a later step ends the pass.
-                Ok(Step::End(end)) => return end.min(retry),
+                Ok(ControlFlow::Break(end)) => return end.min(retry),
                 Err(error) => {
                     tracing::warn!(machine = %name, ?step, %error, "reconcile step failed");
                     return error.retry().min(retry);
@@ -441,11 +439,11 @@ fn own_name(node: &Node) -> Option<&str> {
     node.metadata.name.as_deref()
 }
 
-fn to_outcome(retry: Retry) -> Outcome {
+fn to_pass(retry: Retry) -> Pass {
     // A negative period takes the queue's rate-limited path rather than coming back at once.
     if retry.period().is_negative() {
-        Outcome::Retry
+        Err(Failed)
     } else {
-        Outcome::RequeueAfter(retry)
+        Ok(Action::Requeue(retry))
     }
 }

@@ -15,7 +15,7 @@
 //! left until it, and the next pass is due no later than the deadline, so the deadline is honoured
 //! within one pass even when the API server is slow.
 //!
-//! A machine whose CreateMachine/InitializeMachine is running (`TerminationContext::in_creation_flow`) is
+//! A machine whose CreateMachine/InitializeMachine is running (`MachineContext::in_creation_flow`) is
 //! not touched: the pass is retried after ShortRetry (upstream: MediumRetry), so a VM created
 //! after the deletion started is still deleted and never leaks.
 //!
@@ -37,12 +37,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use self::state::Termination;
-use crate::machine::context::TerminationContext;
+use crate::machine::context::MachineContext;
 use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
 use crate::platform::index;
 use crate::platform::informer::Change;
-use crate::platform::queue::{Outcome, WorkQueue};
+use crate::platform::queue::{Action, Failed, Pass, WorkQueue};
 use mcm_decisions::machine::deletion::{self, DeletionStage};
 use mcm_decisions::machine::routing::{self, MachineQueue};
 
@@ -51,7 +51,7 @@ pub const QUEUE: &str = "machinetermination";
 
 /// Runs the termination workers until `shutdown`.
 pub fn run(
-    context: Arc<TerminationContext>,
+    context: Arc<MachineContext>,
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<(), BoxError>> {
     Box::pin(async move {
@@ -77,12 +77,12 @@ pub fn run(
     })
 }
 
-fn subscribe(context: &Arc<TerminationContext>, queue: &WorkQueue, shutdown: &CancellationToken) {
+fn subscribe(context: &Arc<MachineContext>, queue: &WorkQueue, shutdown: &CancellationToken) {
     let machines_queue = queue.clone();
     context.machines.subscribe(move |change: &Change<Machine>| {
         // Routed as if no creation were running: a deleting machine whose CreateMachine is still
         // in flight must come back here once it ends, and the pass itself waits for that
-        // (`TerminationContext::in_creation_flow`, ShortRetry). Handing it to the Machine queue instead would
+        // (`MachineContext::in_creation_flow`, ShortRetry). Handing it to the Machine queue instead would
         // lose the deletion until the next resync.
         let route = match change {
             Change::Added(machine) => Some(routing::route_machine_add(machine, false)),
@@ -183,19 +183,19 @@ fn volumes_attached(node: &Node) -> Option<&Vec<k8s_openapi::api::core::v1::Atta
 }
 
 impl Termination {
-    async fn reconcile(&self, key: &str) -> Outcome {
+    async fn reconcile(&self, key: &str) -> Pass {
         if self.context.machine_controller_frozen() {
             tracing::debug!(
                 machine = key,
                 "machine controller frozen; termination waits"
             );
-            return Outcome::RequeueAfter(mcm_decisions::vocabulary::Retry::Short);
+            return Ok(Action::Requeue(mcm_decisions::vocabulary::Retry::Short));
         }
         match stages::run_pass(self, key).await {
-            Ok(outcome) => outcome,
+            Ok(action) => Ok(action),
             Err(error) => {
                 tracing::warn!(machine = key, %error, "termination pass failed");
-                Outcome::Retry
+                Err(Failed)
             }
         }
     }

@@ -38,7 +38,7 @@ use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
 use crate::platform::informer::Change;
 use crate::platform::overlay::Overlay;
-use crate::platform::queue::{OWNER_SYNC_DEBOUNCE, Outcome, WorkQueue};
+use crate::platform::queue::{Action, Failed, OWNER_SYNC_DEBOUNCE, Pass, WorkQueue};
 use mcm_decisions::machine_deployment::hash_label_migration::{self, LegacyStep};
 use mcm_decisions::machine_deployment::ownership::deployment_for_machine;
 use mcm_decisions::machine_deployment::plan::{self, DeploymentConfig, DeploymentInput, NodeView};
@@ -245,16 +245,16 @@ async fn route(
     }
 }
 
-async fn reconcile_key(reconciler: &Reconciler, name: &str) -> Outcome {
+async fn reconcile_key(reconciler: &Reconciler, name: &str) -> Pass {
     match reconcile(reconciler, name).await {
-        Ok(outcome) => outcome,
+        Ok(action) => Ok(action),
         Err(error) => {
             if error.is_conflict() {
                 tracing::debug!(machine_deployment = name, %error, "conflict; retrying");
             } else {
                 tracing::warn!(machine_deployment = name, %error, "reconcile failed");
             }
-            Outcome::Retry
+            Err(Failed)
         }
     }
 }
@@ -271,14 +271,14 @@ impl ReconcileError {
 }
 
 /// One pass for deployment `name` (docs/behaviour.md#deployment-reconcile).
-async fn reconcile(reconciler: &Reconciler, name: &str) -> Result<Outcome, ReconcileError> {
+async fn reconcile(reconciler: &Reconciler, name: &str) -> Result<Action, ReconcileError> {
     let context = &reconciler.context;
     let api: Api<MachineDeployment> = context.namespaced();
     let Some(md) = read_deployment(reconciler, &api, name).await? else {
         reconciler.written.forget_where(|ms| {
             controller_ref(&ms.metadata).is_some_and(|owner| owner.name == name)
         });
-        return Ok(Outcome::Done);
+        return Ok(Action::AwaitChange);
     };
     if md.metadata.deletion_timestamp.is_none()
         && md
@@ -335,7 +335,7 @@ async fn reconcile(reconciler: &Reconciler, name: &str) -> Result<Outcome, Recon
         if let Some(step) = hash_label_migration::next_step(&md, ms, &machines) {
             migrate_legacy(reconciler, name, step).await?;
             // One step per pass; the next pass sees its result.
-            return Ok(Outcome::RequeueAfter(LEGACY_STEP_RETRY));
+            return Ok(Action::Requeue(LEGACY_STEP_RETRY));
         }
     }
     let planned = match plan::plan(input) {
@@ -343,7 +343,7 @@ async fn reconcile(reconciler: &Reconciler, name: &str) -> Result<Outcome, Recon
         Err(error) => {
             // Invalid objects are ignored until they change (upstream: no periodic requeue).
             tracing::warn!(machine_deployment = name, %error, "cannot reconcile");
-            return Ok(Outcome::Done);
+            return Ok(Action::AwaitChange);
         }
     };
     tracing::debug!(
@@ -363,9 +363,7 @@ async fn reconcile(reconciler: &Reconciler, name: &str) -> Result<Outcome, Recon
     if meltdown.is_some() || had_condition {
         show_meltdown(reconciler, name, meltdown.as_deref()).await?;
     }
-    Ok(Outcome::RequeueAfter(
-        planned.requeue_after.at_least(MIN_REQUEUE),
-    ))
+    Ok(Action::Requeue(planned.requeue_after.at_least(MIN_REQUEUE)))
 }
 
 async fn read_deployment(

@@ -27,8 +27,9 @@ use tokio_util::sync::CancellationToken;
 use crate::machine_set::context::MachineSetContext;
 use crate::platform::BoxError;
 use crate::platform::caches::CacheGate;
+use crate::platform::error::ApiError;
 use crate::platform::informer::Change;
-use crate::platform::queue::{OWNER_SYNC_DEBOUNCE, Outcome, WorkQueue};
+use crate::platform::queue::{Action, Failed, OWNER_SYNC_DEBOUNCE, Pass, WorkQueue};
 use mcm_decisions::machine_set::claim::controller_ref;
 use mcm_decisions::machine_set::expectations::Expectations;
 use mcm_decisions::machine_set::plan::{self, MachineSetAction, MachineSetInput, ReplicaError};
@@ -37,47 +38,6 @@ use mcm_decisions::vocabulary::{Retry, go_duration};
 
 /// Name of the work queue (and of the reconcile metrics label).
 pub const QUEUE: &str = "machineset";
-
-/// What can go wrong in one MachineSet pass. Every variant names the object and the call.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    /// A call to the control cluster failed.
-    #[error("{action} {kind} {name}: {source}")]
-    Api {
-        /// What was attempted (`get`, `adopt`, `update status`, ...).
-        action: &'static str,
-        /// `MachineSet` or `Machine`.
-        kind: &'static str,
-        /// Object name.
-        name: String,
-        /// The client error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A read-modify-write kept conflicting.
-    #[error("{action} {kind} {name}: still conflicting after {attempts} attempts")]
-    Conflicts {
-        /// What was attempted.
-        action: &'static str,
-        /// `MachineSet` or `Machine`.
-        kind: &'static str,
-        /// Object name.
-        name: String,
-        /// How many attempts were made.
-        attempts: u32,
-    },
-}
-
-impl SyncError {
-    fn api(action: &'static str, kind: &'static str, name: &str, source: kube::Error) -> Self {
-        Self::Api {
-            action,
-            kind,
-            name: name.to_owned(),
-            source,
-        }
-    }
-}
 
 /// A machine change as the routing task sees it (the informer's [`Change`], owned).
 enum MachineChange {
@@ -277,28 +237,27 @@ impl Controller {
         }
     }
 
-    async fn sync(self: Arc<Self>, name: String) -> Outcome {
-        match self.reconcile(&name).await {
-            Ok(outcome) => outcome,
-            Err(error) => {
-                tracing::warn!(machine_set = %name, namespace = %self.context.namespace, %error, "MachineSet reconcile failed");
-                Outcome::Retry
-            }
-        }
+    async fn sync(self: Arc<Self>, name: String) -> Pass {
+        self.reconcile(&name).await.map_err(|error| {
+            tracing::warn!(machine_set = %name, namespace = %self.context.namespace, %error, "MachineSet reconcile failed");
+            Failed
+        })?
     }
 
-    /// One pass of docs/behaviour.md#machine-set-reconcile.
-    async fn reconcile(&self, name: &str) -> Result<Outcome, SyncError> {
+    /// One pass of docs/behaviour.md#machine-set-reconcile: an API error fails the pass; a pass
+    /// that ran but could not create or delete every machine it meant to (already logged) asks
+    /// for the queue's backoff as upstream's `manageReplicas` error does.
+    async fn reconcile(&self, name: &str) -> Result<Pass, ApiError> {
         let api = self.context.namespaced::<MachineSet>();
         // Step 1: a live read, never the cache.
         let Some(ms) = api
             .get_opt(name)
             .await
-            .map_err(|e| SyncError::api("get", "MachineSet", name, e))?
+            .map_err(|e| ApiError::api("get", "MachineSet", name, e))?
         else {
             self.expectations().forget(name);
             self.status_written().remove(name);
-            return Ok(Outcome::Done);
+            return Ok(Ok(Action::AwaitChange));
         };
         let uid = ms.metadata.uid.clone().unwrap_or_default();
         let now = Timestamp::now();
@@ -338,7 +297,7 @@ impl Controller {
                     "Validate",
                     error.to_string(),
                 );
-                return Ok(Outcome::Done);
+                return Ok(Ok(Action::AwaitChange));
             }
         };
         let mut ms = ms;
@@ -349,7 +308,7 @@ impl Controller {
                 MachineSetAction::RemoveFinalizer => {
                     self.set_finalizer(&ms, false).await?;
                     self.expectations().forget(name);
-                    return Ok(Outcome::Done);
+                    return Ok(Ok(Action::AwaitChange));
                 }
                 MachineSetAction::AdoptMachine { machine, owner } => {
                     self.adopt(&ms, &machines, &machine, owner).await?;
@@ -389,11 +348,11 @@ impl Controller {
             }
         }
         if replica_error.is_some() {
-            return Ok(Outcome::Retry);
+            return Ok(Err(Failed));
         }
-        Ok(Outcome::RequeueAfter(
+        Ok(Ok(Action::Requeue(
             requeue_after.at_least(Duration::from_millis(100)),
-        ))
+        )))
     }
 
     /// Preserve annotations of the nodes of Failed machines (the only ones the plan asks about).
@@ -420,7 +379,7 @@ impl Controller {
         &self,
         ms: MachineSet,
         status: mcm_api::v1alpha1::MachineSetStatus,
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), ApiError> {
         let api = self.context.namespaced::<MachineSet>();
         let name = ms.metadata.name.clone().unwrap_or_default();
         let mut current = ms;
@@ -435,13 +394,13 @@ impl Controller {
                     current = api
                         .get(&name)
                         .await
-                        .map_err(|e| SyncError::api("get", "MachineSet", &name, e))?;
+                        .map_err(|e| ApiError::api("get", "MachineSet", &name, e))?;
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-                Err(e) => return Err(SyncError::api("update status", "MachineSet", &name, e)),
+                Err(e) => return Err(ApiError::api("update status", "MachineSet", &name, e)),
             }
         }
-        Err(SyncError::Conflicts {
+        Err(ApiError::Conflicts {
             action: "update status",
             kind: "MachineSet",
             name,

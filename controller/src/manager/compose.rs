@@ -24,9 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{BoxError, Controller, ControllerContext};
 use crate::machine::class_secrets::ClassSecrets;
-use crate::machine::context::{
-    MachineClassContext, MachineContext, NodeContext, TerminationContext,
-};
+use crate::machine::context::{MachineClassContext, MachineContext, NodeContext};
 use crate::machine::creation_flows::CreationFlows;
 use crate::machine_deployment::context::MachineDeploymentContext;
 use crate::machine_set::context::MachineSetContext;
@@ -125,6 +123,7 @@ pub struct Wiring {
     machine_classes: Option<Informer<MachineClass>>,
     nodes: Option<Informer<Node>>,
     machines_by_node: Option<Index>,
+    nodes_by_machine_name: Option<Index>,
 }
 
 impl Wiring {
@@ -150,6 +149,7 @@ impl Wiring {
             machine_classes: None,
             nodes: None,
             machines_by_node: None,
+            nodes_by_machine_name: None,
         }
     }
 
@@ -161,6 +161,19 @@ impl Wiring {
         }
         let index = Index::subscribe(&self.machines(), Machine::node_name);
         self.machines_by_node = Some(index.clone());
+        index
+    }
+
+    /// Node names by their machine-name label, subscribed once for both machine controllers.
+    fn nodes_by_machine_name(&mut self) -> Index {
+        if let Some(index) = &self.nodes_by_machine_name {
+            return index.clone();
+        }
+        let index = Index::subscribe(
+            &self.nodes(),
+            mcm_decisions::machine::node_sync::machine_name_label,
+        );
+        self.nodes_by_machine_name = Some(index.clone());
         index
     }
 
@@ -368,25 +381,23 @@ fn wire_machine(wiring: &mut Wiring) -> Result<Runner, BoxError> {
         creation_flows: wiring.creation_flows.clone(),
         frozen: wiring.freeze.reader(),
         machines_by_node: wiring.machines_by_node(),
+        nodes_by_machine_name: wiring.nodes_by_machine_name(),
     };
     Ok(runner(context, crate::machine::reconcile::run))
 }
 
 fn wire_termination(wiring: &mut Wiring) -> Result<Runner, BoxError> {
-    let context = TerminationContext {
+    let context = MachineContext {
         platform: wiring.platform(),
         machines: wiring.machines(),
         machine_classes: wiring.machine_classes(),
         nodes: wiring.nodes(),
         driver: wiring.driver("machinetermination")?,
         secrets: wiring.secrets.clone(),
-        creation_flows: wiring.creation_flows.reader(),
+        creation_flows: wiring.creation_flows.clone(),
         frozen: wiring.freeze.reader(),
         machines_by_node: wiring.machines_by_node(),
-        nodes_by_machine_name: Index::subscribe(
-            &wiring.nodes(),
-            mcm_decisions::machine::node_sync::machine_name_label,
-        ),
+        nodes_by_machine_name: wiring.nodes_by_machine_name(),
     };
     Ok(runner(context, crate::machine::terminate::run))
 }

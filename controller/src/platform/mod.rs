@@ -1,7 +1,7 @@
 //! The platform every controller runs on: the configuration, the control and target clients, the
 //! metrics and the event recorder ([`Platform`]); and the building blocks of a reconcile shell
-//! ([`informer`], [`queue`], the [`overlay`] of its own writes over its cache, and its
-//! [`finalizers`]).
+//! ([`informer`], [`queue`], the [`overlay`] of its own writes over its cache, its
+//! [`finalizers`], and the one API [`error`] of the shells).
 //!
 //! Each controller defines its own context next to its reconcile shell (for example
 //! `machine_set::context::MachineSetContext`) holding a [`Platform`] plus only the informers,
@@ -10,6 +10,7 @@
 
 pub mod caches;
 pub mod config;
+pub mod error;
 pub mod events;
 pub mod finalizers;
 pub mod freeze;

@@ -31,16 +31,26 @@ pub const RETRY_MAX: Duration = Duration::from_secs(1000);
 /// are handled at once).
 pub const OWNER_SYNC_DEBOUNCE: Duration = Duration::from_millis(200);
 
-/// What a worker asks the queue to do with the key it processed.
+/// What a worker asks the queue to do with the key after a pass that did not fail (kube-runtime's
+/// `Action`). Either way the key's failure history is forgotten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Done: forget the failure history; wait for the next event.
-    Done,
-    /// Done for now: process the key again when this retry is due (forgets the failure history).
-    RequeueAfter(Retry),
-    /// Failed: process it again after an exponential per-key backoff.
-    Retry,
+pub enum Action {
+    /// Wait for the next event.
+    AwaitChange,
+    /// Process the key again when this retry is due.
+    Requeue(Retry),
 }
+
+/// A pass that failed; the worker has logged why, with its context. The queue's one error policy
+/// brings the key back after its exponential per-key backoff ([`RETRY_BASE`] doubling per
+/// consecutive failure up to [`RETRY_MAX`]). A worker that wants a failure back at a fixed time
+/// (e.g. [`Retry::Conflict`] after a conflict, see `platform::error::ApiError::retry`) returns
+/// that as an [`Action::Requeue`] instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failed;
+
+/// What one pass of a worker returns.
+pub type Pass = Result<Action, Failed>;
 
 #[derive(Default)]
 struct State {
@@ -290,7 +300,7 @@ impl WorkQueue {
     pub async fn run<F, Fut>(&self, workers: usize, shutdown: CancellationToken, process: F)
     where
         F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
-        Fut: Future<Output = Outcome> + Send + 'static,
+        Fut: Future<Output = Pass> + Send + 'static,
     {
         self.run_gated(workers, shutdown, None, process).await;
     }
@@ -305,7 +315,7 @@ impl WorkQueue {
         process: F,
     ) where
         F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
-        Fut: Future<Output = Outcome> + Send + 'static,
+        Fut: Future<Output = Pass> + Send + 'static,
     {
         let mut pool = tokio::task::JoinSet::new();
         for _ in 0..workers.max(1) {
@@ -333,17 +343,17 @@ impl WorkQueue {
                     let started = Instant::now();
                     // Boxed: a reconcile's future is many KiB, and inline it would make every
                     // idle worker (`--concurrent-syncs` per queue) that large for good.
-                    let outcome = Box::pin(process(key.clone())).await;
+                    let pass = Box::pin(process(key.clone())).await;
                     if let Some(metrics) = &queue.inner.metrics {
                         metrics.reconcile_finished(&queue.inner.name, started.elapsed());
                     }
-                    match outcome {
-                        Outcome::Done => queue.forget(&key),
-                        Outcome::RequeueAfter(retry) => {
+                    match pass {
+                        Ok(Action::AwaitChange) => queue.forget(&key),
+                        Ok(Action::Requeue(retry)) => {
                             queue.forget(&key);
                             queue.add_after(key.clone(), retry.delay());
                         }
-                        Outcome::Retry => queue.add_rate_limited(key.clone()),
+                        Err(Failed) => queue.add_rate_limited(key.clone()),
                     }
                     queue.done(&key);
                     if shutdown.is_cancelled() {
@@ -500,9 +510,9 @@ mod tests {
                             let n = calls.fetch_add(1, Ordering::SeqCst);
                             // The first call of "b" fails once and is retried.
                             if key == "b" && n < 3 {
-                                Outcome::Retry
+                                Err(Failed)
                             } else {
-                                Outcome::Done
+                                Ok(Action::AwaitChange)
                             }
                         }
                     })
@@ -541,15 +551,15 @@ mod tests {
                         let calls = Arc::clone(&calls);
                         async move {
                             match calls.fetch_add(1, Ordering::SeqCst) {
-                                0 => Outcome::RequeueAfter(Retry::After(
+                                0 => Ok(Action::Requeue(Retry::After(
                                     mcm_api::duration::Duration::from_millis(20),
-                                )),
+                                ))),
                                 // A period already past is due at once, not dropped.
-                                1 => Outcome::RequeueAfter(Retry::After(
+                                1 => Ok(Action::Requeue(Retry::After(
                                     mcm_api::duration::Duration::from_secs(-1),
-                                )),
-                                2 => Outcome::RequeueAfter(Retry::Immediate),
-                                _ => Outcome::Done,
+                                ))),
+                                2 => Ok(Action::Requeue(Retry::Immediate)),
+                                _ => Ok(Action::AwaitChange),
                             }
                         }
                     })

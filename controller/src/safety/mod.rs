@@ -3,7 +3,6 @@
 
 pub mod apiserver;
 pub mod context;
-pub mod error;
 pub mod orphans;
 pub mod overshoot;
 pub mod period;

@@ -48,7 +48,6 @@ const OVERSHOOT_DEBOUNCE: Duration = Duration::from_millis(200);
 /// suffices.
 const ORPHAN_DEBOUNCE: Duration = Duration::from_secs(1);
 
-pub use crate::safety::error::SafetyError;
 pub use crate::safety::period::period;
 
 /// Runs the orphan VM and orphan Node collection (`machinesafetyorphanvms`) until `shutdown`.

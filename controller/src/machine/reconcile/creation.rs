@@ -6,6 +6,8 @@
 //! idempotent by machine name, so a crash at any point leaves at most one VM per Machine and a
 //! deletion always reaches the VM (see `plan::creation`).
 
+use std::ops::ControlFlow;
+
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
@@ -13,8 +15,8 @@ use mcm_api::keys::{annotation, label};
 use mcm_api::v1alpha1::{Machine, MachineOperationType};
 
 use super::driver::{provider_of, timed};
-use super::error::ReconcileError;
-use super::{ClassContext, MachineController, Step, writes};
+use super::{ClassContext, MachineController, StepFlow, writes};
+use crate::platform::error::ApiError;
 use crate::platform::metrics::MachineDurationLabels;
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::creation::{
@@ -30,7 +32,7 @@ impl MachineController {
         &self,
         machine: &mut Machine,
         class: &ClassContext,
-    ) -> Result<Step, ReconcileError> {
+    ) -> Result<StepFlow, ApiError> {
         let name = name_of(machine).to_owned();
         let settings = effective_settings(machine, &self.settings);
         // Read once: the pass's writes before the final status write leave `lastOperation` as is.
@@ -57,7 +59,7 @@ impl MachineController {
                         machine,
                         &Event::warning("BootstrapTokenFailed", message.clone()),
                     );
-                    return Ok(Step::End(Retry::Short));
+                    return Ok(ControlFlow::Break(Retry::Short));
                 }
             }
         } else {
@@ -72,7 +74,7 @@ impl MachineController {
                     machine,
                     &Event::warning("UserDataMissing", error.to_string()),
                 );
-                return Ok(Step::End(Retry::Short));
+                return Ok(ControlFlow::Break(Retry::Short));
             }
         };
         for warning in &patched.warnings {
@@ -216,15 +218,13 @@ impl MachineController {
                             .driver_retry_backoff(method, delay.as_secs_f64());
                     }
                     self.events(machine, &outcome.events);
-                    if let Some(write) = &outcome.status
-                        && !write.is_redundant(machine, now)
-                    {
-                        match writes::write_status(&self.context, machine, write).await {
+                    if let Some(write) = &outcome.status {
+                        match writes::write_status(&self.context, machine, write, now).await {
                             Ok(stored) => *machine = stored,
-                            Err(error) => return Ok(Step::End(error.retry())),
+                            Err(error) => return Ok(ControlFlow::Break(error.retry())),
                         }
                     }
-                    return Ok(Step::End(outcome.retry));
+                    return Ok(ControlFlow::Break(outcome.retry));
                 }
             }
         }
@@ -239,7 +239,7 @@ impl MachineController {
         machine: &Machine,
         update: &MetadataUpdate,
         created_from: Option<&serde_json::Value>,
-    ) -> Result<Machine, ReconcileError> {
+    ) -> Result<Machine, ApiError> {
         let mut updated = machine.clone();
         if let Some(node) = &update.node_label {
             updated

@@ -3,6 +3,7 @@
 //! the per-MachineDeployment failure permit for Unknown → Failed, and the events of the in-place
 //! update results (docs/behaviour.md#in-place-machine).
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,10 +13,10 @@ use kube::api::{Api, DeleteParams};
 use mcm_api::keys::label;
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
-use super::error::ReconcileError;
 use super::in_place::in_place_phase_event;
 use super::permits::PERMIT_WAIT;
-use super::{MachineController, Step, writes};
+use super::{MachineController, StepFlow, writes};
+use crate::platform::error::ApiError;
 use crate::platform::informer::Informer;
 use crate::platform::metrics::MachineDurationLabels;
 use mcm_decisions::machine as plan;
@@ -35,7 +36,7 @@ impl MachineController {
         &self,
         machine: &mut Machine,
         now: Timestamp,
-    ) -> Result<Step, ReconcileError> {
+    ) -> Result<StepFlow, ApiError> {
         let name = name_of(machine).to_owned();
         let phase_before = phase_of(machine);
         let settings = effective_settings(machine, &self.settings);
@@ -112,7 +113,7 @@ impl MachineController {
             }
         }
         if let Some(write) = &plan.status {
-            match writes::write_status(&self.context, machine, write).await {
+            match writes::write_status(&self.context, machine, write, now).await {
                 Ok(stored) => {
                     // The in-place result (docs/behaviour.md#in-place-machine) or its timeout: tell the user.
                     if let Some(event) = in_place_phase_event(machine.phase(), &stored) {
@@ -120,7 +121,7 @@ impl MachineController {
                     }
                     *machine = stored;
                 }
-                Err(error) => return Ok(Step::End(error.retry())),
+                Err(error) => return Ok(ControlFlow::Break(error.retry())),
             }
             if let Some(permit) = permit.take() {
                 hold_until_cached(self.context.machines.clone(), name.clone(), permit).await;
@@ -161,24 +162,24 @@ impl MachineController {
             match writes::remove_node_taints(&self.context, node, &remove).await {
                 Ok(_) => tracing::info!(machine = %name, taints = ?remove, "startup taint removed"),
                 // The plan asks again on every healthy pass.
-                Err(error) => return Ok(Step::End(error.retry())),
+                Err(error) => return Ok(ControlFlow::Break(error.retry())),
             }
         }
         Ok(match plan.outcome {
-            HealthOutcome::Continue { recheck_after } => Step::Continue(recheck_after),
+            HealthOutcome::Continue { recheck_after } => ControlFlow::Continue(recheck_after),
             HealthOutcome::EndPass { retry, reason }
                 if plan.status.is_some()
                     && plan::order::steps_follow_health_write(phase_before, phase_of(machine)) =>
             {
                 tracing::debug!(machine = %name, %reason, "machine joined; node steps follow in this pass");
-                Step::Continue(Some(retry))
+                ControlFlow::Continue(Some(retry))
             }
             HealthOutcome::EndPass { retry, reason } => {
                 tracing::debug!(machine = %name, %reason, "health pass ended");
-                Step::End(retry)
+                ControlFlow::Break(retry)
             }
             // The loop above always answers the permit question.
-            HealthOutcome::NeedsFailurePermit { .. } => Step::End(Retry::Short),
+            HealthOutcome::NeedsFailurePermit { .. } => ControlFlow::Break(Retry::Short),
         })
     }
 }

@@ -4,13 +4,14 @@
 //! and a warning event (once per machine and class version) when a change needs a new class.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 
 use jiff::Timestamp;
 use mcm_api::v1alpha1::Machine;
 
 use super::driver::{provider_of, timed};
-use super::error::ReconcileError;
-use super::{ClassContext, MachineController, Step, writes};
+use super::{ClassContext, MachineController, StepFlow, writes};
+use crate::platform::error::ApiError;
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::hot_update::{
     HotUpdateInput, HotUpdateStep, LAST_APPLIED_PROVIDER_SPEC,
@@ -50,10 +51,10 @@ impl MachineController {
         machine: &mut Machine,
         class: &ClassContext,
         now: Timestamp,
-    ) -> Result<Step, ReconcileError> {
+    ) -> Result<StepFlow, ApiError> {
         let name = name_of(machine).to_owned();
         let Some(hot_paths) = self.hot_paths().await else {
-            return Ok(Step::Continue(Some(Retry::Medium)));
+            return Ok(ControlFlow::Continue(Some(Retry::Medium)));
         };
         let mut intent_recorded = false;
         let mut update = None;
@@ -67,7 +68,7 @@ impl MachineController {
                 now,
             });
             match step {
-                HotUpdateStep::Nothing => return Ok(Step::Continue(None)),
+                HotUpdateStep::Nothing => return Ok(ControlFlow::Continue(None)),
                 HotUpdateStep::InitialiseAnnotation { annotation, event } => {
                     if let Some(event) = event {
                         self.event(machine, &event);
@@ -81,7 +82,7 @@ impl MachineController {
                         )]),
                     )
                     .await?;
-                    return Ok(Step::Continue(None));
+                    return Ok(ControlFlow::Continue(None));
                 }
                 HotUpdateStep::NewClassNeeded(event) => {
                     let version = class
@@ -99,10 +100,10 @@ impl MachineController {
                         tracing::warn!(machine = %name, message = %event.message, "providerSpec change is not hot-updatable");
                         self.event(machine, &event);
                     }
-                    return Ok(Step::Continue(None));
+                    return Ok(ControlFlow::Continue(None));
                 }
                 HotUpdateStep::RecordIntent(write) => {
-                    *machine = writes::write_status(&self.context, machine, &write).await?;
+                    *machine = writes::write_status(&self.context, machine, &write, now).await?;
                     intent_recorded = true;
                 }
                 HotUpdateStep::CallUpdateMachine { last_applied } => {
@@ -143,8 +144,8 @@ impl MachineController {
                         )
                         .await?;
                     }
-                    *machine = writes::write_status(&self.context, machine, &status).await?;
-                    return Ok(Step::End(retry));
+                    *machine = writes::write_status(&self.context, machine, &status, now).await?;
+                    return Ok(ControlFlow::Break(retry));
                 }
             }
         }

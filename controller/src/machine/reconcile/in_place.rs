@@ -7,15 +7,17 @@
 //! read by the health check ([`super::health`]), which moves the machine from `InPlaceUpdating`
 //! to `InPlaceUpdateSuccessful`/`InPlaceUpdateFailed` and on to `Running`/`Failed`.
 
+use std::ops::ControlFlow;
+
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use mcm_api::keys::{condition, label};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
-use super::error::ReconcileError;
 use super::writes::{self, NodeCopy};
-use super::{MachineController, Step};
-use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
+use super::{MachineController, StepFlow};
+use crate::drain::reconcile::{NodeDrainState, drain_pass};
+use crate::platform::error::ApiError;
 use crate::platform::metrics::DrainLabels;
 use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
 use mcm_decisions::machine as plan;
@@ -71,12 +73,12 @@ impl MachineController {
         &self,
         machine: &Machine,
         now: Timestamp,
-    ) -> Result<Step, ReconcileError> {
+    ) -> Result<StepFlow, ApiError> {
         let Some(node) = node_name_of(machine).and_then(|node| self.context.nodes.get(node)) else {
-            return Ok(Step::Continue(None));
+            return Ok(ControlFlow::Continue(None));
         };
         let Some(wanted) = plan::in_place::plan_in_place_node_condition(&node, now) else {
-            return Ok(Step::Continue(None));
+            return Ok(ControlFlow::Continue(None));
         };
         let stored =
             writes::set_node_condition(&self.context, &node, NodeCopy::Cached, &wanted).await?;
@@ -88,7 +90,7 @@ impl MachineController {
             "in-place update condition set"
         );
         self.event(machine, &condition_event(node_name, &wanted));
-        Ok(Step::Continue(None))
+        Ok(ControlFlow::Continue(None))
     }
 
     /// `inPlaceUpdate`: drains a node selected for update and hands it to the node agent.
@@ -96,9 +98,9 @@ impl MachineController {
         &self,
         machine: &mut Machine,
         now: Timestamp,
-    ) -> Result<Step, ReconcileError> {
+    ) -> Result<StepFlow, ApiError> {
         let Some(node_name) = node_name_of(machine).map(str::to_owned) else {
-            return Ok(Step::Continue(None));
+            return Ok(ControlFlow::Continue(None));
         };
         // The cache only tells whether there is anything to do (a condition, or a candidate
         // label whose condition the previous step may have just written); the decision reads
@@ -117,19 +119,19 @@ impl MachineController {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .contains_key(&node_name);
         if !involved && !draining {
-            return Ok(Step::Continue(None));
+            return Ok(ControlFlow::Continue(None));
         }
         let Some(mut node) = writes::nodes_api(&self.context)?
             .get_opt(&node_name)
             .await
-            .map_err(|source| ReconcileError::Api {
+            .map_err(|source| ApiError::Api {
                 action: "get",
                 kind: "Node",
                 name: node_name.clone(),
                 source,
             })?
         else {
-            return Ok(Step::Continue(None));
+            return Ok(ControlFlow::Continue(None));
         };
         let settings = effective_settings(machine, &self.settings);
         let pv_detach_timeout = self.settings.pv_detach_timeout;
@@ -143,7 +145,7 @@ impl MachineController {
         ) {
             InPlaceStep::Continue => {
                 self.forget_in_place_drain(&node_name);
-                return Ok(Step::Continue(None));
+                return Ok(ControlFlow::Continue(None));
             }
             InPlaceStep::Finish(finish) => finish,
             InPlaceStep::Drain(config) => {
@@ -159,12 +161,12 @@ impl MachineController {
                     InPlaceStep::Finish(finish) => finish,
                     // The plan answers every drain outcome with a finish; never loop.
                     InPlaceStep::Continue | InPlaceStep::Drain(_) => {
-                        return Ok(Step::End(Retry::Short));
+                        return Ok(ControlFlow::Break(Retry::Short));
                     }
                 }
             }
         };
-        self.finish_in_place(machine, &node, &finish).await
+        self.finish_in_place(machine, &node, &finish, now).await
     }
 
     /// Writes what ends an in-place pass and ends it.
@@ -173,11 +175,12 @@ impl MachineController {
         machine: &mut Machine,
         node: &Node,
         finish: &InPlaceFinish,
-    ) -> Result<Step, ReconcileError> {
+        now: Timestamp,
+    ) -> Result<StepFlow, ApiError> {
         let name = name_of(machine).to_owned();
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
         if let Some(write) = &finish.status {
-            match writes::write_status(&self.context, machine, write).await {
+            match writes::write_status(&self.context, machine, write, now).await {
                 Ok(stored) => {
                     if let Some(event) = in_place_phase_event(machine.phase(), &stored) {
                         self.event(&stored, &event);
@@ -186,7 +189,7 @@ impl MachineController {
                 }
                 Err(error) => {
                     tracing::info!(machine = %name, %error, "cannot write the in-place status");
-                    return Ok(Step::End(error.retry()));
+                    return Ok(ControlFlow::Break(error.retry()));
                 }
             }
         }
@@ -196,12 +199,12 @@ impl MachineController {
                 Ok(_) => self.event(machine, &condition_event(node_name, wanted)),
                 Err(error) => {
                     tracing::info!(machine = %name, node = node_name, %error, "cannot write the in-place node condition");
-                    return Ok(Step::End(error.retry()));
+                    return Ok(ControlFlow::Break(error.retry()));
                 }
             }
         }
         tracing::info!(machine = %name, node = node_name, reason = %finish.reason, "in-place update pass ended");
-        Ok(Step::End(finish.retry))
+        Ok(ControlFlow::Break(finish.retry))
     }
 
     /// Cordons the node (`node` becomes the stored object) and runs one drain pass (the drain
@@ -252,21 +255,8 @@ impl MachineController {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .remove(node_name)
             .unwrap_or_else(|| NodeDrainState::new(now));
-        let provider = machine
-            .spec
-            .class
-            .as_ref()
-            .and_then(|class| class.name.as_deref())
-            .and_then(|class| self.context.machine_classes.get(class))
-            .and_then(|class| class.provider.clone())
-            .unwrap_or_default();
-        let target = DrainTarget {
-            client,
-            driver: &self.context.driver,
-            metrics: &self.context.metrics,
-            provider: &provider,
-            pv_reattach_timeout: self.context.config.machine.pv_reattach_timeout,
-        };
+        let provider = self.context.class_provider(machine);
+        let target = self.context.drain_target(client, &provider);
         let outcome = drain_pass(&target, node_name, Some(&*node), config, &mut state, now).await;
         match &outcome {
             DrainOutcome::InProgress { .. } => {

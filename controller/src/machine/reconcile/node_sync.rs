@@ -2,14 +2,15 @@
 //! annotations and taints (tracked by the last-applied annotation) and the virtual capacity, in
 //! one Node update per pass where upstream writes the label and the templates apart.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use mcm_api::v1alpha1::Machine;
 
-use super::error::ReconcileError;
 use super::writes::{self, NodeCopy};
-use super::{ClassContext, MachineController, Step};
+use super::{ClassContext, MachineController, StepFlow};
+use crate::platform::error::ApiError;
 use mcm_decisions::machine as plan;
 use mcm_decisions::vocabulary::{Event, Retry, name_of, node_name_of};
 
@@ -22,15 +23,15 @@ impl MachineController {
         &self,
         machine: &Machine,
         labelled: &mut Option<Arc<Node>>,
-    ) -> Result<Step, ReconcileError> {
+    ) -> Result<StepFlow, ApiError> {
         let Some(node) = self.node_of(machine) else {
-            return Ok(Step::Continue(None));
+            return Ok(ControlFlow::Continue(None));
         };
         if let Some(updated) = plan::node_sync::sync_machine_name_label(machine, &node) {
             *labelled = Some(Arc::new(updated));
-            return Ok(Step::Continue(Some(Retry::Short)));
+            return Ok(ControlFlow::Continue(Some(Retry::Short)));
         }
-        Ok(Step::Continue(None))
+        Ok(ControlFlow::Continue(None))
     }
 
     /// The machine's node from the cache.
@@ -44,7 +45,7 @@ impl MachineController {
         &self,
         machine: &Machine,
         labelled: Option<Arc<Node>>,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<(), ApiError> {
         if let Some(node) = labelled {
             writes::replace_node(&self.context, &node).await?;
             log_label_stored(machine);
@@ -59,7 +60,7 @@ impl MachineController {
         machine: &Machine,
         class: Option<&ClassContext>,
         labelled: Option<Arc<Node>>,
-    ) -> Result<Step, ReconcileError> {
+    ) -> Result<StepFlow, ApiError> {
         let node = labelled.clone().or_else(|| self.node_of(machine));
         let update = match plan::node_sync::sync_node_templates_if_present(
             machine,
@@ -69,7 +70,7 @@ impl MachineController {
             Ok(Some(update)) => update,
             Ok(None) => {
                 self.store_label(machine, labelled).await?;
-                return Ok(Step::Continue(None));
+                return Ok(ControlFlow::Continue(None));
             }
             Err(error) => {
                 self.store_label(machine, labelled).await?;
@@ -96,7 +97,7 @@ impl MachineController {
             machine = name_of(machine),
             "machine ALTs have been reconciled"
         );
-        Ok(Step::End(Retry::Short))
+        Ok(ControlFlow::Break(Retry::Short))
     }
 }
 

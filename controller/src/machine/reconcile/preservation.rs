@@ -7,14 +7,16 @@
 //! `auto-preserved` value); this step only executes the value it finds. A preserved failed
 //! machine's node is drained with the shared drain executor ([`crate::drain::reconcile`]).
 
+use std::ops::ControlFlow;
+
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use mcm_api::v1alpha1::Machine;
 
-use super::error::ReconcileError;
 use super::writes::{self, NodeCopy};
-use super::{MachineController, Step};
-use crate::drain::reconcile::{DrainTarget, NodeDrainState, drain_pass};
+use super::{MachineController, StepFlow};
+use crate::drain::reconcile::{NodeDrainState, drain_pass};
+use crate::platform::error::ApiError;
 use crate::platform::metrics::DrainLabels;
 use mcm_decisions::drain::plan::{DrainConfig, DrainOutcome};
 use mcm_decisions::machine as plan;
@@ -31,7 +33,7 @@ impl MachineController {
         &self,
         machine: &mut Machine,
         now: Timestamp,
-    ) -> Result<Step, ReconcileError> {
+    ) -> Result<StepFlow, ApiError> {
         let settings = effective_settings(machine, &self.settings);
         let mut node: Option<Node> = node_name_of(machine)
             .and_then(|node| self.context.nodes.get(node))
@@ -44,7 +46,10 @@ impl MachineController {
             drain: None,
             now,
         });
-        if let Some(end) = self.execute_preservation(machine, &mut node, &plan).await {
+        if let Some(end) = self
+            .execute_preservation(machine, &mut node, &plan, now)
+            .await
+        {
             return Ok(end);
         }
         let mut retry = match plan.outcome {
@@ -61,7 +66,10 @@ impl MachineController {
                     drain: Some(&outcome),
                     now,
                 });
-                if let Some(end) = self.execute_preservation(machine, &mut node, &after).await {
+                if let Some(end) = self
+                    .execute_preservation(machine, &mut node, &after, now)
+                    .await
+                {
                     return Ok(end);
                 }
                 match after.outcome {
@@ -80,7 +88,7 @@ impl MachineController {
             );
             retry = retry.min(Retry::After(until));
         }
-        Ok(Step::Continue(Some(retry)))
+        Ok(ControlFlow::Continue(Some(retry)))
     }
 
     /// Records the plan's events and runs its actions in order; `Some` ends the pass.
@@ -89,16 +97,17 @@ impl MachineController {
         machine: &mut Machine,
         node: &mut Option<Node>,
         plan: &PreservationPlan,
-    ) -> Option<Step> {
+        now: Timestamp,
+    ) -> Option<StepFlow> {
         let name = name_of(machine).to_owned();
         self.events(machine, &plan.events);
         for action in &plan.actions {
-            if let Err(error) = self.preservation_action(machine, node, action).await {
+            if let Err(error) = self.preservation_action(machine, node, action, now).await {
                 if error.is_not_found() {
-                    return Some(Step::Continue(Some(Retry::Long)));
+                    return Some(ControlFlow::Continue(Some(Retry::Long)));
                 }
                 tracing::info!(machine = %name, %error, ?action, "preservation step failed");
-                return Some(Step::End(error.retry()));
+                return Some(ControlFlow::Break(error.retry()));
             }
         }
         if !plan.actions.is_empty() {
@@ -128,21 +137,8 @@ impl MachineController {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .remove(node_name)
             .unwrap_or_else(|| NodeDrainState::new(now));
-        let provider = machine
-            .spec
-            .class
-            .as_ref()
-            .and_then(|class| class.name.as_deref())
-            .and_then(|class| self.context.machine_classes.get(class))
-            .and_then(|class| class.provider.clone())
-            .unwrap_or_default();
-        let target = DrainTarget {
-            client,
-            driver: &self.context.driver,
-            metrics: &self.context.metrics,
-            provider: &provider,
-            pv_reattach_timeout: self.context.config.machine.pv_reattach_timeout,
-        };
+        let provider = self.context.class_provider(machine);
+        let target = self.context.drain_target(client, &provider);
         let outcome = drain_pass(&target, node_name, node, config, &mut state, now).await;
         match &outcome {
             DrainOutcome::InProgress { .. } => {
@@ -174,10 +170,11 @@ impl MachineController {
         machine: &mut Machine,
         node: &mut Option<Node>,
         action: &PreservationAction,
-    ) -> Result<(), ReconcileError> {
+        now: Timestamp,
+    ) -> Result<(), ApiError> {
         match action {
             PreservationAction::Status(write) => {
-                *machine = writes::write_status(&self.context, machine, write).await?;
+                *machine = writes::write_status(&self.context, machine, write, now).await?;
             }
             PreservationAction::MachineAnnotations(changes) => {
                 *machine = writes::set_machine_annotations(&self.context, machine, changes).await?;

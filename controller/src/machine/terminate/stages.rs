@@ -12,12 +12,13 @@ use super::state::{Termination, TerminationError};
 use super::writes::{
     class_name, class_of, cordon, delete_node, delete_volume_attachments, driver_error,
     driver_metric, get_machine, get_node, live_volume_attachments, persist_status, record_events,
-    remove_machine_finalizer, secret_data, set_node_condition, set_node_label, write_status,
+    remove_machine_finalizer, secret_data, set_node_condition, set_node_label,
 };
-use crate::drain::reconcile::{DrainTarget, drain_pass};
+use crate::drain::reconcile::drain_pass;
+use crate::machine::writes::write_status;
 use crate::platform::index;
 use crate::platform::metrics::{DrainLabels, MachineDurationLabels};
-use crate::platform::queue::Outcome;
+use crate::platform::queue::Action;
 use mcm_decisions::drain::plan::{
     DrainConfig, DrainOutcome, FORCE_DRAIN_TIMEOUT, deletion_drain_config,
 };
@@ -44,16 +45,15 @@ enum Step {
     /// The stage progressed in memory only: go on with this object; its status is written with
     /// the next stage's write, or by [`flush`] before the pass stops.
     Deferred(Box<Machine>),
-    /// Come back after this retry; the machine's current status is persisted.
+    /// Come back after this retry; the machine's current status is persisted, or the machine is
+    /// gone (its finalizer removed): nothing to flush.
     Persisted(Retry),
     /// Come back after this retry.
     Stop(Retry),
-    /// The machine is gone (finalizer removed).
-    Finished,
 }
 
 /// Whether the machine's class is absent from the cache (not merely unusable).
-fn class_missing(context: &crate::machine::context::TerminationContext, machine: &Machine) -> bool {
+fn class_missing(context: &crate::machine::context::MachineContext, machine: &Machine) -> bool {
     context.machine_classes.get(class_name(machine)).is_none()
 }
 
@@ -65,14 +65,14 @@ fn machine_name(machine: &Machine) -> &str {
 pub(super) async fn run_pass(
     termination: &Termination,
     key: &str,
-) -> Result<Outcome, TerminationError> {
+) -> Result<Action, TerminationError> {
     let context = &termination.context;
     let Some(mut machine) = get_machine(context, key).await? else {
-        return Ok(Outcome::Done);
+        return Ok(Action::AwaitChange);
     };
     if machine.metadata.deletion_timestamp.is_none() {
         // Not being deleted: the Machine controller's business.
-        return Ok(Outcome::Done);
+        return Ok(Action::AwaitChange);
     }
     let class = match class_of(context, &machine) {
         Ok(class) => class,
@@ -93,16 +93,9 @@ pub(super) async fn run_pass(
                         "Delete",
                         event.message.clone(),
                     );
-                    Ok(Outcome::Done)
+                    Ok(Action::AwaitChange)
                 }
-                Err(failure) => {
-                    tracing::warn!(
-                        machine = key,
-                        ?failure,
-                        "cannot remove the machine finalizer"
-                    );
-                    Ok(Outcome::Retry)
-                }
+                Err(failure) => Err(TerminationError::Finalizer(failure)),
             };
         }
         Err((retry, reason)) => {
@@ -118,7 +111,7 @@ pub(super) async fn run_pass(
                 "Delete",
                 format!("Deletion waits for the machine class: {reason}"),
             );
-            return Ok(Outcome::RequeueAfter(retry));
+            return Ok(Action::Requeue(retry));
         }
     };
     // Set when stages have progressed without their status written yet (see `apply`).
@@ -185,7 +178,7 @@ pub(super) async fn run_pass(
                         "machine finalizer removed; deletion complete"
                     );
                     // No event: the object is gone, nobody would see it on `describe`.
-                    Step::Finished
+                    Step::Persisted(Retry::Long)
                 } else {
                     tracing::info!(
                         machine = key,
@@ -205,20 +198,19 @@ pub(super) async fn run_pass(
                 machine = *updated;
                 unpersisted = true;
             }
-            Step::Persisted(retry) => return Ok(Outcome::RequeueAfter(retry)),
+            Step::Persisted(retry) => return Ok(Action::Requeue(retry)),
             Step::Stop(retry) => {
                 if unpersisted {
                     flush(termination, &machine).await;
                 }
-                return Ok(Outcome::RequeueAfter(retry));
+                return Ok(Action::Requeue(retry));
             }
-            Step::Finished => return Ok(Outcome::RequeueAfter(Retry::Long)),
         }
     }
     if unpersisted {
         flush(termination, &machine).await;
     }
-    Ok(Outcome::RequeueAfter(Retry::Immediate))
+    Ok(Action::Requeue(Retry::Immediate))
 }
 
 /// Writes the status of stages that completed in memory. Losing it (a failed write, a crash) is
@@ -289,13 +281,13 @@ async fn apply(
                 Step::Persisted(outcome.retry)
             }
         }
-        Err(failure) => {
+        Err(error) => {
             tracing::info!(
                 machine = machine_name(machine),
-                error = failure.message,
+                %error,
                 "status write failed"
             );
-            Step::Stop(failure.retry())
+            Step::Stop(error.retry())
         }
     }
 }
@@ -546,13 +538,7 @@ async fn run_drain(
         .min(LONGEST_DRAIN_PASS)
         .max(SignedDuration::from_secs(1));
     let mut state = termination.drain_state(node_name, now);
-    let target = DrainTarget {
-        client,
-        driver: &context.driver,
-        metrics: &context.metrics,
-        provider: class.provider.as_deref().unwrap_or(""),
-        pv_reattach_timeout: context.config.machine.pv_reattach_timeout,
-    };
+    let target = context.drain_target(client, class.provider.as_deref().unwrap_or(""));
     let bound = std::time::Duration::try_from(limit).unwrap_or(std::time::Duration::from_secs(1));
     let outcome = match tokio::time::timeout(
         bound,

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::drain::reconcile::NodeDrainState;
-use crate::machine::context::TerminationContext;
+use crate::machine::context::MachineContext;
 
 /// What can go wrong in one termination pass (logged; the key is retried).
 #[derive(Debug, thiserror::Error)]
@@ -20,11 +20,14 @@ pub enum TerminationError {
         #[source]
         source: kube::Error,
     },
+    /// The machine's finalizer could not be removed.
+    #[error("cannot remove the machine finalizer: {}", .0.message)]
+    Finalizer(mcm_decisions::vocabulary::WriteFailure),
 }
 
 /// State shared by the termination workers.
 pub(crate) struct Termination {
-    pub(super) context: Arc<TerminationContext>,
+    pub(super) context: Arc<MachineContext>,
     /// Drain memory per node name.
     pub(super) drains: Mutex<HashMap<String, NodeDrainState>>,
 }

@@ -1,10 +1,11 @@
-//! API reads and writes of the termination shell: machine status (optimistic concurrency through
-//! the resourceVersion of the object read), labels and finalizer, the class and its secrets, the
-//! Node in the target cluster and its VolumeAttachments.
+//! API reads and writes of the termination shell: the status of stages that progressed in memory
+//! (optimistic concurrency through the resourceVersion of the object read; a plan's status write
+//! goes through the machine shells' one `write_status` in `machine::writes`), labels
+//! and finalizer, the class and its secrets, the Node in the target cluster and its
+//! VolumeAttachments.
 
 use std::time::Instant;
 
-use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -13,11 +14,9 @@ use mcm_api::v1alpha1::{Machine, MachineClass};
 use mcm_provider_proto::{MachineError, SecretData};
 
 use super::state::TerminationError;
-use crate::machine::context::TerminationContext;
-use mcm_decisions::machine::deletion::deletion_stage;
+use crate::machine::context::MachineContext;
 use mcm_decisions::machine::order::validate_machine_class;
-use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
-use mcm_decisions::vocabulary::{DriverError, Event, EventType, Retry, StatusWrite, WriteFailure};
+use mcm_decisions::vocabulary::{DriverError, Event, EventType, Retry, WriteFailure};
 
 pub(super) fn write_failure(error: &kube::Error) -> WriteFailure {
     WriteFailure {
@@ -32,7 +31,7 @@ pub(super) fn is_not_found(error: &kube::Error) -> bool {
 
 /// A live read of the machine (`None` once it is gone).
 pub(super) async fn get_machine(
-    context: &TerminationContext,
+    context: &MachineContext,
     name: &str,
 ) -> Result<Option<Machine>, TerminationError> {
     context
@@ -46,41 +45,10 @@ pub(super) async fn get_machine(
         })
 }
 
-/// Writes `write` into the machine's status (replace with the read resourceVersion: a concurrent
-/// change answers 409). Skips "similar" writes (docs/behaviour.md#machine-reconcile), but never one that changes the deletion
-/// stage, so a similar-looking text can never stall the flow.
-pub(super) async fn write_status(
-    context: &TerminationContext,
-    machine: &Machine,
-    write: &StatusWrite,
-    now: Timestamp,
-) -> Result<Machine, WriteFailure> {
-    let mut updated = machine.clone();
-    updated.status = Some(write.apply(machine.status.as_ref()));
-    if write.is_redundant(machine, now)
-        && deletion_stage(machine, false) == deletion_stage(&updated, false)
-    {
-        return Ok(machine.clone());
-    }
-    let _ = refresh_waiting_condition(
-        &mut updated,
-        &context.config.machine,
-        context.machine_controller_frozen().then_some(FROZEN_REASON),
-        None,
-        now,
-    );
-    let name = machine.metadata.name.as_deref().unwrap_or("");
-    context
-        .namespaced::<Machine>()
-        .replace_status(name, &PostParams::default(), &updated)
-        .await
-        .map_err(|error| write_failure(&error))
-}
-
 /// Writes `machine`'s status as it is (stages that progressed in memory), with its
 /// resourceVersion as the precondition.
 pub(super) async fn persist_status(
-    context: &TerminationContext,
+    context: &MachineContext,
     machine: &Machine,
 ) -> Result<Machine, WriteFailure> {
     let name = machine.metadata.name.as_deref().unwrap_or("");
@@ -92,7 +60,7 @@ pub(super) async fn persist_status(
 }
 
 /// Records the plan's events on the machine.
-pub(super) fn record_events(context: &TerminationContext, machine: &Machine, events: &[Event]) {
+pub(super) fn record_events(context: &MachineContext, machine: &Machine, events: &[Event]) {
     for event in events {
         context.event(
             machine,
@@ -117,7 +85,7 @@ pub(super) fn class_name(machine: &Machine) -> &str {
 /// The machine's class, validated as upstream's `ValidateMachineClass` (docs/behaviour.md#class-validation); `Err` carries the
 /// retry and the reason.
 pub(super) fn class_of(
-    context: &TerminationContext,
+    context: &MachineContext,
     machine: &Machine,
 ) -> Result<MachineClass, (Retry, String)> {
     let name = class_name(machine);
@@ -136,7 +104,7 @@ pub(super) fn class_of(
 
 /// The class's Secret data (read through the shell's short-lived Secret reuse).
 pub(super) async fn secret_data(
-    context: &TerminationContext,
+    context: &MachineContext,
     class: &MachineClass,
 ) -> Result<SecretData, String> {
     context
@@ -152,7 +120,7 @@ pub(super) fn driver_error(error: MachineError) -> DriverError {
 
 /// Records a driver call in the metrics.
 pub(super) fn driver_metric(
-    context: &TerminationContext,
+    context: &MachineContext,
     class: &MachineClass,
     method: &str,
     code: &str,
@@ -168,7 +136,7 @@ pub(super) fn driver_metric(
 
 /// Sets label `node=<node>` on the machine (merge patch; labels of others are kept).
 pub(super) async fn set_node_label(
-    context: &TerminationContext,
+    context: &MachineContext,
     machine: &Machine,
     node: &str,
 ) -> Result<Machine, WriteFailure> {
@@ -183,7 +151,7 @@ pub(super) async fn set_node_label(
 
 /// Removes the MCM finalizer from the machine (full update with the read resourceVersion).
 pub(super) async fn remove_machine_finalizer(
-    context: &TerminationContext,
+    context: &MachineContext,
     machine: &Machine,
 ) -> Result<(), WriteFailure> {
     let name = machine.metadata.name.as_deref().unwrap_or("");
@@ -204,7 +172,7 @@ pub(super) async fn remove_machine_finalizer(
 
 /// Live read of a Node in the target cluster.
 pub(super) async fn get_node(
-    context: &TerminationContext,
+    context: &MachineContext,
     name: &str,
 ) -> Result<Option<Node>, kube::Error> {
     match &context.target {
@@ -213,14 +181,14 @@ pub(super) async fn get_node(
     }
 }
 
-fn nodes(context: &TerminationContext) -> Option<Api<Node>> {
+fn nodes(context: &MachineContext) -> Option<Api<Node>> {
     context.target.clone().map(Api::all)
 }
 
 /// Puts the `Terminating` condition into the node's status (strategic merge by condition type, so
 /// the kubelet's other conditions stay).
 pub(super) async fn set_node_condition(
-    context: &TerminationContext,
+    context: &MachineContext,
     node: &str,
     condition: &NodeCondition,
 ) -> Result<(), String> {
@@ -239,7 +207,7 @@ pub(super) async fn set_node_condition(
 }
 
 /// Cordons the node.
-pub(super) async fn cordon(context: &TerminationContext, node: &str) -> Result<(), String> {
+pub(super) async fn cordon(context: &MachineContext, node: &str) -> Result<(), String> {
     let Some(api) = nodes(context) else {
         return Ok(());
     };
@@ -256,7 +224,7 @@ pub(super) async fn cordon(context: &TerminationContext, node: &str) -> Result<(
 
 /// Result of removing the node finalizer and deleting the node.
 pub(super) async fn delete_node(
-    context: &TerminationContext,
+    context: &MachineContext,
     node: &str,
 ) -> mcm_decisions::machine::deletion::NodeDeletionResult {
     use mcm_decisions::machine::deletion::NodeDeletionResult;
@@ -303,7 +271,7 @@ pub(super) async fn delete_node(
 
 /// Names of the live (not deleting) VolumeAttachments of `node`.
 pub(super) async fn live_volume_attachments(
-    context: &TerminationContext,
+    context: &MachineContext,
     node: &str,
 ) -> Result<Vec<String>, kube::Error> {
     let Some(target) = &context.target else {
@@ -322,7 +290,7 @@ pub(super) async fn live_volume_attachments(
 }
 
 /// Deletes VolumeAttachments (errors are only logged, as upstream; the stage repeats).
-pub(super) async fn delete_volume_attachments(context: &TerminationContext, names: &[String]) {
+pub(super) async fn delete_volume_attachments(context: &MachineContext, names: &[String]) {
     let Some(target) = &context.target else {
         return;
     };

@@ -11,7 +11,8 @@ use mcm_api::v1alpha1::{Machine, MachineOperationType, MachinePhase, MachineSet}
 use serde_json::json;
 use std::sync::Arc;
 
-use super::{Controller, SyncError};
+use super::Controller;
+use crate::platform::error::ApiError;
 use crate::platform::finalizers;
 use mcm_decisions::machine_set::plan::{
     self, MachineRef, MachineUpdate, ReplicaError, events, is_preserved,
@@ -47,7 +48,7 @@ impl Controller {
         &self,
         ms: &MachineSet,
         present: bool,
-    ) -> Result<MachineSet, SyncError> {
+    ) -> Result<MachineSet, ApiError> {
         let name = ms.metadata.name.clone().unwrap_or_default();
         let Some(patch) =
             finalizers::patch(&ms.metadata, finalizer::MACHINE_CONTROLLER_MANAGER, present)
@@ -64,7 +65,7 @@ impl Controller {
                 } else {
                     "remove finalizer from"
                 };
-                SyncError::api(action, "MachineSet", &name, e)
+                ApiError::api(action, "MachineSet", &name, e)
             })
     }
 
@@ -76,7 +77,7 @@ impl Controller {
         cache: &[Arc<Machine>],
         machine: &MachineRef,
         owner: OwnerReference,
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), ApiError> {
         let Some(cached) = find(cache, machine) else {
             return Ok(());
         };
@@ -101,7 +102,7 @@ impl Controller {
         ms: &MachineSet,
         cache: &[Arc<Machine>],
         machine: &MachineRef,
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), ApiError> {
         let Some(cached) = find(cache, machine) else {
             return Ok(());
         };
@@ -131,7 +132,7 @@ impl Controller {
         cached: &Machine,
         refs: Vec<OwnerReference>,
         action: &'static str,
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), ApiError> {
         let name = cached.metadata.name.clone().unwrap_or_default();
         // The whole list is replaced; the resourceVersion makes it a compare-and-swap.
         let refs = if refs.is_empty() {
@@ -151,7 +152,7 @@ impl Controller {
         {
             Ok(_) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(SyncError::api(action, "Machine", &name, e)),
+            Err(e) => Err(ApiError::api(action, "Machine", &name, e)),
         }
     }
 
@@ -162,13 +163,13 @@ impl Controller {
         ms: &MachineSet,
         machine: &MachineRef,
         update: &MachineUpdate,
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), ApiError> {
         let api = self.context.namespaced::<Machine>();
         for _ in 0..UPDATE_ATTEMPTS {
             let Some(mut live) = api
                 .get_opt(&machine.name)
                 .await
-                .map_err(|e| SyncError::api("get", "Machine", &machine.name, e))?
+                .map_err(|e| ApiError::api("get", "Machine", &machine.name, e))?
             else {
                 return Ok(());
             };
@@ -190,10 +191,10 @@ impl Controller {
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) if is_not_found(&e) => return Ok(()),
-                Err(e) => return Err(SyncError::api("update", "Machine", &machine.name, e)),
+                Err(e) => return Err(ApiError::api("update", "Machine", &machine.name, e)),
             }
         }
-        Err(SyncError::Conflicts {
+        Err(ApiError::Conflicts {
             action: "update",
             kind: "Machine",
             name: machine.name.clone(),

@@ -15,9 +15,9 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use mcm_api::v1alpha1::{Machine, MachinePhase};
 
-use crate::platform::queue::Outcome;
+use crate::platform::error::ApiError;
+use crate::platform::queue::{Action, Pass};
 use crate::safety::context::ApiServerContext;
-use crate::safety::error::SafetyError;
 use crate::safety::period::period;
 use mcm_decisions::safety::apiserver::{
     ApiServerSafetySettings, FreezeState, HEALTH_TIMEOUT_RESET, health_timeout_reset,
@@ -38,7 +38,7 @@ pub struct ApiServerChecker {
 }
 
 /// One check; requeues after the plan's next-check delay.
-pub async fn run_once(context: &ApiServerContext, checker: &Mutex<ApiServerChecker>) -> Outcome {
+pub async fn run_once(context: &ApiServerContext, checker: &Mutex<ApiServerChecker>) -> Pass {
     let settings = ApiServerSafetySettings {
         timeout: context.config.safety.apiserver_statuscheck_timeout,
         period: context.config.safety.apiserver_statuscheck_period,
@@ -66,7 +66,9 @@ pub async fn run_once(context: &ApiServerContext, checker: &Mutex<ApiServerCheck
         // Stay frozen: the next check retries the reset.
         tracing::warn!(%error, "API servers are back, but resetting machine health timeouts failed; staying frozen");
         let fifth = period(settings.timeout).as_nanos() / 5;
-        return Outcome::RequeueAfter(Retry::After(mcm_api::duration::Duration::from_nanos(fifth)));
+        return Ok(Action::Requeue(Retry::After(
+            mcm_api::duration::Duration::from_nanos(fifth),
+        )));
     }
     lock(checker).state = decision.state;
     if decision.state.frozen != context.machine_controller_frozen() {
@@ -94,7 +96,7 @@ pub async fn run_once(context: &ApiServerContext, checker: &Mutex<ApiServerCheck
             "machines are reconciled again after the unfreeze"
         );
     }
-    Outcome::RequeueAfter(Retry::After(period(decision.next_check)))
+    Ok(Action::Requeue(Retry::After(period(decision.next_check))))
 }
 
 fn lock(checker: &Mutex<ApiServerChecker>) -> std::sync::MutexGuard<'_, ApiServerChecker> {
@@ -134,7 +136,7 @@ where
 }
 
 /// Resets every `Unknown` machine of the cache (live GET first); the first failure aborts.
-async fn reset_unknown_machines(context: &ApiServerContext) -> Result<usize, SafetyError> {
+async fn reset_unknown_machines(context: &ApiServerContext) -> Result<usize, ApiError> {
     let api: Api<Machine> = context.namespaced();
     let candidates = context
         .machines
@@ -142,15 +144,12 @@ async fn reset_unknown_machines(context: &ApiServerContext) -> Result<usize, Saf
     let mut reset = 0;
     for cached in candidates {
         let name = cached.metadata.name.clone().unwrap_or_default();
-        let live = api
-            .get_opt(&name)
-            .await
-            .map_err(|source| SafetyError::Api {
-                action: "get",
-                kind: "Machine",
-                name: name.clone(),
-                source,
-            })?;
+        let live = api.get_opt(&name).await.map_err(|source| ApiError::Api {
+            action: "get",
+            kind: "Machine",
+            name: name.clone(),
+            source,
+        })?;
         let Some(live) = live else { continue };
         let Some(write) = health_timeout_reset(&live, jiff::Timestamp::now()) else {
             continue;
@@ -177,7 +176,7 @@ async fn reset_unknown_machines(context: &ApiServerContext) -> Result<usize, Saf
             }
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(source) => {
-                return Err(SafetyError::Api {
+                return Err(ApiError::Api {
                     action: "reset the health timeout of",
                     kind: "Machine",
                     name,

@@ -17,9 +17,9 @@ use mcm_api::keys::annotation;
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineSpec};
 use mcm_provider_proto::{MachineError, SecretData};
 
-use crate::platform::queue::Outcome;
+use crate::platform::error::ApiError;
+use crate::platform::queue::{Action, Pass};
 use crate::safety::context::OrphanContext;
-use crate::safety::error::SafetyError;
 use crate::safety::period::period;
 use mcm_decisions::safety::orphans::{
     NOT_MANAGED_VALUE, OrphanNodeAction, OrphanVm, orphan_nodes, orphan_vms,
@@ -35,11 +35,11 @@ pub struct CollectionReport {
     /// VMs deleted through the driver.
     pub deleted: Vec<OrphanVm>,
     /// Problems met (each skipped one class, VM or node).
-    pub errors: Vec<SafetyError>,
+    pub errors: Vec<ApiError>,
 }
 
 /// One orphan collection run; requeues after `--machine-safety-orphan-vms-period`.
-pub async fn run_once(context: &OrphanContext) -> Outcome {
+pub async fn run_once(context: &OrphanContext) -> Pass {
     let report = collect(context).await;
     let period = Retry::After(period(context.config.safety.orphan_vms_period));
     for error in &report.errors {
@@ -47,9 +47,9 @@ pub async fn run_once(context: &OrphanContext) -> Outcome {
     }
     if report.errors.is_empty() {
         tracing::debug!(deleted = report.deleted.len(), "orphan collection done");
-        Outcome::RequeueAfter(period)
+        Ok(Action::Requeue(period))
     } else {
-        Outcome::RequeueAfter(period.min(RETRY_AFTER_ERROR))
+        Ok(Action::Requeue(period.min(RETRY_AFTER_ERROR)))
     }
 }
 
@@ -99,7 +99,7 @@ async fn collect_class(
                 "ListMachines",
                 format!("Cannot list the VMs of this class to collect orphans: {source}"),
             );
-            report.errors.push(SafetyError::Driver {
+            report.errors.push(ApiError::Driver {
                 method: "ListMachines",
                 class: class_name,
                 source,
@@ -140,7 +140,7 @@ async fn collect_class(
                 );
                 report.deleted.push(orphan);
             }
-            Err(source) => report.errors.push(SafetyError::Driver {
+            Err(source) => report.errors.push(ApiError::Driver {
                 method: "DeleteMachine",
                 class: class_name.clone(),
                 source,
@@ -182,11 +182,11 @@ fn synthetic_machine(orphan: &OrphanVm, class: &MachineClass) -> Machine {
 async fn secret_data(
     context: &OrphanContext,
     class: &MachineClass,
-) -> Result<SecretData, SafetyError> {
+) -> Result<SecretData, ApiError> {
     context
         .class_secret_data(class)
         .await
-        .map_err(|error| SafetyError::Api {
+        .map_err(|error| ApiError::Api {
             action: "get",
             kind: "Secret",
             name: format!("{}/{}", error.namespace, error.name),
@@ -254,7 +254,7 @@ async fn mark_orphan_nodes(
         {
             Ok(_) => tracing::info!(node = %name, ?action, "orphan node handled"),
             Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => report.errors.push(SafetyError::Api {
+            Err(source) => report.errors.push(ApiError::Api {
                 action: "patch",
                 kind: "Node",
                 name: name.clone(),

@@ -15,9 +15,9 @@ use mcm_api::v1alpha1::{
     MachineDeployment, MachineDeploymentConditionType, MachineSet, MachineSetConditionType,
 };
 
-use crate::platform::queue::Outcome;
+use crate::platform::error::ApiError;
+use crate::platform::queue::{Action, Failed, Pass};
 use crate::safety::context::OvershootContext;
-use crate::safety::error::SafetyError;
 use crate::safety::period::period;
 use mcm_decisions::safety::overshoot::{
     OvershootAction, OvershootConfig, freeze_machine_deployment, freeze_machine_set, plan,
@@ -27,24 +27,24 @@ use mcm_decisions::vocabulary::{Event, EventType, Retry};
 
 /// One overshooting check; requeues after `--machine-safety-overshooting-period`, or retries
 /// (rate limited) after an API error.
-pub async fn run_once(context: &OvershootContext) -> Outcome {
+pub async fn run_once(context: &OvershootContext) -> Pass {
     let period = Retry::After(period(context.config.safety.overshooting_period));
     match check(context).await {
-        Ok(()) => Outcome::RequeueAfter(period),
+        Ok(()) => Ok(Action::Requeue(period)),
         Err(error) if error.is_conflict() => {
             tracing::debug!(%error, "overshooting check met a conflict; retrying");
-            Outcome::Retry
+            Err(Failed)
         }
         Err(error) => {
             tracing::warn!(%error, "overshooting check failed");
-            Outcome::Retry
+            Err(Failed)
         }
     }
 }
 
 /// One run: plan on the caches, execute the actions. Actions after a failed one still run
 /// (upstream logs each step's error and returns the last); the first error is returned.
-pub async fn check(context: &OvershootContext) -> Result<(), SafetyError> {
+pub async fn check(context: &OvershootContext) -> Result<(), ApiError> {
     // Sorted by name: the cache order is arbitrary, and "at most one overshoot change per run"
     // must pick the same set every time.
     let mut machine_sets: Vec<MachineSet> = context
@@ -88,7 +88,7 @@ pub async fn check(context: &OvershootContext) -> Result<(), SafetyError> {
     first_error.map_or(Ok(()), Err)
 }
 
-async fn execute(context: &OvershootContext, action: &OvershootAction) -> Result<(), SafetyError> {
+async fn execute(context: &OvershootContext, action: &OvershootAction) -> Result<(), ApiError> {
     let sets: Api<MachineSet> = context.namespaced();
     let deployments: Api<MachineDeployment> = context.namespaced();
     match action {
@@ -160,7 +160,7 @@ async fn execute(context: &OvershootContext, action: &OvershootAction) -> Result
                 Ok(_) => {}
                 Err(kube::Error::Api(status)) if status.is_not_found() => {}
                 Err(source) => {
-                    return Err(SafetyError::Api {
+                    return Err(ApiError::Api {
                         action: "annotate for unfreeze",
                         kind: "MachineSet",
                         name: name.clone(),
@@ -228,7 +228,7 @@ async fn write_machine_set(
     api: &Api<MachineSet>,
     name: &str,
     change: impl Fn(&mut MachineSet),
-) -> Result<Option<MachineSet>, SafetyError> {
+) -> Result<Option<MachineSet>, ApiError> {
     write(api, "MachineSet", name, change, set_marks).await
 }
 
@@ -236,7 +236,7 @@ async fn write_deployment(
     api: &Api<MachineDeployment>,
     name: &str,
     change: impl Fn(&mut MachineDeployment),
-) -> Result<Option<MachineDeployment>, SafetyError> {
+) -> Result<Option<MachineDeployment>, ApiError> {
     write(api, "MachineDeployment", name, change, deployment_marks).await
 }
 
@@ -246,11 +246,11 @@ async fn write<K>(
     name: &str,
     change: impl Fn(&mut K),
     marks: fn(&K) -> Marks,
-) -> Result<Option<K>, SafetyError>
+) -> Result<Option<K>, ApiError>
 where
     K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let api_error = |action: &'static str, source| SafetyError::Api {
+    let api_error = |action: &'static str, source| ApiError::Api {
         action,
         kind,
         name: name.to_owned(),

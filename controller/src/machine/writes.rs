@@ -1,18 +1,21 @@
 //! API writes of the machine shells, all with optimistic concurrency: every write carries the
 //! resourceVersion of the object it was computed from, so a concurrent change answers 409 (the
-//! caller requeues after ConflictRetry) instead of being overwritten. `pub(crate)` so the
-//! termination shell may reuse them.
+//! caller requeues after ConflictRetry) instead of being overwritten. Shared by the Machine
+//! controller and the termination shell (which keeps only its own patches and deletions in
+//! `terminate::writes`).
 
 use std::collections::BTreeMap;
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::api::{Api, PostParams};
 use mcm_api::v1alpha1::{Machine, MachineClass};
 
-use super::error::ReconcileError;
 use crate::machine::context::MachineContext;
+use crate::platform::error::ApiError;
 use crate::platform::node_cache;
 use mcm_decisions::machine::creation::SecretData;
+use mcm_decisions::machine::deletion::deletion_stage;
 use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
 use mcm_decisions::vocabulary::{StatusWrite, name_of, set_entries};
 
@@ -20,9 +23,9 @@ fn api_error(
     action: &'static str,
     kind: &'static str,
     name: &str,
-) -> impl FnOnce(kube::Error) -> ReconcileError {
+) -> impl FnOnce(kube::Error) -> ApiError {
     let name = name.to_owned();
-    move |source| ReconcileError::Api {
+    move |source| ApiError::Api {
         action,
         kind,
         name,
@@ -34,7 +37,7 @@ fn api_error(
 pub(crate) async fn replace_machine(
     context: &MachineContext,
     machine: &Machine,
-) -> Result<Machine, ReconcileError> {
+) -> Result<Machine, ApiError> {
     let name = name_of(machine);
     context
         .namespaced::<Machine>()
@@ -43,23 +46,44 @@ pub(crate) async fn replace_machine(
         .map_err(api_error("update", "Machine", name))
 }
 
-/// `UpdateStatus` of a Machine with `write` applied to its status; returns the stored object.
-pub(crate) async fn write_status(
+/// The machine as a status write of a pass that started at `now` sends it: `write` applied to
+/// its status, with the "why is it stuck" condition that rides along with every status write
+/// (both machine shells build what they write here, from their pass's clock).
+pub(crate) fn with_status(
     context: &MachineContext,
     machine: &Machine,
     write: &StatusWrite,
-) -> Result<Machine, ReconcileError> {
-    let name = name_of(machine);
+    now: Timestamp,
+) -> Machine {
     let mut updated = machine.clone();
     updated.status = Some(write.apply(machine.status.as_ref()));
-    // The "why is it stuck" condition rides along with every status write.
     let _ = refresh_waiting_condition(
         &mut updated,
         &context.config.machine,
         context.machine_controller_frozen().then_some(FROZEN_REASON),
         None,
-        jiff::Timestamp::now(),
+        now,
     );
+    updated
+}
+
+/// `UpdateStatus` of a Machine with `write` applied to its status ([`with_status`]); returns the
+/// stored object. The one status write of both machine shells: it skips a write its plan marked
+/// skippable when the result is "similar" (docs/behaviour.md#machine-reconcile), but never one
+/// that changes the deletion stage, so a similar-looking text can never stall the deletion flow.
+pub(crate) async fn write_status(
+    context: &MachineContext,
+    machine: &Machine,
+    write: &StatusWrite,
+    now: Timestamp,
+) -> Result<Machine, ApiError> {
+    let name = name_of(machine);
+    let updated = with_status(context, machine, write, now);
+    if write.is_redundant(machine, now)
+        && deletion_stage(machine, false) == deletion_stage(&updated, false)
+    {
+        return Ok(machine.clone());
+    }
     let stored = context
         .namespaced::<Machine>()
         .replace_status(name, &PostParams::default(), &updated)
@@ -80,7 +104,7 @@ pub(crate) async fn set_machine_annotations(
     context: &MachineContext,
     machine: &Machine,
     changes: &BTreeMap<String, Option<String>>,
-) -> Result<Machine, ReconcileError> {
+) -> Result<Machine, ApiError> {
     let mut updated = machine.clone();
     if !set_entries(&mut updated.metadata.annotations, changes) {
         return Ok(machine.clone());
@@ -95,7 +119,7 @@ pub(crate) async fn set_machine_annotations_reread_on_conflict(
     context: &MachineContext,
     machine: &Machine,
     changes: &BTreeMap<String, Option<String>>,
-) -> Result<Machine, ReconcileError> {
+) -> Result<Machine, ApiError> {
     let name = name_of(machine).to_owned();
     let mut current = machine.clone();
     let mut attempt = 0;
@@ -120,7 +144,7 @@ pub(crate) async fn set_machine_annotations_reread_on_conflict(
 pub(crate) async fn class_secret_data(
     context: &MachineContext,
     class: &MachineClass,
-) -> Result<SecretData, ReconcileError> {
+) -> Result<SecretData, ApiError> {
     context
         .class_secret_data(class)
         .await
@@ -128,21 +152,18 @@ pub(crate) async fn class_secret_data(
 }
 
 /// The target cluster's Nodes API.
-pub(crate) fn nodes_api(context: &MachineContext) -> Result<Api<Node>, ReconcileError> {
+pub(crate) fn nodes_api(context: &MachineContext) -> Result<Api<Node>, ApiError> {
     context
         .target
         .clone()
         .map(Api::all)
-        .ok_or(ReconcileError::NoTarget {
+        .ok_or(ApiError::NoTarget {
             what: "a Node write",
         })
 }
 
 /// `Update` of a Node with its resourceVersion.
-pub(crate) async fn replace_node(
-    context: &MachineContext,
-    node: &Node,
-) -> Result<Node, ReconcileError> {
+pub(crate) async fn replace_node(context: &MachineContext, node: &Node) -> Result<Node, ApiError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     nodes_api(context)?
         .replace(&name, &PostParams::default(), node)
@@ -167,7 +188,7 @@ pub(crate) async fn replace_node_status(
     context: &MachineContext,
     node: &Node,
     copy: NodeCopy,
-) -> Result<Node, ReconcileError> {
+) -> Result<Node, ApiError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let api = nodes_api(context)?;
     let mut outgoing = node.clone();
@@ -188,7 +209,7 @@ pub(crate) async fn set_node_annotations(
     context: &MachineContext,
     node: &Node,
     changes: &BTreeMap<String, Option<String>>,
-) -> Result<Node, ReconcileError> {
+) -> Result<Node, ApiError> {
     let mut updated = node.clone();
     if !set_entries(&mut updated.metadata.annotations, changes) {
         return Ok(node.clone());
@@ -201,7 +222,7 @@ pub(crate) async fn remove_node_taints(
     context: &MachineContext,
     node: &Node,
     remove: &[(String, String)],
-) -> Result<Node, ReconcileError> {
+) -> Result<Node, ApiError> {
     let mut updated = node.clone();
     let Some(taints) = updated.spec.as_mut().and_then(|spec| spec.taints.as_mut()) else {
         return Ok(node.clone());
@@ -223,7 +244,7 @@ pub(crate) async fn add_node_taint(
     context: &MachineContext,
     node: &Node,
     taint: &Taint,
-) -> Result<Node, ReconcileError> {
+) -> Result<Node, ApiError> {
     let mut updated = node.clone();
     let taints = updated
         .spec
@@ -246,7 +267,7 @@ pub(crate) async fn set_node_condition(
     node: &Node,
     copy: NodeCopy,
     condition: &NodeCondition,
-) -> Result<Node, ReconcileError> {
+) -> Result<Node, ApiError> {
     let mut updated = node.clone();
     let conditions = updated
         .status
@@ -265,7 +286,7 @@ pub(crate) async fn set_node_condition(
 pub(crate) async fn cordon_node(
     context: &MachineContext,
     node: &Node,
-) -> Result<Option<Node>, ReconcileError> {
+) -> Result<Option<Node>, ApiError> {
     if node
         .spec
         .as_ref()
