@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use crate::platform::finalizers;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -155,9 +156,14 @@ pub(super) async fn remove_machine_finalizer(
     machine: &Machine,
 ) -> Result<(), WriteFailure> {
     let name = machine.metadata.name.as_deref().unwrap_or("");
+    let Some(finalizers) = finalizers::list(
+        &machine.metadata,
+        finalizer::MACHINE_CONTROLLER_MANAGER,
+        false,
+    ) else {
+        return Ok(());
+    };
     let mut updated = machine.clone();
-    let mut finalizers = updated.metadata.finalizers.take().unwrap_or_default();
-    finalizers.retain(|f| f != finalizer::MACHINE_CONTROLLER_MANAGER);
     updated.metadata.finalizers = Some(finalizers);
     match context
         .namespaced::<Machine>()
@@ -233,19 +239,9 @@ pub(super) async fn delete_node(
     };
     match api.get_opt(node).await {
         Ok(Some(found)) => {
-            let finalizers = found.metadata.finalizers.clone().unwrap_or_default();
-            if finalizers.iter().any(|f| f == finalizer::NODE) {
-                let mut kept: Vec<String> = finalizers
-                    .into_iter()
-                    .filter(|f| f != finalizer::NODE)
-                    .collect();
-                kept.sort();
-                // The resourceVersion makes the merge patch conditional: a concurrent finalizer
-                // change fails it (409) instead of being lost.
-                let patch = serde_json::json!({"metadata": {
-                    "resourceVersion": found.metadata.resource_version,
-                    "finalizers": kept,
-                }});
+            // The patch carries the resourceVersion: a concurrent finalizer change fails it
+            // (409) instead of being lost.
+            if let Some(patch) = finalizers::ensure_absent(&found.metadata, finalizer::NODE) {
                 let result = api
                     .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
