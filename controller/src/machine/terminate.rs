@@ -23,9 +23,7 @@
 
 mod stages;
 mod state;
-mod writes;
-
-pub use state::TerminationError;
+mod support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,21 +1,23 @@
-//! API writes of the machine shells, all with optimistic concurrency: every write carries the
-//! resourceVersion of the object it was computed from, so a concurrent change answers 409 (the
-//! caller requeues after ConflictRetry) instead of being overwritten. Shared by the Machine
-//! controller and the termination shell (which keeps only its own patches and deletions in
-//! `terminate::writes`).
+//! API reads and writes of the machine shells, all failing with the shells' one [`ApiError`].
+//! Updates carry the resourceVersion of the object they were computed from, so a concurrent change
+//! answers 409 (the caller requeues after ConflictRetry) instead of being overwritten. Shared by
+//! the Machine controller and the termination shell; the termination flow's own writes (patches
+//! that tolerate a gone object, Node and VolumeAttachment deletion) are at the end.
 
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use mcm_api::keys::finalizer;
 use mcm_api::v1alpha1::{Machine, MachineClass};
 
 use crate::machine::context::MachineContext;
 use crate::platform::error::ApiError;
-use crate::platform::node_cache;
+use crate::platform::{finalizers, node_cache};
 use mcm_decisions::machine::creation::SecretData;
-use mcm_decisions::machine::deletion::deletion_stage;
+use mcm_decisions::machine::deletion::{NodeDeletionResult, deletion_stage};
 use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
 use mcm_decisions::vocabulary::{StatusWrite, name_of, set_entries};
 
@@ -301,4 +303,198 @@ pub(crate) async fn cordon_node(
         .get_or_insert_with(Default::default)
         .unschedulable = Some(true);
     replace_node(context, &updated).await.map(Some)
+}
+
+// The termination flow's writes. Unlike the Node writes above (Update with the read
+// resourceVersion, for the Machine controller's read-modify-write of a Node it keeps), these patch
+// without a resourceVersion and count a gone object as done: a deleting machine's Node may vanish
+// at any time, and the next pass reads afresh.
+
+/// A live read of the machine (`None` once it is gone).
+pub(crate) async fn get_machine(
+    context: &MachineContext,
+    name: &str,
+) -> Result<Option<Machine>, ApiError> {
+    context
+        .namespaced::<Machine>()
+        .get_opt(name)
+        .await
+        .map_err(api_error("get", "Machine", name))
+}
+
+/// `UpdateStatus` of `machine` as it is (stages that progressed in memory), with its
+/// resourceVersion as the precondition.
+pub(crate) async fn replace_machine_status(
+    context: &MachineContext,
+    machine: &Machine,
+) -> Result<Machine, ApiError> {
+    let name = name_of(machine);
+    context
+        .namespaced::<Machine>()
+        .replace_status(name, &PostParams::default(), machine)
+        .await
+        .map_err(api_error("update status of", "Machine", name))
+}
+
+/// Sets label `node=<node>` on the machine (merge patch; labels of others are kept).
+pub(crate) async fn set_machine_node_label(
+    context: &MachineContext,
+    machine: &Machine,
+    node: &str,
+) -> Result<Machine, ApiError> {
+    let name = name_of(machine);
+    let patch = serde_json::json!({"metadata": {"labels": {mcm_api::keys::label::NODE: node}}});
+    context
+        .namespaced::<Machine>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(api_error("patch", "Machine", name))
+}
+
+/// Removes the MCM finalizer from the machine (Update with the read resourceVersion; no write
+/// when it is already gone, and a gone machine counts as done).
+pub(crate) async fn remove_machine_finalizer(
+    context: &MachineContext,
+    machine: &Machine,
+) -> Result<(), ApiError> {
+    let Some(finalizers) = finalizers::list(
+        &machine.metadata,
+        finalizer::MACHINE_CONTROLLER_MANAGER,
+        false,
+    ) else {
+        return Ok(());
+    };
+    let mut updated = machine.clone();
+    updated.metadata.finalizers = Some(finalizers);
+    match replace_machine(context, &updated).await {
+        Err(error) if error.is_not_found() => Ok(()),
+        result => result.map(|_| ()),
+    }
+}
+
+/// Live read of a Node in the target cluster (`None` when it is gone or there is no target).
+pub(crate) async fn get_node(
+    context: &MachineContext,
+    name: &str,
+) -> Result<Option<Node>, ApiError> {
+    match &context.target {
+        Some(target) => Api::<Node>::all(target.clone())
+            .get_opt(name)
+            .await
+            .map_err(api_error("get", "Node", name)),
+        None => Ok(None),
+    }
+}
+
+/// Puts `condition` into the node's status by a strategic merge patch keyed by condition type, so
+/// the kubelet's other conditions stay; a gone node (or no target) counts as done.
+pub(crate) async fn patch_node_condition(
+    context: &MachineContext,
+    node: &str,
+    condition: &NodeCondition,
+) -> Result<(), ApiError> {
+    let Some(target) = &context.target else {
+        return Ok(());
+    };
+    let patch = serde_json::json!({"status": {"conditions": [condition]}});
+    match Api::<Node>::all(target.clone())
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(error) if is_not_found(&error) => Ok(()),
+        Err(error) => Err(ApiError::api("patch status of", "Node", node, error)),
+    }
+}
+
+/// Cordons the node by a merge patch of `spec.unschedulable`; a gone node (or no target) counts
+/// as done.
+pub(crate) async fn patch_cordon(context: &MachineContext, node: &str) -> Result<(), ApiError> {
+    let Some(target) = &context.target else {
+        return Ok(());
+    };
+    let patch = serde_json::json!({"spec": {"unschedulable": true}});
+    match Api::<Node>::all(target.clone())
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(error) if is_not_found(&error) => Ok(()),
+        Err(error) => Err(ApiError::api("patch", "Node", node, error)),
+    }
+}
+
+/// Removes the Node finalizer and deletes the node. The failures carry the client's own text, as
+/// upstream puts it into the machine's lastOperation.
+pub(crate) async fn delete_node(context: &MachineContext, node: &str) -> NodeDeletionResult {
+    let Some(target) = &context.target else {
+        return NodeDeletionResult::NotFound;
+    };
+    let api = Api::<Node>::all(target.clone());
+    match api.get_opt(node).await {
+        Ok(Some(found)) => {
+            // The patch carries the resourceVersion: a concurrent finalizer change fails it
+            // (409) instead of being lost.
+            if let Some(patch) = finalizers::ensure_absent(&found.metadata, finalizer::NODE) {
+                match api
+                    .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(error) if is_not_found(&error) => return NodeDeletionResult::NotFound,
+                    Err(error) => {
+                        return NodeDeletionResult::FinalizerRemovalFailed(error.to_string());
+                    }
+                }
+            }
+        }
+        Ok(None) => return NodeDeletionResult::NotFound,
+        Err(error) => return NodeDeletionResult::FinalizerRemovalFailed(error.to_string()),
+    }
+    match api.delete(node, &DeleteParams::default()).await {
+        Ok(_) => NodeDeletionResult::Deleted,
+        Err(error) if is_not_found(&error) => NodeDeletionResult::NotFound,
+        Err(error) => NodeDeletionResult::DeleteFailed(error.to_string()),
+    }
+}
+
+/// Names of the live (not deleting) VolumeAttachments of `node` (none without a target).
+pub(crate) async fn live_volume_attachments(
+    context: &MachineContext,
+    node: &str,
+) -> Result<Vec<String>, ApiError> {
+    let Some(target) = &context.target else {
+        return Ok(Vec::new());
+    };
+    let list = Api::<VolumeAttachment>::all(target.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("list", "VolumeAttachment", ""))?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|attachment| {
+            attachment.spec.node_name == node && attachment.metadata.deletion_timestamp.is_none()
+        })
+        .filter_map(|attachment| attachment.metadata.name)
+        .collect())
+}
+
+/// Deletes VolumeAttachments (errors are only logged, as upstream; the stage repeats).
+pub(crate) async fn delete_volume_attachments(context: &MachineContext, names: &[String]) {
+    let Some(target) = &context.target else {
+        return;
+    };
+    let api: Api<VolumeAttachment> = Api::all(target.clone());
+    for name in names {
+        if let Err(error) = api.delete(name, &DeleteParams::default()).await
+            && !is_not_found(&error)
+        {
+            tracing::warn!(volume_attachment = name, %error, "deleting a VolumeAttachment failed");
+        }
+    }
+}
+
+fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
 }

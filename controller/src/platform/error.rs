@@ -88,6 +88,16 @@ impl ApiError {
         }
     }
 
+    /// The text of the underlying failure without the object it was about: what upstream puts
+    /// into a machine's lastOperation after "failed due to error:".
+    #[must_use]
+    pub fn cause(&self) -> String {
+        match self {
+            ApiError::Api { source, .. } => source.to_string(),
+            other => other.to_string(),
+        }
+    }
+
     /// The failure as the plans see it.
     #[must_use]
     pub fn as_write_failure(&self) -> WriteFailure {

@@ -8,14 +8,17 @@ use k8s_openapi::api::core::v1::Node;
 use mcm_api::keys::label;
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineState};
 
-use super::state::{Termination, TerminationError};
-use super::writes::{
-    class_name, class_of, cordon, delete_node, delete_volume_attachments, driver_error,
-    driver_metric, get_machine, get_node, live_volume_attachments, persist_status, record_events,
-    remove_machine_finalizer, secret_data, set_node_condition, set_node_label,
+use super::state::Termination;
+use super::support::{
+    class_name, class_of, driver_error, driver_metric, record_events, secret_data,
 };
 use crate::drain::reconcile::drain_pass;
-use crate::machine::writes::write_status;
+use crate::machine::writes::{
+    delete_node, delete_volume_attachments, get_machine, get_node, live_volume_attachments,
+    patch_cordon, patch_node_condition, remove_machine_finalizer, replace_machine_status,
+    set_machine_node_label, write_status,
+};
+use crate::platform::error::ApiError;
 use crate::platform::index;
 use crate::platform::metrics::{DrainLabels, MachineDurationLabels};
 use crate::platform::queue::Action;
@@ -62,10 +65,7 @@ fn machine_name(machine: &Machine) -> &str {
 }
 
 /// Runs the deletion flow of `key` as far as it can go now.
-pub(super) async fn run_pass(
-    termination: &Termination,
-    key: &str,
-) -> Result<Action, TerminationError> {
+pub(super) async fn run_pass(termination: &Termination, key: &str) -> Result<Action, ApiError> {
     let context = &termination.context;
     let Some(mut machine) = get_machine(context, key).await? else {
         return Ok(Action::AwaitChange);
@@ -95,7 +95,7 @@ pub(super) async fn run_pass(
                     );
                     Ok(Action::AwaitChange)
                 }
-                Err(failure) => Err(TerminationError::Finalizer(failure)),
+                Err(error) => Err(error),
             };
         }
         Err((retry, reason)) => {
@@ -170,7 +170,9 @@ pub(super) async fn run_pass(
             },
             DeletionStage::DeleteNode => node_deletion(termination, &machine, now).await,
             DeletionStage::RemoveFinalizer => {
-                let result = remove_machine_finalizer(context, &machine).await;
+                let result = remove_machine_finalizer(context, &machine)
+                    .await
+                    .map_err(|error| error.as_write_failure());
                 let outcome = plan_finalizer_removal_result(&result);
                 if result.is_ok() {
                     tracing::info!(
@@ -216,10 +218,10 @@ pub(super) async fn run_pass(
 /// Writes the status of stages that completed in memory. Losing it (a failed write, a crash) is
 /// safe: every stage is idempotent, so the next pass redoes the ones not recorded.
 async fn flush(termination: &Termination, machine: &Machine) {
-    if let Err(failure) = persist_status(&termination.context, machine).await {
+    if let Err(error) = replace_machine_status(&termination.context, machine).await {
         tracing::info!(
             machine = machine_name(machine),
-            error = failure.message,
+            %error,
             "deferred termination status not written; the next pass repeats those stages"
         );
     }
@@ -340,7 +342,7 @@ async fn get_vm_status(
                 driver = Some(result.map_err(|error| driver_error(error.error)));
             }
             VmStatusStep::SetNodeLabel(node) => {
-                let result = set_node_label(context, &machine, &node).await;
+                let result = set_machine_node_label(context, &machine, &node).await;
                 label_update = Some(match result {
                     Ok(mut updated) => {
                         // Keep stages that progressed in memory: the label write answers the
@@ -349,7 +351,7 @@ async fn get_vm_status(
                         machine = updated;
                         Ok(())
                     }
-                    Err(failure) => Err(failure),
+                    Err(error) => Err(error.as_write_failure()),
                 });
             }
             VmStatusStep::Finish(outcome) => {
@@ -404,10 +406,17 @@ async fn drain(
         });
         match step {
             DrainStageStep::SetNodeCondition(condition) => {
-                condition_update = Some(set_node_condition(context, &node_name, &condition).await);
+                // The plan puts the client's text into the lastOperation, as upstream.
+                condition_update = Some(
+                    patch_node_condition(context, &node_name, &condition)
+                        .await
+                        .map_err(|error| error.cause()),
+                );
             }
             DrainStageStep::Cordon => {
-                let result = cordon(context, &node_name).await;
+                let result = patch_cordon(context, &node_name)
+                    .await
+                    .map_err(|error| error.cause());
                 if result.is_ok() {
                     // No event: the node's `unschedulable` says it; routine steps of a
                     // deletion are in the machine's lastOperation.
@@ -480,7 +489,7 @@ async fn waiting_during_drain(
     ) {
         return;
     }
-    match persist_status(context, &updated).await {
+    match replace_machine_status(context, &updated).await {
         Ok(_) => tracing::info!(
             machine = machine_name(machine),
             node = node_name,
@@ -488,9 +497,9 @@ async fn waiting_during_drain(
             pending = view.pending.len(),
             "drain waiting condition updated"
         ),
-        Err(failure) => tracing::debug!(
+        Err(error) => tracing::debug!(
             machine = machine_name(machine),
-            error = failure.message,
+            %error,
             "cannot update the drain waiting condition"
         ),
     }
@@ -665,7 +674,7 @@ async fn node_deletion(termination: &Termination, machine: &Machine, now: Timest
         match get_node(context, &node_name).await {
             Ok(Some(_)) => NodeLookupResult::Found,
             Ok(None) => NodeLookupResult::NotFound,
-            Err(error) => NodeLookupResult::Failed(error.to_string()),
+            Err(error) => NodeLookupResult::Failed(error.cause()),
         }
     };
     termination.forget_drain(&node_name);

@@ -1,29 +1,10 @@
-//! What the termination workers share: the pass's error type and the drain memory per node.
+//! What the termination workers share: the drain memory per node.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::drain::reconcile::NodeDrainState;
 use crate::machine::context::MachineContext;
-
-/// What can go wrong in one termination pass (logged; the key is retried).
-#[derive(Debug, thiserror::Error)]
-pub enum TerminationError {
-    /// A Kubernetes API call failed.
-    #[error("{what} for machine {machine:?} failed: {source}")]
-    Api {
-        /// The call.
-        what: String,
-        /// The machine.
-        machine: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The machine's finalizer could not be removed.
-    #[error("cannot remove the machine finalizer: {}", .0.message)]
-    Finalizer(mcm_decisions::vocabulary::WriteFailure),
-}
 
 /// State shared by the termination workers.
 pub(crate) struct Termination {
