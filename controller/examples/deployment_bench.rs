@@ -429,12 +429,22 @@ fn upstream_binary(name: &str) -> PathBuf {
     path
 }
 
+/// A loopback port not handed out before in this run: the kernel may return a just-released
+/// port again, and two processes of one pair given the same port would not both start.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static HANDED_OUT: std::sync::Mutex<BTreeSet<u16>> = std::sync::Mutex::new(BTreeSet::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("bind a free loopback port")
+            .port();
+        let mut handed_out = HANDED_OUT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A child process killed when dropped.

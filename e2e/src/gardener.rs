@@ -35,6 +35,7 @@ use serde::Deserialize;
 use crate::admin_http;
 use crate::binaries::{bin_dir, binary};
 use crate::error::{E2eError, Result};
+use crate::ports::free_port;
 use crate::process::Process;
 use crate::system::System;
 
@@ -561,15 +562,6 @@ pub struct GardenerPod {
     pub machine_metrics: SocketAddr,
     /// Whom the sandbox sees as each process in each cluster.
     pub identities: Identities,
-}
-
-fn free_port() -> Result<SocketAddr> {
-    // Bound and released: a small race with other programs, acceptable for a test machine.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(E2eError::io("bind a free port on", "127.0.0.1"))?;
-    listener
-        .local_addr()
-        .map_err(E2eError::io("read the address of", "127.0.0.1"))
 }
 
 /// The sandbox's kubeconfig with `token` as the user's bearer token.

@@ -12,6 +12,7 @@ pub mod error;
 pub mod gardener;
 pub mod kubectl;
 pub mod objects;
+pub mod ports;
 pub mod process;
 pub mod system;
 pub mod wait;

@@ -12,7 +12,7 @@
 //! control and the target cluster. Logs go to `<tempdir>/logs/<component>.log`; on failure
 //! [`System::report_failure`] prints their ends and keeps the directory.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -26,6 +26,7 @@ use crate::admin_http;
 use crate::binaries::{binary, go_provider};
 use crate::control_plane::{ApiServerKind, ControlPlane};
 use crate::error::{E2eError, Result};
+use crate::ports::free_port;
 use crate::process::Process;
 use crate::wait::{Probe, eventually};
 
@@ -205,15 +206,6 @@ pub async fn client_for(kubeconfig: &Path) -> Result<kube::Client> {
             .await
             .map_err(|e| fail(e.to_string()))?;
     kube::Client::try_from(config).map_err(|e| fail(e.to_string()))
-}
-
-fn free_port() -> Result<SocketAddr> {
-    // Bound and released: a small race with other programs, acceptable for a test machine.
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .map_err(E2eError::io("bind a free port on", "127.0.0.1"))?;
-    listener
-        .local_addr()
-        .map_err(E2eError::io("read the address of", "127.0.0.1"))
 }
 
 impl System {
