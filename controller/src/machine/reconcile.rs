@@ -49,6 +49,7 @@ use mcm_decisions::machine as plan;
 use mcm_decisions::machine::creation::SecretData;
 use mcm_decisions::machine::order::{EntryDecision, ReconcileOrder, ReconcileStep};
 use mcm_decisions::machine::routing::{self, MachineQueue, NodeRoute};
+use mcm_decisions::machine::waiting::WaitingOnly;
 use mcm_decisions::vocabulary;
 use mcm_decisions::vocabulary::{ControllerSettings, Event, Retry, name_of};
 
@@ -286,26 +287,9 @@ impl MachineController {
     /// A frozen controller writes nothing else, but the machine must say why nothing happens:
     /// its waiting condition names the freeze, written only when it changes (the
     /// write may fail while the API server is in trouble; the next pass tries again).
-    async fn show_freeze(&self, machine: &Machine) {
-        let mut updated = machine.clone();
-        if !plan::waiting::refresh_waiting_condition(
-            &mut updated,
-            &self.settings,
-            Some(plan::waiting::FROZEN_REASON),
-            None,
-            Timestamp::now(),
-        ) {
-            return;
-        }
-        if let Err(error) = self
-            .context
-            .namespaced::<Machine>()
-            .replace_status(
-                name_of(machine),
-                &kube::api::PostParams::default(),
-                &updated,
-            )
-            .await
+    async fn show_freeze(&self, machine: &Machine, now: Timestamp) {
+        if let Err(error) =
+            writes::write_waiting(&self.context, machine, WaitingOnly::Frozen, now).await
         {
             tracing::debug!(machine = name_of(machine), %error, "cannot show the freeze on the machine");
         }
@@ -320,7 +304,7 @@ impl MachineController {
                 tracing::info!(machine = %name, %reason, "machine not reconciled");
                 // A frozen controller is visible on its metric; an invalid machine only here.
                 if frozen {
-                    self.show_freeze(machine).await;
+                    self.show_freeze(machine, Timestamp::now()).await;
                 } else {
                     self.event(machine, &Event::warning("MachineInvalid", reason));
                 }

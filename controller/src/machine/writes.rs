@@ -18,7 +18,7 @@ use crate::platform::error::ApiError;
 use crate::platform::{finalizers, node_cache};
 use mcm_decisions::machine::creation::SecretData;
 use mcm_decisions::machine::deletion::{NodeDeletionResult, deletion_stage};
-use mcm_decisions::machine::waiting::{FROZEN_REASON, refresh_waiting_condition};
+use mcm_decisions::machine::waiting::{WaitingOnly, status_to_send, waiting_only};
 use mcm_decisions::vocabulary::{StatusWrite, name_of, set_entries};
 
 fn api_error(
@@ -48,29 +48,8 @@ pub(crate) async fn replace_machine(
         .map_err(api_error("update", "Machine", name))
 }
 
-/// The machine as a status write of a pass that started at `now` sends it: `write` applied to
-/// its status, with the "why is it stuck" condition that rides along with every status write
-/// (both machine shells build what they write here, from their pass's clock).
-pub(crate) fn with_status(
-    context: &MachineContext,
-    machine: &Machine,
-    write: &StatusWrite,
-    now: Timestamp,
-) -> Machine {
-    let mut updated = machine.clone();
-    updated.status = Some(write.apply(machine.status.as_ref()));
-    let _ = refresh_waiting_condition(
-        &mut updated,
-        &context.config.machine,
-        context.machine_controller_frozen().then_some(FROZEN_REASON),
-        None,
-        now,
-    );
-    updated
-}
-
-/// `UpdateStatus` of a Machine with `write` applied to its status ([`with_status`]); returns the
-/// stored object. The one status write of both machine shells: it skips a write its plan marked
+/// `UpdateStatus` of a Machine with `write` applied to its status, complete as
+/// [`status_to_send`] decides it from the pass's `now`; returns the stored object. The one status write of both machine shells: it skips a write its plan marked
 /// skippable when the result is "similar" (docs/behaviour.md#machine-reconcile), but never one
 /// that changes the deletion stage, so a similar-looking text can never stall the deletion flow.
 pub(crate) async fn write_status(
@@ -80,7 +59,13 @@ pub(crate) async fn write_status(
     now: Timestamp,
 ) -> Result<Machine, ApiError> {
     let name = name_of(machine);
-    let updated = with_status(context, machine, write, now);
+    let updated = status_to_send(
+        machine,
+        write,
+        &context.config.machine,
+        context.machine_controller_frozen(),
+        now,
+    );
     if write.is_redundant(machine, now)
         && deletion_stage(machine, false) == deletion_stage(&updated, false)
     {
@@ -334,6 +319,20 @@ pub(crate) async fn replace_machine_status(
         .replace_status(name, &PostParams::default(), machine)
         .await
         .map_err(api_error("update status of", "Machine", name))
+}
+
+/// Writes the machine's waiting condition alone, for a pass that writes no other status (see
+/// [`WaitingOnly`]): `Ok(None)` when nothing but its timestamps would change, so nothing is sent.
+pub(crate) async fn write_waiting(
+    context: &MachineContext,
+    machine: &Machine,
+    why: WaitingOnly<'_>,
+    now: Timestamp,
+) -> Result<Option<Machine>, ApiError> {
+    match waiting_only(machine, &context.config.machine, why, now) {
+        Some(updated) => replace_machine_status(context, &updated).await.map(Some),
+        None => Ok(None),
+    }
 }
 
 /// Sets label `node=<node>` on the machine (merge patch; labels of others are kept).

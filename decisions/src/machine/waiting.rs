@@ -23,8 +23,8 @@ use super::backoff::{parse_mark, strip_mark};
 use super::creation::resource_exhausted_retry;
 use crate::drain::plan::{DrainLedger, EvictionFailure};
 use crate::vocabulary::{
-    ControllerSettings, EffectiveSettings, add, current_of, description_of, node_name_of,
-    operation_type_of, phase_of, preserve_expiry_of, time,
+    ControllerSettings, EffectiveSettings, StatusWrite, add, current_of, description_of,
+    node_name_of, operation_type_of, phase_of, preserve_expiry_of, time,
 };
 
 /// Condition type written on the Machine.
@@ -425,24 +425,68 @@ pub fn merge_waiting_condition(
     (merged, changed)
 }
 
-/// Puts the waiting condition for `machine` (its status as it is about to be stored) into its
-/// `status.conditions`; true when that changed anything but timestamps. The shells call this on
-/// every status write they make anyway, so the condition mostly costs no extra write.
-#[must_use]
-pub fn refresh_waiting_condition(
-    machine: &mut Machine,
-    controller: &ControllerSettings,
-    frozen: Option<&str>,
-    drain: Option<&DrainView>,
-    now: Timestamp,
-) -> bool {
-    refresh_held_condition(machine, controller, frozen, drain, None, now)
+/// Why a pass writes the waiting condition with no other status write to carry it.
+#[derive(Debug, Clone, Copy)]
+pub enum WaitingOnly<'a> {
+    /// The Machine controller is frozen: it writes nothing else, but the machine says why
+    /// nothing happens.
+    Frozen,
+    /// A drain is in progress; it writes no status of its own (upstream), so its ledger (the
+    /// pods a budget refuses, the volumes awaited, the deadline) is shown here.
+    Draining(&'a DrainView),
+    /// The health timeout ran out but a guard (see [`WaitingInput::held`]) keeps the machine
+    /// from being marked Failed.
+    Held(&'a str),
 }
 
-/// [`refresh_waiting_condition`] for a machine a guard holds (`held`, see [`WaitingInput::held`]):
-/// the health check calls it when the guard keeps the machine from being marked Failed.
+/// The machine as a status write of a pass that started at `now` sends it, complete: `write`
+/// applied to its status, with the waiting condition of the result (naming the freeze when the
+/// Machine controller is `frozen`), its timestamps from `now`. Every status write of the machine
+/// shells sends this, so the condition mostly costs no write of its own.
 #[must_use]
-pub fn refresh_held_condition(
+pub fn status_to_send(
+    machine: &Machine,
+    write: &StatusWrite,
+    controller: &ControllerSettings,
+    frozen: bool,
+    now: Timestamp,
+) -> Machine {
+    let mut updated = machine.clone();
+    updated.status = Some(write.apply(machine.status.as_ref()));
+    let _ = refresh(
+        &mut updated,
+        controller,
+        frozen.then_some(FROZEN_REASON),
+        None,
+        None,
+        now,
+    );
+    updated
+}
+
+/// The machine with only its waiting condition refreshed for `why` (for a guard, also the
+/// `lastOperation` text naming it), from the pass's `now`; `None` when nothing but timestamps
+/// would change, so nothing needs writing.
+#[must_use]
+pub fn waiting_only(
+    machine: &Machine,
+    controller: &ControllerSettings,
+    why: WaitingOnly<'_>,
+    now: Timestamp,
+) -> Option<Machine> {
+    let (frozen, drain, held) = match why {
+        WaitingOnly::Frozen => (Some(FROZEN_REASON), None, None),
+        WaitingOnly::Draining(view) => (None, Some(view), None),
+        WaitingOnly::Held(guard) => (None, None, Some(guard)),
+    };
+    let mut updated = machine.clone();
+    refresh(&mut updated, controller, frozen, drain, held, now).then_some(updated)
+}
+
+/// Puts the waiting condition for `machine` (its status as it is about to be stored) into its
+/// `status.conditions`, and a guard that holds it into `lastOperation`; true when that changed
+/// anything but timestamps.
+fn refresh(
     machine: &mut Machine,
     controller: &ControllerSettings,
     frozen: Option<&str>,

@@ -22,6 +22,7 @@ use crate::platform::metrics::MachineDurationLabels;
 use mcm_decisions::machine as plan;
 use mcm_decisions::machine::creation::BOOTSTRAP_TOKEN_NAMESPACE;
 use mcm_decisions::machine::health::{FailurePermit, HealthInput, HealthOutcome, NodeLookup};
+use mcm_decisions::machine::waiting::WaitingOnly;
 use mcm_decisions::vocabulary::{
     Retry, effective_settings, label as machine_label, name_of, node_name_of, phase_of,
 };
@@ -94,7 +95,7 @@ impl MachineController {
         if plan.status.is_none()
             && let Some(held) = plan.held.as_deref()
         {
-            self.show_held(machine, held).await;
+            self.show_held(machine, held, now).await;
         }
         // Before the status write, as upstream does: a pass that ends early after it (a Node
         // write refused with a conflict) would otherwise leave the token, because the next pass
@@ -188,28 +189,12 @@ impl MachineController {
     /// The health timeout ran out but a guard keeps the machine from being marked Failed: its
     /// `Blocked` condition names the guard (written only when it changes; a failed write is
     /// retried by the next pass).
-    async fn show_held(&self, machine: &mut Machine, held: &str) {
-        let mut updated = machine.clone();
-        if !plan::waiting::refresh_held_condition(
-            &mut updated,
-            &self.settings,
-            None,
-            None,
-            Some(held),
-            Timestamp::now(),
-        ) {
-            return;
-        }
-        let name = name_of(machine).to_owned();
-        match self
-            .context
-            .namespaced::<Machine>()
-            .replace_status(&name, &kube::api::PostParams::default(), &updated)
-            .await
-        {
-            Ok(stored) => *machine = stored,
+    async fn show_held(&self, machine: &mut Machine, held: &str, now: Timestamp) {
+        match writes::write_waiting(&self.context, machine, WaitingOnly::Held(held), now).await {
+            Ok(Some(stored)) => *machine = stored,
+            Ok(None) => {}
             Err(error) => {
-                tracing::debug!(machine = %name, %error, "cannot show the guard on the machine");
+                tracing::debug!(machine = name_of(machine), %error, "cannot show the guard on the machine");
             }
         }
     }

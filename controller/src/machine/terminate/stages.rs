@@ -16,7 +16,7 @@ use crate::drain::reconcile::drain_pass;
 use crate::machine::writes::{
     delete_node, delete_volume_attachments, get_machine, get_node, live_volume_attachments,
     patch_cordon, patch_node_condition, remove_machine_finalizer, replace_machine_status,
-    set_machine_node_label, write_status,
+    set_machine_node_label, write_status, write_waiting,
 };
 use crate::platform::error::ApiError;
 use crate::platform::index;
@@ -32,7 +32,7 @@ use mcm_decisions::machine::deletion::{
     plan_get_vm_status, plan_node_deletion, plan_node_deletion_result, plan_set_termination,
     plan_volume_attachments, released_without_class, released_without_class_event,
 };
-use mcm_decisions::machine::waiting::{drain_view, refresh_waiting_condition};
+use mcm_decisions::machine::waiting::{WaitingOnly, drain_view};
 use mcm_decisions::vocabulary::{Retry, effective_settings, elapsed};
 
 /// Stages run back to back in one pass at most (a full happy path needs 7).
@@ -479,24 +479,15 @@ async fn waiting_during_drain(
     let state = termination.drain_state(node_name, now);
     let deadline = (!config.force_delete_pods).then_some(config.deadline);
     let view = drain_view(&state.ledger, pending, deadline);
-    let mut updated = machine.clone();
-    if !refresh_waiting_condition(
-        &mut updated,
-        &context.config.machine,
-        None,
-        Some(&view),
-        now,
-    ) {
-        return;
-    }
-    match replace_machine_status(context, &updated).await {
-        Ok(_) => tracing::info!(
+    match write_waiting(context, machine, WaitingOnly::Draining(&view), now).await {
+        Ok(Some(_)) => tracing::info!(
             machine = machine_name(machine),
             node = node_name,
             blocked = view.blocked.len(),
             pending = view.pending.len(),
             "drain waiting condition updated"
         ),
+        Ok(None) => {}
         Err(error) => tracing::debug!(
             machine = machine_name(machine),
             %error,

@@ -341,14 +341,13 @@ fn a_machine_held_by_the_meltdown_guard_names_the_guard() {
         ),
         ..Default::default()
     });
-    assert!(refresh_held_condition(
-        &mut shown,
+    let shown = waiting_only(
+        &shown,
         &ControllerSettings::default(),
-        None,
-        None,
-        Some(guard),
-        at(700)
-    ));
+        WaitingOnly::Held(guard),
+        at(700),
+    )
+    .expect("the guard changes lastOperation");
     let description = shown
         .status
         .as_ref()
@@ -400,4 +399,81 @@ fn a_machine_held_by_the_one_at_a_time_protection_names_it() {
     let c = held_condition(&held, None);
     assert_eq!(reason(&c), "NodeUnhealthy");
     assert!(message(&c).contains("is Failed at"), "{}", message(&c));
+}
+
+fn waiting_of(machine: &Machine) -> Option<NodeCondition> {
+    machine
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| is_waiting_condition(c))
+        .cloned()
+}
+
+#[test]
+fn a_status_write_is_sent_with_the_waiting_condition_of_its_result() {
+    let running = machine("m1")
+        .with_label("node", "n1")
+        .with_phase(MachinePhase::Running, at(0));
+    // The write moves the machine to Pending: what is sent already waits for its node, from the
+    // pass's `now`.
+    let pending = machine("m1")
+        .with_label("node", "n1")
+        .with_phase(MachinePhase::Pending, at(30));
+    let status = pending.status.clone().unwrap();
+    let write = StatusWrite::new(
+        status.last_operation.clone().unwrap_or_default(),
+        status.current_status.clone().unwrap(),
+    );
+    let controller = ControllerSettings::default();
+    let sent = status_to_send(&running, &write, &controller, false, at(40));
+    assert_eq!(phase_of(&sent), Some(MachinePhase::Pending));
+    let found = waiting_of(&sent).expect("a Pending machine waits for its node");
+    assert_eq!(found.reason.as_deref(), Some("WaitingForNode"));
+    assert_eq!(found.last_transition_time, Some(time(at(40))));
+    // A frozen controller's write names the freeze instead.
+    let frozen = status_to_send(&running, &write, &controller, true, at(40));
+    let found = waiting_of(&frozen).expect("a frozen controller says so");
+    assert_eq!(found.reason.as_deref(), Some("ControllerFrozen"));
+    assert!(
+        found
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains(FROZEN_REASON)
+    );
+    // A write to Running clears the condition.
+    let back = running.status.clone().unwrap();
+    let write = StatusWrite::new(
+        back.last_operation.unwrap_or_default(),
+        back.current_status.unwrap(),
+    );
+    let sent = status_to_send(&frozen, &write, &controller, false, at(50));
+    assert_eq!(waiting_of(&sent), None);
+}
+
+#[test]
+fn waiting_only_writes_when_more_than_timestamps_change() {
+    let controller = ControllerSettings::default();
+    let running = machine("m1").with_phase(MachinePhase::Running, at(0));
+    let frozen = waiting_only(&running, &controller, WaitingOnly::Frozen, at(10))
+        .expect("the freeze is new");
+    assert_eq!(
+        waiting_of(&frozen).and_then(|c| c.reason),
+        Some("ControllerFrozen".to_owned())
+    );
+    // Still frozen a pass later: nothing to write.
+    assert!(waiting_only(&frozen, &controller, WaitingOnly::Frozen, at(20)).is_none());
+    // The same machine, held by a guard instead: a change.
+    assert!(
+        waiting_only(
+            &frozen,
+            &controller,
+            WaitingOnly::Held("the meltdown guard"),
+            at(20)
+        )
+        .is_some()
+    );
 }
