@@ -3,11 +3,14 @@
 use super::*;
 use crate::test_support::*;
 use crate::vocabulary::{ControllerSettings, effective_settings};
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
-    AttachedVolume, NodeStatus, PersistentVolumeClaimVolumeSource, PodSpec, PodStatus, Volume,
+    AttachedVolume, Node, NodeStatus, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodStatus,
+    Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 
 fn pod(name: &str) -> Pod {
     Pod {
