@@ -1,6 +1,9 @@
 #![allow(clippy::unwrap_used)]
 
 use clap::Parser;
+use mcm_api::duration::Duration;
+use mcm_decisions::vocabulary::{BackoffSettings, ControllerSettings};
+use mcm_provider_proto::Endpoint;
 
 use super::*;
 
