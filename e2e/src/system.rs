@@ -16,6 +16,7 @@ mod cluster;
 mod config;
 mod controls;
 mod install;
+mod kubeconfig;
 mod processes;
 mod start;
 
@@ -27,8 +28,8 @@ use crate::control_plane::{ApiServerKind, ControlPlane};
 use crate::error::{E2eError, Result};
 use crate::process::Process;
 
-pub use cluster::{client_for, cluster_kubeconfig};
 pub use config::{Addresses, ProviderKind, SystemConfig, USERDATA_SECRET, default_manager_flags};
+pub use kubeconfig::{client_for, cluster_kubeconfig};
 
 /// Namespace of the webhook's certificate Secret and Lease in sandbox mode.
 const WEBHOOK_NAMESPACE: &str = "mcm-system";

@@ -1,38 +1,17 @@
-//! Connecting to an existing cluster where the chart is installed (`MCM_E2E_KUBECONFIG`), kube
-//! clients for kubeconfig files, and the user data Secret every system gets.
+//! Connecting to an existing cluster where the chart is installed (`MCM_E2E_KUBECONFIG`), and the
+//! user data Secret every system gets.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
+use super::kubeconfig::client_for;
 use super::{System, USERDATA_SECRET};
 use crate::control_plane::ApiServerKind;
 use crate::error::{E2eError, Result};
-
-/// The kubeconfig of an existing cluster when `MCM_E2E_KUBECONFIG` is set.
-pub fn cluster_kubeconfig() -> Option<PathBuf> {
-    std::env::var_os("MCM_E2E_KUBECONFIG")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-}
-
-/// A kube client for a kubeconfig file.
-pub async fn client_for(kubeconfig: &Path) -> Result<kube::Client> {
-    let fail = |message: String| E2eError::Kubeconfig {
-        path: kubeconfig.to_path_buf(),
-        message,
-    };
-    let config =
-        kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| fail(e.to_string()))?;
-    let config =
-        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| fail(e.to_string()))?;
-    kube::Client::try_from(config).map_err(|e| fail(e.to_string()))
-}
 
 impl System {
     /// Uses an existing cluster where the chart is installed.

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
-use super::cluster::client_for;
 use super::install::{
     create_identities, create_namespace, install_crds, install_webhook_configurations,
     wait_ca_injected,
 };
+use super::kubeconfig::client_for;
 use super::{
     Addresses, ApiServer, KINDS, Processes, ProviderKind, SandboxParts, System, SystemConfig,
     WEBHOOK_CONFIGURATION, WEBHOOK_NAMESPACE, WEBHOOK_SERVICE,

@@ -7,7 +7,7 @@ use mcm_api::duration::Duration;
 use mcm_api::keys::label;
 use mcm_api::v1alpha1::Machine;
 
-use super::{EVICTION_RETRY_INTERVAL, FORCE_DRAIN_TIMEOUT, UNHEALTHY_NODE_FORCE_AFTER};
+use super::timing::{EVICTION_RETRY_INTERVAL, FORCE_DRAIN_TIMEOUT, UNHEALTHY_NODE_FORCE_AFTER};
 use crate::vocabulary::{EffectiveSettings, add, parse_go_bool};
 
 /// How the drain of a machine's node runs.

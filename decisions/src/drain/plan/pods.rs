@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::MIRROR_POD_ANNOTATION;
+/// Annotation of mirror (static) pods; they cannot be evicted.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// What the drain does with one pod of the node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

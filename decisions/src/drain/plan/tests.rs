@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
     Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use mcm_api::duration::Duration;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
