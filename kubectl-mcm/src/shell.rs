@@ -6,15 +6,16 @@ use std::time::{Duration as StdDuration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use mcm_api::duration::Duration;
 use mcm_api::keys::label;
 use mcm_api::v1alpha1::{Machine, MachineClass, MachineDeployment, MachineSet};
 use mcm_decisions::rollout_preview::types::{HotPaths, MeasuredDurations};
 use serde_json::Value;
 
-use crate::cli::{Cli, Command, Global, Rollout, joined};
+mod context;
+
+use self::context::{Context, connect};
+use crate::cli::{Cli, Command, Rollout, joined};
 use crate::error::CliError;
 use crate::plan::{self, PlanKind};
 use crate::preserve;
@@ -27,69 +28,6 @@ const POLL: StdDuration = StdDuration::from_secs(1);
 
 /// Width of the terminal progress bar, in cells.
 const BAR_WIDTH: usize = 30;
-
-/// Clients and namespace resolved from the global flags.
-struct Context {
-    control: Client,
-    target: Client,
-    namespace: String,
-}
-
-/// Adds our User-Agent (client-go's form, see [`mcm_api::user_agent`]) to `config`.
-fn with_user_agent(mut config: Config) -> Config {
-    let agent = mcm_api::user_agent::user_agent("kubectl-mcm", env!("CARGO_PKG_VERSION"));
-    // The header types are kube's `http` crate's, named through the element type.
-    if let (Ok(name), Ok(value)) = (
-        TryFrom::try_from("user-agent"),
-        TryFrom::try_from(agent.as_str()),
-    ) {
-        config.headers.push((name, value));
-    }
-    config
-}
-
-async fn config(
-    kubeconfig: Option<&std::path::Path>,
-    context: Option<&str>,
-) -> Result<Config, CliError> {
-    let options = KubeConfigOptions {
-        context: context.map(str::to_owned),
-        ..KubeConfigOptions::default()
-    };
-    match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path)
-                .map_err(|e| CliError::Config(format!("{}: {e}", path.display())))?;
-            Config::from_custom_kubeconfig(file, &options)
-                .await
-                .map_err(|e| CliError::Config(format!("{}: {e}", path.display())))
-        }
-        None if context.is_some() => Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| CliError::Config(e.to_string())),
-        None => Config::infer()
-            .await
-            .map_err(|e| CliError::Config(e.to_string())),
-    }
-}
-
-async fn connect(global: &Global) -> Result<Context, CliError> {
-    let control_config = config(global.kubeconfig.as_deref(), global.context.as_deref()).await?;
-    let namespace = global
-        .namespace
-        .clone()
-        .unwrap_or_else(|| control_config.default_namespace.clone());
-    let control = Client::try_from(with_user_agent(control_config))?;
-    let target = match &global.target_kubeconfig {
-        Some(path) => Client::try_from(with_user_agent(config(Some(path), None).await?))?,
-        None => control.clone(),
-    };
-    Ok(Context {
-        control,
-        target,
-        namespace,
-    })
-}
 
 fn deployments(ctx: &Context) -> Api<MachineDeployment> {
     Api::namespaced(ctx.control.clone(), &ctx.namespace)

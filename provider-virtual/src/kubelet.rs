@@ -27,9 +27,11 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+mod heartbeats;
+
+use self::heartbeats::Heartbeats;
 use crate::driver::Fleet;
 use crate::metrics::Metrics;
 use crate::node::{
@@ -105,53 +107,6 @@ pub struct Kubelet {
     metrics: Arc<Metrics>,
     /// Shared by the heartbeat tasks of all nodes: `config.concurrency` calls at a time.
     permits: Arc<Semaphore>,
-}
-
-/// The heartbeat tasks in flight, at most one per node.
-#[derive(Default)]
-struct Heartbeats {
-    tasks: JoinSet<(String, NodeClock)>,
-    nodes: HashMap<tokio::task::Id, String>,
-    /// The nodes of `nodes`, for the per-VM check of every tick: a scan of `nodes` there made
-    /// each tick cost O(VMs × running heartbeats), most of the provider's CPU at 5,000 nodes
-    /// (docs/performance.md).
-    busy_nodes: HashSet<String>,
-}
-
-impl Heartbeats {
-    fn busy(&self, node: &str) -> bool {
-        self.busy_nodes.contains(node)
-    }
-
-    fn started(&mut self, id: tokio::task::Id, node: String) {
-        self.busy_nodes.insert(node.clone());
-        self.nodes.insert(id, node);
-    }
-
-    fn ended(&mut self, id: tokio::task::Id) -> Option<String> {
-        let node = self.nodes.remove(&id)?;
-        self.busy_nodes.remove(&node);
-        Some(node)
-    }
-
-    /// The clocks of the heartbeats that finished since the last call.
-    fn finished(&mut self) -> Vec<(String, NodeClock)> {
-        let mut done = Vec::new();
-        while let Some(result) = self.tasks.try_join_next_with_id() {
-            match result {
-                Ok((id, (node, clock))) => {
-                    self.ended(id);
-                    done.push((node, clock));
-                }
-                Err(error) => {
-                    // The node keeps its previous clock; its next heartbeat starts afresh.
-                    let node = self.ended(error.id()).unwrap_or_default();
-                    tracing::warn!(%node, %error, "heartbeat task failed");
-                }
-            }
-        }
-        done
-    }
 }
 
 struct Stores {
