@@ -15,7 +15,7 @@ use mcm_api::v1alpha1::{
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use super::batches::{batch_count, estimate};
+use super::batches::{batch_count, estimate, human};
 use super::field_diff::template_changes;
 use super::text::{
     class_report, class_warnings, could_not_determine, deployment_report, deployment_warnings,
@@ -474,7 +474,7 @@ fn estimate_is_a_range_when_distributions_are_measured() {
     assert_eq!((e.typical, e.slow), (s(24), Some(s(36))));
     assert_eq!(
         e.why,
-        "2 batch(es) × (creation 4s + join 6s + drain 2s) at the median, × (creation 6s + join 9s + drain 3s) at the 90th percentile, from m.txt"
+        "2 batch(es) × (creation 4.0s + join 6.0s + drain 2.0s) at the median, × (creation 6.0s + join 9.0s + drain 3.0s) at the 90th percentile, from m.txt"
     );
     let in_place = Roll::InPlace {
         max_surge: 0,
@@ -502,6 +502,70 @@ fn estimate_is_a_range_when_distributions_are_measured() {
     let report = deployment_report(&v, &close);
     assert!(
         report.contains("Estimate: about 24s (2 batch(es)"),
+        "{report}"
+    );
+}
+
+/// Steps under 10 s print in tenths, so that a short estimate's steps add up to the total it
+/// prints. Before, a `make run` roll printed "about 2s (1 batch(es) × (creation 0s + join 1s +
+/// drain 0s) …)".
+#[test]
+fn a_short_estimate_prints_steps_that_add_up_to_its_total() {
+    let ms = SignedDuration::from_millis;
+    let durations = MeasuredDurations {
+        creation: Some(ms(400)),
+        join: Some(ms(1_300)),
+        drain: Some(ms(300)),
+        slow: Some(SlowDurations {
+            creation: ms(600),
+            join: ms(3_900),
+            drain: ms(1_000),
+        }),
+        source: "m.txt".into(),
+    };
+    let v = roll_of_fleet(&rolling("md", 1, "1", "0"), 1);
+    let report = deployment_report(&v, &durations);
+    assert!(
+        report.contains(
+            "Estimate: 2.0s to 5.5s (1 batch(es) × (creation 0.4s + join 1.3s + drain 0.3s) at the median, × (creation 0.6s + join 3.9s + drain 1.0s) at the 90th percentile, from m.txt)"
+        ),
+        "{report}"
+    );
+    // From 10 s on, whole seconds as before.
+    assert_eq!(human(ms(9_940)), "9.9s");
+    assert_eq!(human(ms(9_960)), "10.0s");
+    assert_eq!(human(ms(10_400)), "10s");
+    assert_eq!(human(ms(83_000)), "1m23s");
+}
+
+/// "No history" says what is missing: no figures given at all is not "the manager has measured
+/// nothing" (it had, on `make run` after a roll), and figures given without a step name where
+/// they came from.
+#[test]
+fn no_history_says_whether_figures_were_given() {
+    let v = roll_of_fleet(&rolling("md", 2, "1", "0"), 2);
+    let none_given = deployment_report(&v, &MeasuredDurations::default());
+    assert!(
+        none_given.contains(
+            "Estimate: no history given (pass the manager's /metrics text with --metrics-file"
+        ),
+        "{none_given}"
+    );
+    assert!(!none_given.contains("has measured no"), "{none_given}");
+    let without_drain = MeasuredDurations {
+        creation: Some(SignedDuration::from_secs(4)),
+        join: Some(SignedDuration::from_secs(6)),
+        drain: None,
+        slow: None,
+        source:
+            "the averages of the latest figures in m.txt (2 creation, 2 join and 0 drain figures)"
+                .into(),
+    };
+    let report = deployment_report(&v, &without_drain);
+    assert!(
+        report.contains(
+            "Estimate: no history (a creation, join or drain duration is missing: the averages of the latest figures in m.txt (2 creation, 2 join and 0 drain figures))"
+        ),
         "{report}"
     );
 }

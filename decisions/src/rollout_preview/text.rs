@@ -417,7 +417,19 @@ pub fn deployment_report(v: &DeploymentVerdict, durations: &MeasuredDurations) -
             Some(Estimate { typical, why, .. }) => {
                 let _ = writeln!(out, "Estimate: about {} ({why})", human(typical));
             }
-            None => out.push_str("Estimate: no history (the manager has measured no creation, join and drain durations)\n"),
+            // Say what was missing: with no figures given, nobody asked the manager, who may well
+            // have measured every step.
+            None if durations.source.is_empty() => out.push_str(
+                "Estimate: no history given (pass the manager's /metrics text with --metrics-file \
+                 to estimate from the creation, join and drain durations it measured)\n",
+            ),
+            None => {
+                let _ = writeln!(
+                    out,
+                    "Estimate: no history (a creation, join or drain duration is missing: {})",
+                    durations.source
+                );
+            }
         }
     }
     out
