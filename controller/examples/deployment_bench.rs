@@ -1958,16 +1958,13 @@ async fn main() {
     }
     drop(manager);
     drop(provider);
-    // Keeping the logs must not skip the checks below: scripts/bench-upstream.sh passes the
-    // variable on, empty when unset, and an early return here once hid every broken bound (exit
-    // 0 where 2 was due). Empty means unset.
     // The budget is ours: upstream's pair is measured against it only as a figure.
     let budget_exceeded = flag("--enforce-budget") && pair == Pair::Ours && !over_budget.is_empty();
-    if std::env::var_os("BENCH_KEEP_LOGS").is_some_and(|v| !v.is_empty())
-        && !budget_exceeded
-        && !surge_broken
-        && !floor_broken
-    {
+    // Empty means unset: scripts/bench-upstream.sh passes the variable on, empty when unset.
+    let keep_logs = std::env::var_os("BENCH_KEEP_LOGS").is_some_and(|v| !v.is_empty());
+    // Keeping the logs must not skip the checks below: an early return here once hid every
+    // broken bound (exit 0 where 2 was due).
+    if keep_logs && !budget_exceeded && !surge_broken && !floor_broken {
         println!("logs kept in {}", work.path().display());
         std::mem::forget(work);
         return;
