@@ -169,9 +169,16 @@ print(f"Bounds (worst run): most Machines at once against N + maxSurge = {n + su
       f"fewest Running in the rollout against N − maxUnavailable = {n}")
 for pair in runs:
     most = max(max(p["max_machines"] for p in (s["scale_up"], s.get("roll"), s["delete"]) if p) for s in runs[pair])
-    fewest = [get(s, "roll.min_running") for s in runs[pair] if get(s, "roll.min_running") is not None]
+    with_fewest = [s for s in runs[pair] if get(s, "roll.min_running") is not None]
+    worst = min(with_fewest, key=lambda s: get(s, "roll.min_running")) if with_fewest else None
+    # What the others were doing at the fewest: Unknown ones lost their Node on their own,
+    # terminating ones were taken away (older summaries lack the breakdown).
+    missing = get(worst, "roll.min_running_missing") if worst else None
+    why = f" ({', '.join(f'{c} {k}' for k, c in sorted(missing.items()))} then)" if missing else ""
+    taken = [get(s, "roll.taken_below_floor") for s in runs[pair] if get(s, "roll.taken_below_floor") is not None]
+    takes = f"; Running machines taken away below it: {max(taken)}" if taken else ""
     print(f"  {pair:<9} most {most} / {n + surge}{'  OVER by ' + str(most - n - surge) if most > n + surge else ''}; "
-          f"fewest Running {min(fewest) if fewest else '—'} / {n}")
+          f"fewest Running {get(worst, 'roll.min_running') if worst else '—'} / {n}{why}{takes}")
 
 print()
 print("Writes by verb and resource (median per machine; rollout per replaced machine), controllers only:")

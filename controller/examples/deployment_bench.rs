@@ -21,10 +21,13 @@
 //! the sandboxes' peak RSS (this process), and what a watch on the
 //! Machines saw: the most Machine objects that existed at once (terminating ones included)
 //! against `replicas + maxSurge`, and the fewest Running ones against `replicas −
-//! maxUnavailable`; for the rollout also how long after the template change the new MachineSet
-//! appeared. `--faults` adds a 300 ms watch delay and 5 % injected 409 conflicts on Machine and
-//! MachineSet writes to the control sandbox. The process exits with status 2 when the watch saw
-//! the surge or availability bound broken: that is a correctness failure, not a timing one.
+//! maxUnavailable` with what the others were doing then (Unknown: their Node went unhealthy on
+//! its own; terminating: taken away), and how many Running machines were taken away while fewer
+//! than `replicas − maxUnavailable` others were Running; for the rollout also how long after the
+//! template change the new MachineSet appeared. `--faults` adds a 300 ms watch delay and 5 %
+//! injected 409 conflicts on Machine and MachineSet writes to the control sandbox. The process
+//! exits with status 2 when the watch saw the surge bound broken, or a Running machine taken
+//! away below the availability floor: a correctness failure, not a timing one.
 //!
 //! `BENCH_KEEP_LOGS=1` keeps the manager's and the provider's logs (the path is printed); a broken
 //! bound or budget keeps them too, and still exits 2 or 3.
@@ -177,8 +180,39 @@ enum Cluster {
     Kube {
         kubeconfig: PathBuf,
         audit_log: PathBuf,
-        offset: Mutex<u64>,
+        since: Mutex<AuditMark>,
     },
+}
+
+/// Where the audit log stood at the last reset. kube-apiserver rotates `audit.log` by size
+/// (renaming it beside itself, `audit-<time>.log`), so a phase's requests can span files: the
+/// file written at the reset, from its offset, and every audit file that appeared since.
+#[derive(Debug, Default)]
+struct AuditMark {
+    /// Inode of the file written at the reset, and its length then.
+    current: Option<(u64, u64)>,
+    /// Inodes of the audit files that existed at the reset.
+    known: BTreeSet<u64>,
+}
+
+/// The audit files beside `audit_log` (itself and its rotated copies): path and inode.
+fn audit_files(audit_log: &Path) -> Vec<(PathBuf, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let Some(dir) = audit_log.parent() else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("audit") && name.ends_with(".log")
+        })
+        .filter_map(|e| Some((e.path(), e.metadata().ok()?.ino())))
+        .collect()
 }
 
 impl Cluster {
@@ -186,7 +220,7 @@ impl Cluster {
         Cluster::Kube {
             kubeconfig: dir.join("admin.kubeconfig"),
             audit_log: dir.join("logs/audit.log"),
-            offset: Mutex::new(0),
+            since: Mutex::new(AuditMark::default()),
         }
     }
 
@@ -212,9 +246,18 @@ impl Cluster {
                 sb.faults().requesters.reset();
             }
             Cluster::Kube {
-                audit_log, offset, ..
+                audit_log, since, ..
             } => {
-                *offset.lock().unwrap() = std::fs::metadata(audit_log).map_or(0, |m| m.len());
+                use std::os::unix::fs::MetadataExt as _;
+                *since.lock().unwrap() = AuditMark {
+                    current: std::fs::metadata(audit_log)
+                        .ok()
+                        .map(|m| (m.ino(), m.len())),
+                    known: audit_files(audit_log)
+                        .into_iter()
+                        .map(|(_, ino)| ino)
+                        .collect(),
+                };
             }
         }
     }
@@ -224,8 +267,20 @@ impl Cluster {
         match self {
             Cluster::Sandbox(sb) => sb.faults().requesters.snapshot(),
             Cluster::Kube {
-                audit_log, offset, ..
-            } => audit_records(audit_log, *offset.lock().unwrap()),
+                audit_log, since, ..
+            } => {
+                let since = since.lock().unwrap();
+                let mut records = Vec::new();
+                for (path, ino) in audit_files(audit_log) {
+                    let from = match since.current {
+                        Some((current, offset)) if current == ino => offset,
+                        _ if since.known.contains(&ino) => continue,
+                        _ => 0,
+                    };
+                    records.extend(audit_records(&path, from));
+                }
+                records
+            }
         }
     }
 }
@@ -524,6 +579,14 @@ struct Seen {
     max_machines: usize,
     /// Fewest Running, not terminating machines, once the phase's floor had been reached.
     min_running: Option<usize>,
+    /// At that fewest: the machines not counted, by why (their phase, or "terminating"). Tells
+    /// machines the controllers took away from machines whose Node went unhealthy on its own.
+    min_running_missing: BTreeMap<String, usize>,
+    /// Running machines whose deletion began while fewer than the floor others were Running: the
+    /// controllers' own breaks of maxUnavailable, as the API server ordered the events.
+    taken_below_floor: usize,
+    /// Fewest others Running when a Running machine's deletion began.
+    fewest_left_on_take: Option<usize>,
     /// When a MachineSet of the phase's class first appeared.
     new_set_at: Option<Instant>,
 }
@@ -556,10 +619,36 @@ impl Timeline {
     }
 }
 
+/// One Machine as the watch last saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MachineSeen {
+    /// `status.currentStatus.phase`, "none" before the first status.
+    phase: String,
+    terminating: bool,
+}
+
+impl MachineSeen {
+    fn of(m: &Machine) -> Self {
+        Self {
+            phase: m
+                .status
+                .as_ref()
+                .and_then(|s| s.current_status.as_ref())
+                .and_then(|c| c.phase.as_ref())
+                .map_or("none".to_owned(), |p| p.as_str().to_owned()),
+            terminating: m.metadata.deletion_timestamp.is_some(),
+        }
+    }
+
+    fn running(&self) -> bool {
+        !self.terminating && self.phase == MachinePhase::Running.as_str()
+    }
+}
+
 /// Live view of the Machines and MachineSets from watches, for the bounds and the rollout start.
 #[derive(Default)]
 struct Observer {
-    machines: BTreeMap<String, (bool, bool)>,
+    machines: BTreeMap<String, MachineSeen>,
     seen: Seen,
     floor: usize,
     floor_reached: bool,
@@ -569,19 +658,56 @@ struct Observer {
 }
 
 impl Observer {
+    fn running(&self) -> usize {
+        self.machines.values().filter(|m| m.running()).count()
+    }
+
+    /// A watch event for one machine: its new state, or None when it is gone.
+    fn update(&mut self, name: String, now: Option<MachineSeen>) {
+        let was_running = self.machines.get(&name).is_some_and(MachineSeen::running);
+        let taken = was_running && now.as_ref().is_none_or(|m| m.terminating);
+        match now {
+            Some(m) => {
+                self.machines.insert(name, m);
+            }
+            None => {
+                self.machines.remove(&name);
+            }
+        }
+        if taken && self.floor_reached {
+            let left = self.running();
+            self.seen.fewest_left_on_take =
+                Some(self.seen.fewest_left_on_take.map_or(left, |f| f.min(left)));
+            if left < self.floor {
+                self.seen.taken_below_floor += 1;
+            }
+        }
+    }
+
     fn record(&mut self) {
         let total = self.machines.len();
-        let running = self
-            .machines
-            .values()
-            .filter(|(running, terminating)| *running && !*terminating)
-            .count();
+        let running = self.running();
         self.seen.max_machines = self.seen.max_machines.max(total);
-        if self.floor_reached {
-            self.seen.min_running = Some(self.seen.min_running.map_or(running, |m| m.min(running)));
+        let fewer = if self.floor_reached {
+            self.seen.min_running.is_none_or(|m| running < m)
         } else if running >= self.floor && self.floor > 0 {
             self.floor_reached = true;
+            true
+        } else {
+            false
+        };
+        if fewer {
             self.seen.min_running = Some(running);
+            let mut missing = BTreeMap::new();
+            for m in self.machines.values().filter(|m| !m.running()) {
+                let why = if m.terminating {
+                    "terminating".to_owned()
+                } else {
+                    m.phase.clone()
+                };
+                *missing.entry(why).or_insert(0) += 1;
+            }
+            self.seen.min_running_missing = missing;
         }
     }
 
@@ -638,19 +764,9 @@ fn spawn_observers(control: &Client, observer: &Arc<Mutex<Observer>>) -> [JoinHa
         let mut stream = watcher(machines, watcher::Config::default())
             .default_backoff()
             .boxed();
-        let mut initial: BTreeMap<String, (bool, bool)> = BTreeMap::new();
+        let mut initial: BTreeSet<String> = BTreeSet::new();
         while let Some(event) = stream.next().await {
             let Ok(event) = event else { continue };
-            let state = |m: &Machine| {
-                (
-                    m.status
-                        .as_ref()
-                        .and_then(|s| s.current_status.as_ref())
-                        .and_then(|c| c.phase.as_ref())
-                        == Some(&MachinePhase::Running),
-                    m.metadata.deletion_timestamp.is_some(),
-                )
-            };
             let mut o = obs.lock().unwrap();
             if let (Some(timeline), watcher::Event::Apply(m) | watcher::Event::InitApply(m)) =
                 (o.timeline.as_mut(), &event)
@@ -661,29 +777,28 @@ fn spawn_observers(control: &Client, observer: &Arc<Mutex<Observer>>) -> [JoinHa
                 if m.spec.provider_id.is_some() {
                     timeline.vm_created.entry(name.clone()).or_insert(now);
                 }
-                if state(m).0 {
+                if MachineSeen::of(m).running() {
                     timeline.running.entry(name).or_insert(now);
                 }
             }
             match event {
                 watcher::Event::Apply(m) => {
-                    let s = state(&m);
-                    o.machines.insert(m.metadata.name.unwrap_or_default(), s);
+                    let seen = MachineSeen::of(&m);
+                    o.update(m.metadata.name.unwrap_or_default(), Some(seen));
                 }
                 watcher::Event::InitApply(m) => {
-                    let s = state(&m);
+                    let seen = MachineSeen::of(&m);
                     let name = m.metadata.name.unwrap_or_default();
-                    initial.insert(name.clone(), s);
-                    o.machines.insert(name, s);
+                    initial.insert(name.clone());
+                    o.update(name, Some(seen));
                 }
                 watcher::Event::Delete(m) => {
-                    o.machines.remove(&m.metadata.name.unwrap_or_default());
+                    o.update(m.metadata.name.unwrap_or_default(), None);
                 }
                 watcher::Event::Init => initial.clear(),
                 watcher::Event::InitDone => {
                     // A relist: what is not in it is gone.
-                    let keep: BTreeSet<String> = initial.keys().cloned().collect();
-                    o.machines.retain(|k, _| keep.contains(k));
+                    o.machines.retain(|k, _| initial.contains(k));
                 }
             }
             o.record();
@@ -1293,6 +1408,9 @@ fn phase_json(p: &Phase, n: usize) -> serde_json::Value {
         "provider_peak_mib": mib(p.provider_peak_rss_kib),
         "max_machines": p.seen.max_machines,
         "min_running": p.seen.min_running,
+        "min_running_missing": p.seen.min_running_missing,
+        "taken_below_floor": p.seen.taken_below_floor,
+        "fewest_left_on_take": p.seen.fewest_left_on_take,
         "control_requests": p.controller_control.total(),
         "control_writes": writes(&p.controller_control),
         "target_requests": p.controller_target.total(),
@@ -1773,6 +1891,24 @@ async fn main() {
                 .min_running
                 .map_or("n/a".to_owned(), |m| m.to_string()),
         );
+        let missing: Vec<String> = roll
+            .seen
+            .min_running_missing
+            .iter()
+            .map(|(why, count)| format!("{count} {why}"))
+            .collect();
+        println!(
+            "  not Running then: {}; Running machines taken away with fewer than {n} others Running: {} (fewest others left at a take: {})",
+            if missing.is_empty() {
+                "none".to_owned()
+            } else {
+                missing.join(", ")
+            },
+            roll.seen.taken_below_floor,
+            roll.seen
+                .fewest_left_on_take
+                .map_or("no take".to_owned(), |m| m.to_string()),
+        );
     }
     println!(
         "manager RSS: idle {:.1} MiB; sandboxes (this process): idle {:.1} MiB",
@@ -1888,9 +2024,13 @@ async fn main() {
     let surge_broken = phases
         .iter()
         .any(|p| p.seen.max_machines > usize::try_from(n + surge).unwrap_or(usize::MAX));
+    // maxUnavailable bounds what the controllers take away, as a Deployment's does: a Running
+    // machine whose deletion began while fewer than the floor others were Running. Machines whose
+    // Node went unhealthy on their own (Unknown) lower the fewest Running, a figure, but break
+    // no bound of the controllers'.
     let floor_broken = roll
         .as_ref()
-        .is_some_and(|roll| roll.seen.min_running.is_some_and(|m| m < nu));
+        .is_some_and(|roll| roll.seen.taken_below_floor > 0);
     if let Some(path) = arg_str("--summary") {
         let restart_writes_by: BTreeMap<String, u64> = restart
             .control
@@ -1984,5 +2124,118 @@ async fn main() {
         );
         std::mem::forget(work);
         std::process::exit(2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Cluster, MachineSeen, Observer};
+    use std::io::Write as _;
+
+    fn audit_line(resource: &str) -> String {
+        format!(
+            r#"{{"verb":"create","stage":"ResponseComplete","user":{{"username":"admin"}},"userAgent":"machine-controller-manager/v0","objectRef":{{"resource":"{resource}","apiGroup":"machine.sapcloud.io","namespace":"default"}}}}"#
+        ) + "\n"
+    }
+
+    fn append(path: &std::path::Path, lines: &[&str]) {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        for resource in lines {
+            file.write_all(audit_line(resource).as_bytes()).unwrap();
+        }
+    }
+
+    #[test]
+    fn requests_are_counted_across_a_rotation_of_the_audit_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir(&logs).unwrap();
+        let log = logs.join("audit.log");
+        // Before the reset: an older rotated file and two requests in the current one.
+        append(&logs.join("audit-2026-01-01T00-00-00.000.log"), &["old"]);
+        append(&log, &["before", "before"]);
+        let cluster = Cluster::kube(dir.path());
+        cluster.reset();
+        append(&log, &["machines"]);
+        // kube-apiserver renames the full file beside itself and starts a new one.
+        std::fs::rename(&log, logs.join("audit-2026-01-01T00-10-00.000.log")).unwrap();
+        append(&log, &["machines", "machinesets"]);
+        let mut counted: Vec<(String, u64)> = cluster
+            .records()
+            .into_iter()
+            .map(|r| (r.resource, r.count))
+            .collect();
+        counted.sort();
+        assert_eq!(
+            counted,
+            vec![
+                ("machines".to_owned(), 1),
+                ("machines".to_owned(), 1),
+                ("machinesets".to_owned(), 1)
+            ]
+        );
+    }
+
+    fn seen(phase: &str, terminating: bool) -> Option<MachineSeen> {
+        Some(MachineSeen {
+            phase: phase.to_owned(),
+            terminating,
+        })
+    }
+
+    /// Three Running machines with a floor of three.
+    fn observer_at_floor() -> Observer {
+        let mut o = Observer::default();
+        o.start_phase(3, None);
+        for name in ["a", "b", "c"] {
+            o.update(name.to_owned(), seen("Running", false));
+            o.record();
+        }
+        o
+    }
+
+    #[test]
+    fn a_node_going_unhealthy_lowers_the_fewest_running_but_takes_nothing_away() {
+        let mut o = observer_at_floor();
+        o.update("a".to_owned(), seen("Unknown", false));
+        o.record();
+        assert_eq!(o.seen.min_running, Some(2));
+        assert_eq!(o.seen.min_running_missing.get("Unknown"), Some(&1));
+        assert_eq!(o.seen.taken_below_floor, 0);
+        assert_eq!(o.seen.fewest_left_on_take, None);
+    }
+
+    #[test]
+    fn a_running_machine_deleted_below_the_floor_is_a_take_below_it() {
+        let mut o = observer_at_floor();
+        o.update("d".to_owned(), seen("Running", false));
+        o.record();
+        // Surge: one above the floor, so the first deletion leaves exactly the floor.
+        o.update("a".to_owned(), seen("Running", true));
+        o.record();
+        assert_eq!(o.seen.taken_below_floor, 0);
+        assert_eq!(o.seen.fewest_left_on_take, Some(3));
+        // The second one leaves two: below the floor, whether it is gone at once or terminates.
+        o.update("b".to_owned(), None);
+        o.record();
+        assert_eq!(o.seen.taken_below_floor, 1);
+        assert_eq!(o.seen.fewest_left_on_take, Some(2));
+        assert_eq!(o.seen.min_running, Some(2));
+        assert_eq!(o.seen.min_running_missing.get("terminating"), Some(&1));
+    }
+
+    #[test]
+    fn deleting_a_machine_that_was_not_running_is_no_take() {
+        let mut o = observer_at_floor();
+        o.update("a".to_owned(), seen("Unknown", false));
+        o.update("a".to_owned(), seen("Unknown", true));
+        o.update("a".to_owned(), None);
+        o.record();
+        assert_eq!(o.seen.taken_below_floor, 0);
+        assert_eq!(o.seen.min_running, Some(2));
     }
 }

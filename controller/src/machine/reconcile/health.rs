@@ -120,6 +120,7 @@ impl MachineController {
                     if let Some(event) = in_place_phase_event(machine.phase(), &stored) {
                         self.event(&stored, &event);
                     }
+                    log_phase_change(&name, phase_before.as_ref(), &stored);
                     *machine = stored;
                 }
                 Err(error) => return Ok(ControlFlow::Break(error.retry())),
@@ -182,6 +183,27 @@ impl MachineController {
             // The loop above always answers the permit question.
             HealthOutcome::NeedsFailurePermit { .. } => ControlFlow::Break(Retry::Short),
         })
+    }
+}
+
+/// A health pass that moved the machine to another phase says so, as upstream does: a machine
+/// losing its Node (Unknown, Failed) as a warning with the Node conditions that decided it, so an
+/// operator finds in the log why the fleet's available count fell.
+fn log_phase_change(name: &str, before: Option<&MachinePhase>, stored: &Machine) {
+    let after = phase_of(stored);
+    if after.as_ref() == before {
+        return;
+    }
+    let from = before.map_or("none", MachinePhase::as_str);
+    let to = after.as_ref().map_or("none", MachinePhase::as_str);
+    let description = stored
+        .last_operation()
+        .and_then(|operation| operation.description.as_deref())
+        .unwrap_or_default();
+    if matches!(after, Some(MachinePhase::Unknown | MachinePhase::Failed)) {
+        tracing::warn!(machine = %name, from, to, %description, "machine phase changed");
+    } else {
+        tracing::info!(machine = %name, from, to, "machine phase changed");
     }
 }
 
