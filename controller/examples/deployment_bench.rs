@@ -620,10 +620,10 @@ impl Timeline {
 }
 
 /// One Machine as the watch last saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 struct MachineSeen {
-    /// `status.currentStatus.phase`, "none" before the first status.
-    phase: String,
+    /// `status.currentStatus.phase`; none before the first status.
+    phase: Option<MachinePhase>,
     terminating: bool,
 }
 
@@ -634,14 +634,13 @@ impl MachineSeen {
                 .status
                 .as_ref()
                 .and_then(|s| s.current_status.as_ref())
-                .and_then(|c| c.phase.as_ref())
-                .map_or("none".to_owned(), |p| p.as_str().to_owned()),
+                .and_then(|c| c.phase.clone()),
             terminating: m.metadata.deletion_timestamp.is_some(),
         }
     }
 
     fn running(&self) -> bool {
-        !self.terminating && self.phase == MachinePhase::Running.as_str()
+        !self.terminating && self.phase == Some(MachinePhase::Running)
     }
 }
 
@@ -701,11 +700,11 @@ impl Observer {
             let mut missing = BTreeMap::new();
             for m in self.machines.values().filter(|m| !m.running()) {
                 let why = if m.terminating {
-                    "terminating".to_owned()
+                    "terminating"
                 } else {
-                    m.phase.clone()
+                    m.phase.as_ref().map_or("none", MachinePhase::as_str)
                 };
-                *missing.entry(why).or_insert(0) += 1;
+                *missing.entry(why.to_owned()).or_insert(0) += 1;
             }
             self.seen.min_running_missing = missing;
         }
@@ -2129,7 +2128,7 @@ async fn main() {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cluster, MachineSeen, Observer};
+    use super::{Cluster, MachinePhase, MachineSeen, Observer};
     use std::io::Write as _;
 
     fn audit_line(resource: &str) -> String {
@@ -2182,7 +2181,7 @@ mod tests {
 
     fn seen(phase: &str, terminating: bool) -> Option<MachineSeen> {
         Some(MachineSeen {
-            phase: phase.to_owned(),
+            phase: Some(MachinePhase::from(phase)),
             terminating,
         })
     }
